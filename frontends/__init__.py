@@ -1,0 +1,63 @@
+"""Frontends: one module per source, each loaded only when a model of its kind is traced."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from specgraph.errors import FrontendMissingError
+
+__all__ = ["FRONTENDS", "FrontendInfo", "load", "detect"]
+
+
+@dataclass(frozen=True)
+class FrontendInfo:
+    """What specgraph knows about a frontend before importing it.
+
+    Attributes:
+        module: the module that implements ``trace(*factory_result, reference=...)``.
+        framework: the package it imports.
+        extra: the pip extra that installs that package.
+        prefixes: class-module prefixes that identify the framework's models.
+        returns: what a factory for this framework returns, in words.
+        arity: how many items that tuple has.
+    """
+
+    module: str
+    framework: str
+    extra: str
+    prefixes: tuple[str, ...]
+    returns: str
+    arity: int
+
+
+FRONTENDS: dict[str, FrontendInfo] = {
+    "torch": FrontendInfo("specgraph.frontends.torch", "torch", "torch", ("torch.",),
+                          "(module, example_inputs)", 2),
+}
+
+
+def load(name: str) -> ModuleType:
+    """Import frontend ``name``; a missing framework is one sentence with the pip command."""
+    info = FRONTENDS[name]
+    try:
+        return importlib.import_module(info.module)
+    except ModuleNotFoundError as err:
+        if err.name and err.name.split(".")[0] == info.framework:
+            raise FrontendMissingError(
+                f"{name} frontend needs {info.framework}: "
+                f"pip install 'specgraph-check[{info.extra}]'"
+            ) from err
+        raise
+
+
+def detect(model: Any) -> str | None:
+    """The frontend whose framework defined ``model``'s class (by class module, no imports)."""
+    for cls in type(model).__mro__:
+        module = getattr(cls, "__module__", "") or ""
+        for name, info in FRONTENDS.items():
+            if any(module == p.rstrip(".") or module.startswith(p) for p in info.prefixes):
+                return name
+    return None

@@ -1,0 +1,528 @@
+"""ATen op -> canonical op converters for the PyTorch frontend, kept as a table of data.
+
+Each converter takes the frontend's converter state ``cx`` and one FX node, reads the node's
+arguments by schema name with ``cx.bind``, and emits canonical nodes with ``cx.emit``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from specgraph.errors import TraceError
+
+Converter = Callable[[Any, Any], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def _reg(*names: str) -> Callable[[Converter], Converter]:
+    def wrap(fn: Converter) -> Converter:
+        for name in names:
+            CONVERTERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _rank(arg: Any) -> int:
+    return len(arg.meta["val"].shape)
+
+
+def _shape(arg: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in arg.meta["val"].shape)
+
+
+def _dim(d: int, rank: int) -> int:
+    return int(d) % rank if rank else 0
+
+
+def _ntuple(v: Any, n: int) -> tuple[int, ...]:
+    if v is None:
+        return ()
+    if isinstance(v, (list, tuple)):
+        v = tuple(int(i) for i in v)
+        return v * n if len(v) == 1 else v
+    return (int(v),) * n
+
+
+def _out_dtype(cx: Any) -> str:
+    return cx.meta(cx.current)[0][1]
+
+
+# --- elementwise -------------------------------------------------------------------------
+_UNARY = {
+    "relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid",
+    "tanh": "tanh", "tanh_": "tanh", "silu": "silu", "silu_": "silu", "mish": "mish",
+    "hardswish": "hardswish", "hardswish_": "hardswish", "neg": "neg", "exp": "exp",
+    "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "reciprocal": "reciprocal", "abs": "abs",
+    "erf": "erf", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil", "sign": "sign",
+    "logical_not": "logical_not", "bitwise_not": "logical_not",
+    "clone": "identity", "alias": "identity", "detach": "identity", "detach_": "identity",
+    "lift_fresh_copy": "identity", "contiguous": "identity",
+}
+
+
+def _unary(canonical: str) -> Converter:
+    def convert(cx: Any, node: Any) -> Any:
+        return cx.emit(canonical, [cx.value(node.args[0])])
+
+    return convert
+
+
+for _name, _canonical in _UNARY.items():
+    for _overload in ("default",):
+        CONVERTERS[f"aten.{_name}.{_overload}"] = _unary(_canonical)
+
+_BINARY = {
+    "mul": "mul", "mul_": "mul", "div": "div", "div_": "div", "pow": "pow",
+    "maximum": "maximum", "minimum": "minimum", "eq": "equal", "ne": "not_equal",
+    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+    "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_and": "logical_and",
+    "bitwise_or": "logical_or",
+}
+
+
+def _binary(canonical: str) -> Converter:
+    def convert(cx: Any, node: Any) -> Any:
+        a, b = node.args[0], node.args[1]
+        dtype = _operand_dtype(cx, node, a, b)
+        attrs = {}
+        if canonical == "div" and node.kwargs.get("rounding_mode"):
+            attrs["rounding"] = node.kwargs["rounding_mode"]
+        return cx.emit(canonical, [cx.operand(a, dtype), cx.operand(b, dtype)], attrs)
+
+    return convert
+
+
+def _operand_dtype(cx: Any, node: Any, a: Any, b: Any) -> str:
+    """The dtype a Python scalar operand takes: that of the tensor it meets."""
+    for t in (a, b):
+        if hasattr(t, "meta") and isinstance(t.meta.get("val"), torch.Tensor):
+            dt = cx.meta(t)[0][1]
+            other = b if t is a else a
+            if isinstance(other, float) and not dt.startswith(("float", "bfloat")):
+                return _out_dtype(cx)
+            return dt
+    return _out_dtype(cx)
+
+
+for _name, _canonical in _BINARY.items():
+    for _overload in ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor", "Scalar_Tensor",
+                      "Tensor_mode", "default"):
+        CONVERTERS[f"aten.{_name}.{_overload}"] = _binary(_canonical)
+
+
+@_reg("aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",
+      "aten.sub.Tensor", "aten.sub.Scalar", "aten.sub_.Tensor", "aten.sub_.Scalar")
+def _add_sub(cx: Any, node: Any) -> Any:
+    a, b = node.args[0], node.args[1]
+    alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+    dtype = _operand_dtype(cx, node, a, b)
+    rhs = cx.operand(b, dtype)
+    if alpha != 1:
+        rhs = cx.emit("mul", [rhs, cx.operand(alpha, dtype)], out=(rhs.shape, rhs.dtype))
+    op = "add" if str(node.target).startswith("aten.add") else "sub"
+    return cx.emit(op, [cx.operand(a, dtype), rhs])
+
+
+@_reg("aten.rsub.Scalar", "aten.rsub.Tensor")
+def _rsub(cx: Any, node: Any) -> Any:
+    a, b = node.args[0], node.args[1]
+    alpha = node.kwargs.get("alpha", 1)
+    dtype = _operand_dtype(cx, node, a, b)
+    x = cx.operand(a, dtype)
+    if alpha != 1:
+        x = cx.emit("mul", [x, cx.operand(alpha, dtype)], out=(x.shape, x.dtype))
+    return cx.emit("sub", [cx.operand(b, dtype), x])
+
+
+@_reg("aten.gelu.default", "aten.gelu_.default")
+def _gelu(cx: Any, node: Any) -> Any:
+    return cx.emit("gelu", [cx.value(node.args[0])],
+                   {"approximate": node.kwargs.get("approximate", "none")})
+
+
+@_reg("aten.leaky_relu.default", "aten.leaky_relu_.default")
+def _leaky_relu(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    return cx.emit("leaky_relu", [cx.value(a["self"])], {"alpha": a["negative_slope"]})
+
+
+@_reg("aten.elu.default", "aten.elu_.default")
+def _elu(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    if a["scale"] != 1 or a["input_scale"] != 1:
+        return cx.opaque(node)  # selu-like scaling has no canonical op yet
+    return cx.emit("elu", [cx.value(a["self"])], {"alpha": a["alpha"]})
+
+
+@_reg("aten.softplus.default")
+def _softplus(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    return cx.emit("softplus", [cx.value(a["self"])],
+                   {"beta": a["beta"], "threshold": a["threshold"]})
+
+
+@_reg("aten.hardsigmoid.default", "aten.hardsigmoid_.default")
+def _hardsigmoid(cx: Any, node: Any) -> Any:
+    return cx.emit("hardsigmoid", [cx.value(node.args[0])], {"alpha": 1 / 6, "beta": 0.5})
+
+
+@_reg("aten.hardtanh.default", "aten.hardtanh_.default", "aten.clamp.default",
+      "aten.clamp_.default", "aten.clip.default", "aten.relu6.default")
+def _clip(cx: Any, node: Any) -> Any:
+    name = str(node.target)
+    if "relu6" in name:
+        lo, hi = 0.0, 6.0
+    else:
+        a = cx.bind(node)
+        lo = a.get("min_val", a.get("min"))
+        hi = a.get("max_val", a.get("max"))
+    return cx.emit("clip", [cx.value(node.args[0])], {"min": lo, "max": hi})
+
+
+@_reg("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
+def _where(cx: Any, node: Any) -> Any:
+    cond, a, b = node.args
+    dtype = _out_dtype(cx)
+    return cx.emit("where", [cx.value(cond), cx.operand(a, dtype), cx.operand(b, dtype)])
+
+
+@_reg("aten.masked_fill.Scalar", "aten.masked_fill.Tensor", "aten.masked_fill_.Scalar",
+      "aten.masked_fill_.Tensor")
+def _masked_fill(cx: Any, node: Any) -> Any:
+    x, mask, value = node.args
+    dtype = _out_dtype(cx)
+    return cx.emit("where", [cx.value(mask), cx.operand(value, dtype), cx.value(x)])
+
+
+@_reg("aten.to.dtype", "aten.to.dtype_layout", "aten._to_copy.default", "aten.type_as.default",
+      "aten.to.device", "aten.to.other")
+def _cast(cx: Any, node: Any) -> Any:
+    x = cx.value(node.args[0])
+    dtype = _out_dtype(cx)
+    if dtype == x.dtype:
+        return cx.emit("identity", [x])
+    return cx.emit("cast", [x], {"dtype": dtype})
+
+
+@_reg("aten.dropout.default", "aten.dropout_.default", "aten.feature_dropout.default",
+      "aten.alpha_dropout.default")
+def _dropout(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    if a.get("train"):
+        raise TraceError(f"{cx._at()}dropout is in training mode; specgraph traces in eval "
+                         "mode, so pass train=self.training to F.dropout")
+    return cx.emit("dropout", [cx.value(node.args[0])], {"p": a["p"]})
+
+
+# --- layers ------------------------------------------------------------------------------
+@_reg("aten.linear.default")
+def _linear(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    inputs = [cx.value(a["input"]), cx.param_or_value(a["weight"], "linear")]
+    if a["bias"] is not None:
+        inputs.append(cx.value(a["bias"]))
+    return cx.emit("linear", inputs, {"bias": a["bias"] is not None})
+
+
+def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> tuple[int, ...]:
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    return tuple(t // 2 for t in totals) + tuple(t - t // 2 for t in totals)
+
+
+def _conv_attrs(a: dict[str, Any], weight: Any, transposed: bool = False) -> dict[str, Any]:
+    n = _rank(weight) - 2
+    stride = _ntuple(a["stride"], n)
+    dilation = _ntuple(a["dilation"], n)
+    pad = a["padding"]
+    if isinstance(pad, str):
+        kernel = _shape(weight)[2:]
+        padding = (0,) * (2 * n) if pad == "valid" else _same_padding(kernel, dilation)
+    else:
+        padding = _ntuple(pad, n) * 2
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation,
+             "groups": int(a["groups"]), "bias": a["bias"] is not None}
+    if transposed:
+        attrs["output_padding"] = _ntuple(a["output_padding"], n)
+    return attrs
+
+
+def _conv_inputs(cx: Any, a: dict[str, Any]) -> list[Any]:
+    inputs = [cx.value(a["input"]), cx.value(a["weight"])]
+    if a["bias"] is not None:
+        inputs.append(cx.value(a["bias"]))
+    return inputs
+
+
+@_reg("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default",
+      "aten.conv1d.padding", "aten.conv2d.padding", "aten.conv3d.padding")
+def _conv(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    return cx.emit("conv", _conv_inputs(cx, a), _conv_attrs(a, a["weight"]))
+
+
+@_reg("aten.conv_transpose1d.default", "aten.conv_transpose2d.input",
+      "aten.conv_transpose3d.input")
+def _conv_transpose(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    return cx.emit("conv_transpose", _conv_inputs(cx, a), _conv_attrs(a, a["weight"], True))
+
+
+@_reg("aten.convolution.default", "aten._convolution.default")
+def _convolution(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    op = "conv_transpose" if a["transposed"] else "conv"
+    return cx.emit(op, _conv_inputs(cx, a), _conv_attrs(a, a["weight"], a["transposed"]))
+
+
+@_reg("aten.batch_norm.default", "aten._native_batch_norm_legit_no_training.default",
+      "aten.native_batch_norm.default", "aten._native_batch_norm_legit_functional.default")
+def _batch_norm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    if a.get("training"):
+        raise TraceError(f"{cx._at()}batch norm runs in training mode; call model.eval() or "
+                         "keep running statistics (track_running_stats=True)")
+    if a["running_mean"] is None:
+        raise TraceError(f"{cx._at()}batch norm has no running statistics; "
+                         "specgraph compares models in inference")
+    inputs = [cx.value(a["input"]), cx.value(a["running_mean"]), cx.value(a["running_var"])]
+    for key in ("weight", "bias"):
+        if a[key] is not None:
+            inputs.append(cx.value(a[key]))
+    attrs = {"eps": a["eps"], "momentum": a["momentum"] if a["momentum"] is not None else 0.1,
+             "scale": a["weight"] is not None, "bias": a["bias"] is not None}
+    x_meta = cx.meta(a["input"])[0]
+    out = cx.emit("batch_norm", inputs, attrs, out=x_meta)
+    if "legit" in str(node.target) or "native" in str(node.target):
+        return (out,) + tuple(out for _ in cx.meta(node)[1:])
+    return out
+
+
+def _norm_inputs(cx: Any, a: dict[str, Any]) -> tuple[list[Any], dict[str, bool]]:
+    inputs = [cx.value(a["input"])]
+    flags = {"scale": a["weight"] is not None, "bias": a.get("bias") is not None}
+    if flags["scale"]:
+        inputs.append(cx.value(a["weight"]))
+    if flags["bias"]:
+        inputs.append(cx.value(a["bias"]))
+    return inputs, flags
+
+
+@_reg("aten.layer_norm.default")
+def _layer_norm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    inputs, flags = _norm_inputs(cx, a)
+    axis = _rank(a["input"]) - len(a["normalized_shape"])
+    return cx.emit("layer_norm", inputs, {"axis": axis, "eps": a["eps"], **flags})
+
+
+@_reg("aten.group_norm.default")
+def _group_norm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    inputs, flags = _norm_inputs(cx, a)
+    return cx.emit("group_norm", inputs, {"num_groups": a["num_groups"], "eps": a["eps"], **flags})
+
+
+@_reg("aten.rms_norm.default")
+def _rms_norm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    a["bias"] = None
+    inputs, flags = _norm_inputs(cx, a)
+    eps = a["eps"]
+    if eps is None:
+        eps = float(torch.finfo(a["input"].meta["val"].dtype).eps)
+    axis = _rank(a["input"]) - len(a["normalized_shape"])
+    return cx.emit("rms_norm", inputs, {"axis": axis, "eps": eps, "scale": flags["scale"]})
+
+
+@_reg("aten.embedding.default")
+def _embedding(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    pad = a["padding_idx"]
+    return cx.emit("embedding", [cx.value(a["indices"]), cx.value(a["weight"])],
+                   {"padding_idx": None if pad is None or pad < 0 else pad})
+
+
+def _pool_attrs(a: dict[str, Any], n: int) -> dict[str, Any]:
+    kernel = _ntuple(a["kernel_size"], n)
+    stride = _ntuple(a["stride"], n) or kernel
+    attrs = {"kernel": kernel, "stride": stride, "padding": _ntuple(a["padding"], n) * 2,
+             "ceil_mode": bool(a["ceil_mode"])}
+    attrs["dilation"] = _ntuple(a.get("dilation", 1), n)
+    return attrs
+
+
+@_reg("aten.max_pool1d.default", "aten.max_pool2d.default", "aten.max_pool3d.default",
+      "aten.max_pool2d_with_indices.default", "aten.max_pool3d_with_indices.default")
+def _max_pool(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    n = _rank(a["self"]) - 2
+    out = cx.emit("max_pool", [cx.value(a["self"])], _pool_attrs(a, n), out=cx.meta(node)[0])
+    if "with_indices" in str(node.target):
+        return (out, cx.opaque_output(node, 1))
+    return out
+
+
+@_reg("aten.avg_pool1d.default", "aten.avg_pool2d.default", "aten.avg_pool3d.default")
+def _avg_pool(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    n = _rank(a["self"]) - 2
+    attrs = _pool_attrs(a, n)
+    attrs["count_include_pad"] = bool(a["count_include_pad"])
+    attrs["divisor"] = a.get("divisor_override")
+    return cx.emit("avg_pool", [cx.value(a["self"])], attrs)
+
+
+@_reg("aten.adaptive_avg_pool1d.default", "aten.adaptive_avg_pool2d.default",
+      "aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool2d.default")
+def _adaptive_avg(cx: Any, node: Any) -> Any:
+    shape = cx.meta(node)[0][0]
+    n = _rank(node.args[0]) - 2
+    return cx.emit("adaptive_avg_pool", [cx.value(node.args[0])], {"output_size": shape[-n:]})
+
+
+@_reg("aten.adaptive_max_pool1d.default", "aten.adaptive_max_pool2d.default",
+      "aten.adaptive_max_pool3d.default")
+def _adaptive_max(cx: Any, node: Any) -> Any:
+    metas = cx.meta(node)
+    n = _rank(node.args[0]) - 2
+    out = cx.emit("adaptive_max_pool", [cx.value(node.args[0])],
+                  {"output_size": metas[0][0][-n:]}, out=metas[0])
+    return (out, cx.opaque_output(node, 1))
+
+
+@_reg("aten.softmax.int", "aten._softmax.default", "aten.log_softmax.int",
+      "aten._log_softmax.default")
+def _softmax(cx: Any, node: Any) -> Any:
+    x = node.args[0]
+    op = "log_softmax" if "log_softmax" in str(node.target) else "softmax"
+    return cx.emit(op, [cx.value(x)], {"axis": _dim(node.args[1], _rank(x))})
+
+
+@_reg("aten.scaled_dot_product_attention.default")
+def _sdpa(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    scale = a["scale"]
+    if scale is None:
+        scale = 1.0 / math.sqrt(_shape(a["query"])[-1])
+    inputs = [cx.value(a["query"]), cx.value(a["key"]), cx.value(a["value"])]
+    if a["attn_mask"] is not None:
+        inputs.append(cx.value(a["attn_mask"]))
+    return cx.emit("attention", inputs, {"scale": scale, "causal": bool(a["is_causal"]),
+                                         "has_mask": a["attn_mask"] is not None})
+
+
+# --- matmul and reductions ---------------------------------------------------------------
+@_reg("aten.matmul.default", "aten.mm.default", "aten.bmm.default")
+def _matmul(cx: Any, node: Any) -> Any:
+    return cx.emit("matmul", [cx.value(node.args[0]), cx.value(node.args[1])])
+
+
+@_reg("aten.addmm.default", "aten.baddbmm.default")
+def _addmm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    shape, dtype = cx.meta(node)[0]
+    prod = cx.emit("matmul", [cx.value(node.args[1]), cx.value(node.args[2])])
+    if a.get("alpha", 1) != 1:
+        prod = cx.emit("mul", [prod, cx.operand(a["alpha"], dtype)])
+    base = cx.value(a["self"])
+    if a.get("beta", 1) != 1:
+        base = cx.emit("mul", [base, cx.operand(a["beta"], dtype)], out=(base.shape, dtype))
+    return cx.emit("add", [base, prod])
+
+
+def _axes(dims: Any, rank: int) -> tuple[int, ...] | None:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return None
+    dims = dims if isinstance(dims, (list, tuple)) else [dims]
+    return tuple(sorted(_dim(d, rank) for d in dims))
+
+
+_REDUCE = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max",
+           "amin": "reduce_min", "prod": "reduce_prod"}
+
+
+def _reduction(canonical: str) -> Converter:
+    def convert(cx: Any, node: Any) -> Any:
+        x = node.args[0]
+        rank = _rank(x)
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        value = cx.value(x)
+        dtype = _out_dtype(cx)
+        if dtype != value.dtype and canonical in ("reduce_sum", "reduce_mean", "reduce_prod"):
+            value = cx.emit("cast", [value], {"dtype": dtype}, out=(value.shape, dtype))
+        return cx.emit(canonical, [value], {"axes": _axes(dims, rank), "keepdims": bool(keep)})
+
+    return convert
+
+
+for _name, _canonical in _REDUCE.items():
+    for _overload in ("default", "dim_IntList", "dim", "dim_int"):
+        CONVERTERS[f"aten.{_name}.{_overload}"] = _reduction(_canonical)
+
+
+@_reg("aten.max.dim", "aten.min.dim")
+def _max_dim(cx: Any, node: Any) -> Any:
+    x = node.args[0]
+    dim = _dim(node.args[1], _rank(x))
+    keep = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
+    (vshape, vdtype), (ishape, idtype) = cx.meta(node)[:2]
+    is_max = "max" in str(node.target)
+    values = cx.emit("reduce_max" if is_max else "reduce_min", [cx.value(x)],
+                     {"axes": (dim,), "keepdims": keep}, out=(vshape, vdtype))
+    index = cx.emit("argmax" if is_max else "argmin", [cx.value(x)],
+                    {"axis": dim, "keepdims": keep}, out=(ishape, idtype))
+    return (values, index)
+
+
+@_reg("aten.max.default", "aten.min.default")
+def _max_all(cx: Any, node: Any) -> Any:
+    op = "reduce_max" if "max" in str(node.target) else "reduce_min"
+    return cx.emit(op, [cx.value(node.args[0])], {"axes": None})
+
+
+@_reg("aten.max.other", "aten.min.other")
+def _max_other(cx: Any, node: Any) -> Any:
+    op = "maximum" if "max" in str(node.target) else "minimum"
+    return cx.emit(op, [cx.value(node.args[0]), cx.value(node.args[1])])
+
+
+@_reg("aten.argmax.default", "aten.argmin.default")
+def _argmax(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    x = cx.value(a["self"])
+    if a["dim"] is None:
+        flat = cx.emit("reshape", [x], {"shape": (x.size,)}, out=((x.size,), x.dtype))
+        x, dim = flat, 0
+    else:
+        dim = _dim(a["dim"], x.rank)
+    op = "argmax" if "argmax" in str(node.target) else "argmin"
+    return cx.emit(op, [x], {"axis": dim, "keepdims": bool(a["keepdim"])})
+
+
+@_reg("aten.var.correction", "aten.var.dim", "aten.var.default", "aten.std.correction",
+      "aten.std.dim", "aten.std.default")
+def _var(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    x = a["self"]
+    correction = a.get("correction")
+    if correction is None:
+        correction = 1 if a.get("unbiased", True) else 0
+    attrs = {"axes": _axes(a.get("dim"), _rank(x)), "keepdims": bool(a.get("keepdim", False)),
+             "correction": int(correction)}
+    if "std" in str(node.target):
+        var = cx.emit("reduce_var", [cx.value(x)], attrs)
+        return cx.emit("sqrt", [var])
+    return cx.emit("reduce_var", [cx.value(x)], attrs)
+
+
+@_reg("aten.cumsum.default")
+def _cumsum(cx: Any, node: Any) -> Any:
+    x = node.args[0]
+    return cx.emit("cumsum", [cx.value(x)], {"axis": _dim(node.args[1], _rank(x))})

@@ -1,0 +1,244 @@
+"""ATen shape, indexing and tensor-creation ops -> canonical ops (part of the converter table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from specgraph.frontends._torch_ops import CONVERTERS, _dim, _rank, _reg, _shape
+
+
+def _to_shape(cx: Any, node: Any) -> Any:
+    shape = cx.meta(node)[0][0]
+    x = cx.value(node.args[0])
+    if x.shape == shape:
+        return cx.emit("identity", [x])
+    return cx.emit("reshape", [x], {"shape": shape})
+
+
+for _name in ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+              "aten.flatten.using_ints", "aten.unflatten.int", "aten.view_as.default",
+              "aten.reshape_as.default", "aten.ravel.default"):
+    CONVERTERS[_name] = _to_shape
+
+
+@_reg("aten.permute.default")
+def _permute(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0])
+    perm = tuple(_dim(d, rank) for d in node.args[1])
+    return cx.emit("transpose", [cx.value(node.args[0])], {"perm": perm})
+
+
+@_reg("aten.transpose.int", "aten.swapaxes.default", "aten.t.default", "aten.numpy_T.default")
+def _transpose(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0])
+    perm = list(range(rank))
+    if rank >= 2:
+        i, j = (node.args[1], node.args[2]) if len(node.args) > 2 else (0, 1)
+        i, j = _dim(i, rank), _dim(j, rank)
+        perm[i], perm[j] = perm[j], perm[i]
+    if perm == list(range(rank)):
+        return cx.emit("identity", [cx.value(node.args[0])])
+    return cx.emit("transpose", [cx.value(node.args[0])], {"perm": tuple(perm)})
+
+
+@_reg("aten.cat.default", "aten.concat.default", "aten.concatenate.default")
+def _cat(cx: Any, node: Any) -> Any:
+    tensors = [t for t in node.args[0] if _shape(t) != (0,)]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    rank = _rank(tensors[0])
+    return cx.emit("concat", [cx.value(t) for t in tensors], {"axis": _dim(dim, rank)})
+
+
+@_reg("aten.stack.default")
+def _stack(cx: Any, node: Any) -> Any:
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    axis = _dim(dim, _rank(tensors[0]) + 1)
+    parts = []
+    for t in tensors:
+        v = cx.value(t)
+        shape = v.shape[:axis] + (1,) + v.shape[axis:]
+        parts.append(cx.emit("unsqueeze", [v], {"axes": (axis,)}, out=(shape, v.dtype)))
+    return cx.emit("concat", parts, {"axis": axis})
+
+
+def _split_into(cx: Any, node: Any, axis: int) -> tuple:
+    metas = cx.meta(node)
+    sizes = tuple(shape[axis] for shape, _ in metas)
+    return cx.emit_multi("split", [cx.value(node.args[0])], {"axis": axis, "sizes": sizes})
+
+
+@_reg("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
+      "aten.tensor_split.sections", "aten.split.sizes")
+def _split(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0])
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    return _split_into(cx, node, _dim(dim, rank))
+
+
+@_reg("aten.unbind.int")
+def _unbind(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0])
+    axis = _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    x = cx.value(node.args[0])
+    count = x.shape[axis]
+    piece = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    parts = cx.b.add_multi("split", [x], {"axis": axis, "sizes": (1,) * count},
+                           outputs=[(piece, x.dtype)] * count, **cx.where())
+    out_shape = x.shape[:axis] + x.shape[axis + 1:]
+    return tuple(cx.emit("squeeze", [p], {"axes": (axis,)}, out=(out_shape, x.dtype))
+                 for p in parts)
+
+
+@_reg("aten.slice.Tensor")
+def _slice(cx: Any, node: Any) -> Any:
+    x = node.args[0]
+    shape = _shape(x)
+    rank = len(shape)
+    dim = _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    start = node.args[2] if len(node.args) > 2 else None
+    end = node.args[3] if len(node.args) > 3 else None
+    step = node.args[4] if len(node.args) > 4 else 1
+    start, end, step = slice(start, end, step).indices(shape[dim])
+    if (start, end, step) == (0, shape[dim], 1):
+        return cx.emit("identity", [cx.value(x)])
+    return cx.emit("slice", [cx.value(x)],
+                   {"axes": (dim,), "starts": (start,), "ends": (end,), "steps": (step,)})
+
+
+@_reg("aten.select.int")
+def _select(cx: Any, node: Any) -> Any:
+    x, dim, index = node.args
+    rank = _rank(x)
+    index_value = cx.b.constant(np.array(index, dtype=np.int64), "int64")
+    return cx.emit("gather", [cx.value(x), index_value], {"axis": _dim(dim, rank)})
+
+
+@_reg("aten.index_select.default")
+def _index_select(cx: Any, node: Any) -> Any:
+    x, dim, index = node.args
+    return cx.emit("gather", [cx.value(x), cx.value(index)], {"axis": _dim(dim, _rank(x))})
+
+
+@_reg("aten.index.Tensor")
+def _index(cx: Any, node: Any) -> Any:
+    x, indices = node.args
+    used = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(used) != 1 or cx.meta(used[0][1])[0][1] == "bool":
+        return cx.opaque(node)
+    axis, index = used[0]
+    return cx.emit("gather", [cx.value(x), cx.value(index)], {"axis": axis})
+
+
+@_reg("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_.dim")
+def _squeeze(cx: Any, node: Any) -> Any:
+    shape = _shape(node.args[0])
+    rank = len(shape)
+    if len(node.args) > 1:
+        dims = node.args[1] if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
+        axes = sorted({_dim(d, rank) for d in dims if shape[_dim(d, rank)] == 1})
+    else:
+        axes = [i for i, s in enumerate(shape) if s == 1]
+    if not axes:
+        return cx.emit("identity", [cx.value(node.args[0])])
+    return cx.emit("squeeze", [cx.value(node.args[0])], {"axes": tuple(axes)})
+
+
+@_reg("aten.unsqueeze.default", "aten.unsqueeze_.default")
+def _unsqueeze(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0]) + 1
+    return cx.emit("unsqueeze", [cx.value(node.args[0])], {"axes": (_dim(node.args[1], rank),)})
+
+
+@_reg("aten.expand.default", "aten.expand_as.default", "aten.broadcast_to.default")
+def _expand(cx: Any, node: Any) -> Any:
+    shape = cx.meta(node)[0][0]
+    x = cx.value(node.args[0])
+    if x.shape == shape:
+        return cx.emit("identity", [x])
+    return cx.emit("expand", [x], {"shape": shape})
+
+
+@_reg("aten.repeat.default")
+def _repeat(cx: Any, node: Any) -> Any:
+    x = cx.value(node.args[0])
+    repeats = tuple(int(r) for r in node.args[1])
+    if len(repeats) > x.rank:
+        shape = (1,) * (len(repeats) - x.rank) + x.shape
+        x = cx.emit("reshape", [x], {"shape": shape}, out=(shape, x.dtype))
+    return cx.emit("tile", [x], {"repeats": repeats})
+
+
+@_reg("aten.flip.default")
+def _flip(cx: Any, node: Any) -> Any:
+    rank = _rank(node.args[0])
+    return cx.emit("flip", [cx.value(node.args[0])],
+                   {"axes": tuple(_dim(d, rank) for d in node.args[1])})
+
+
+@_reg("aten.constant_pad_nd.default", "aten.pad.default")
+def _pad(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    x = a["self"]
+    rank = _rank(x)
+    torch_pads = list(a["pad"])  # last axis first: (begin_last, end_last, begin_prev, ...)
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(torch_pads) // 2):
+        axis = rank - 1 - i
+        begins[axis], ends[axis] = int(torch_pads[2 * i]), int(torch_pads[2 * i + 1])
+    mode = a.get("mode", "constant")
+    mode = {"replicate": "edge"}.get(mode, mode)
+    if mode not in ("constant", "reflect", "edge"):
+        return cx.opaque(node)
+    value = a.get("value")
+    return cx.emit("pad", [cx.value(x)], {"pads": tuple(begins + ends), "mode": mode,
+                                          "value": float(value or 0.0)})
+
+
+@_reg("aten.tril.default", "aten.triu.default")
+def _trilu(cx: Any, node: Any) -> Any:
+    k = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    return cx.emit("trilu", [cx.value(node.args[0])],
+                   {"upper": "triu" in str(node.target), "k": int(k)})
+
+
+def _fill_value(node: Any) -> float:
+    name = str(node.target)
+    if "zeros" in name:
+        return 0.0
+    if "ones" in name:
+        return 1.0
+    if name.startswith("aten.scalar_tensor"):
+        return float(node.args[0])
+    value = node.args[-1] if node.args else node.kwargs.get("fill_value")
+    return float(value)
+
+
+@_reg("aten.full.default", "aten.zeros.default", "aten.ones.default", "aten.full_like.default",
+      "aten.zeros_like.default", "aten.ones_like.default", "aten.new_zeros.default",
+      "aten.new_ones.default", "aten.new_full.default", "aten.scalar_tensor.default",
+      "aten.empty.memory_format", "aten.new_empty.default", "aten.empty_like.default")
+def _full(cx: Any, node: Any) -> Any:
+    shape, dtype = cx.meta(node)[0]
+    value = 0.0 if "empty" in str(node.target) else _fill_value(node)
+    return cx.emit("full", [], {"shape": shape, "value": value, "dtype": dtype})
+
+
+@_reg("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def _arange(cx: Any, node: Any) -> Any:
+    args = [float(a) for a in node.args]
+    if len(args) == 1:
+        args = [0.0, args[0]]
+    start, limit = args[0], args[1]
+    delta = args[2] if len(args) > 2 else 1.0
+    dtype = cx.meta(node)[0][1]
+    return cx.emit("arange", [], {"start": start, "limit": limit, "delta": delta, "dtype": dtype})
+
+
+@_reg("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+      "aten.sym_constrain_range_for_size.default", "aten._assert_async.msg")
+def _no_value(cx: Any, node: Any) -> Any:
+    return None
+

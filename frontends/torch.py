@@ -1,0 +1,379 @@
+"""PyTorch frontend: ``torch.export`` at the level of high-level ATen ops, onto the shared IR.
+
+Parameters and buffers become graph parameters under their ``state_dict`` names, in
+canonical layout (linear weights transposed to ``[in, out]``); ``scope`` comes from
+``nn_module_stack``, ``source`` from the user frame of ``stack_trace``. Each ATen op has a
+small converter in ``specgraph.frontends._torch_ops``; an op none knows becomes ``opaque``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import operator
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+from specgraph.errors import FactoryError, TraceError
+from specgraph.ir import GraphBuilder, Value
+from specgraph.model import TracedModel
+from specgraph.ops import OPAQUE
+
+__all__ = ["trace", "accepts", "FRAMEWORK"]
+
+FRAMEWORK = "torch"
+
+_DTYPES = {
+    torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32",
+    torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+}
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def accepts(model: Any) -> bool:
+    return isinstance(model, torch.nn.Module)
+
+
+def dtype_name(dtype: torch.dtype, where: str = "") -> str:
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise TraceError(f"{where}dtype {dtype} is not supported by specgraph") from None
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A detached CPU NumPy copy (bfloat16 widened to float32)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.numpy().copy()
+
+
+def _leaves_with_names(tree: Any, root: str) -> list[tuple[str, Any]]:
+    leaves, _ = pytree.tree_flatten_with_path(tree)
+    out = []
+    for path, leaf in leaves:
+        parts = [root] if root else []
+        for key in path:
+            text = str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
+            parts.append(text)
+        out.append((".".join(parts) or "output", leaf))
+    return out
+
+
+def _input_names(module: torch.nn.Module, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    try:
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    named: list[tuple[str, Any]] = []
+    for i, arg in enumerate(args):
+        root = params[i] if i < len(params) else f"input{i}"
+        named.extend(_leaves_with_names(arg, root))
+    return named
+
+
+def _register_dataclasses(tree: Any) -> None:
+    """Let torch.export flatten dataclass outputs that are not pytree nodes yet."""
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        cls = type(tree)
+        if cls not in pytree.SUPPORTED_NODES:
+            torch.export.register_dataclass(cls)
+        for f in dataclasses.fields(tree):
+            _register_dataclasses(getattr(tree, f.name))
+    elif isinstance(tree, (list, tuple)):
+        for item in tree:
+            _register_dataclasses(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            _register_dataclasses(item)
+
+
+def _as_tensors(example_inputs: Any, reference: str) -> tuple[Any, ...]:
+    if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, tuple):
+        raise FactoryError(
+            f"{reference}: example_inputs must be a tuple of tensors (or one tensor), got "
+            f"{type(example_inputs).__name__}; return (module, (x, ...)) from the factory"
+        )
+
+    def convert(leaf: Any) -> Any:
+        return torch.from_numpy(np.asarray(leaf)) if isinstance(leaf, np.ndarray) else leaf
+
+    return tuple(pytree.tree_map(convert, a) for a in example_inputs)
+
+
+def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
+    """Trace a ``torch.nn.Module`` on ``example_inputs`` into a TracedModel (eval mode).
+
+    Args:
+        module: the model.
+        example_inputs: a tuple of inputs (tensors or pytrees of tensors), or one tensor.
+        reference: the model reference, for messages.
+
+    Raises:
+        TraceError: torch.export failed (its reason is in the message).
+    """
+    if not accepts(module):
+        raise FactoryError(f"{reference}: expected a torch.nn.Module, got "
+                           f"{type(module).__name__}")
+    args = _as_tensors(example_inputs, reference)
+    module.eval()
+    try:
+        with torch.no_grad():
+            eager = module(*args)
+    except Exception as err:
+        raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on its "
+                         f"example inputs: {_first_line(err)}") from err
+    _register_dataclasses(eager)
+    try:
+        exported = torch.export.export(module, args)
+    except Exception as err:
+        raise TraceError(
+            f"{reference}: torch.export could not trace the model: {_first_line(err)}; "
+            "make forward free of data-dependent Python control flow, or run with --debug "
+            "for torch's full report"
+        ) from err
+    from specgraph.frontends import _torch_shape_ops  # noqa: F401  (fills the table)
+    from specgraph.frontends._torch_ops import CONVERTERS
+
+    converter = _Converter(exported, reference, CONVERTERS)
+    graph, weights = converter.convert(module, args)
+    inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
+              if isinstance(t, torch.Tensor)}
+    outputs = {name: to_numpy(t) for name, t in converter.output_leaves(eager)}
+    return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0].rstrip(".:") if text else type(err).__name__
+
+
+def _source(stack: str | None) -> str:
+    if not stack:
+        return ""
+    frames = _FRAME.findall(stack)
+    for file, line in reversed(frames):
+        if not file.startswith(_TORCH_DIR):
+            try:
+                rel = os.path.relpath(file)
+            except ValueError:
+                rel = file
+            return f"{file if rel.startswith('..') else rel}:{line}"
+    return ""
+
+
+def _scope(meta: dict[str, Any]) -> str:
+    stack = meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return re.sub(r"^L__self___|^L\['self'\]\.", "", str(path))
+
+
+class _Converter:
+    """Walks the exported FX graph and builds the IR, one converter call per ATen node."""
+
+    def __init__(self, exported: Any, reference: str, converters: dict[str, Any]) -> None:
+        self.ep = exported
+        self.reference = reference
+        self.converters = converters
+        self.b = GraphBuilder(reference)
+        self.env: dict[str, Any] = {}
+        self.placeholders: dict[str, tuple[str, str]] = {}  # fx name -> (kind, target)
+        self.layouts: dict[str, str] = {}  # param target -> layout of its graph param
+        self.param_values: dict[str, Value] = {}
+        self.relayouts: dict[tuple[str, str], Value] = {}
+        self.current: Any = None
+
+    # --- the walk ------------------------------------------------------------------------
+    def convert(self, module: torch.nn.Module, args: tuple[Any, ...]):
+        user_inputs = iter(_input_names(module, args))
+        for spec in self.ep.graph_signature.input_specs:
+            name = spec.arg.name if hasattr(spec.arg, "name") else None
+            kind = spec.kind.name
+            if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                self.placeholders[name] = (kind, spec.target)
+        for node in self.ep.graph.nodes:
+            self.current = node
+            if node.op == "placeholder":
+                if node.name not in self.placeholders:
+                    input_name, _ = next(user_inputs)
+                    shape, dtype = self.meta(node)[0]
+                    self.env[node.name] = self.b.input(input_name, shape, dtype)
+            elif node.op == "call_function":
+                self.env[node.name] = self.call(node)
+            elif node.op == "output":
+                self.outputs(node)
+        return self.b.build(), self.weights()
+
+    def call(self, node: Any) -> Any:
+        target = node.target
+        if target is operator.getitem:
+            seq, index = node.args
+            return self.env[seq.name][index]
+        key = str(target)
+        converter = self.converters.get(key)
+        if converter is None:
+            return self.opaque(node)
+        result = converter(self, node)
+        if key.endswith("_.default") or re.search(r"_\.[A-Za-z_]+$", key):
+            first = node.args[0]  # an in-place op: later reads of its input see the result
+            if hasattr(first, "name") and first.name not in self.placeholders:
+                self.env[first.name] = result
+        return result
+
+    def opaque(self, node: Any) -> Any:
+        inputs = [self.value(a) for a in _flat_args(node) if self._is_tensor_arg(a)]
+        metas = self.meta(node)
+        outs = self.b.add_multi(OPAQUE, inputs, {"target": str(node.target)}, outputs=metas,
+                                **self.where())
+        val = node.meta.get("val")
+        return outs if isinstance(val, (tuple, list)) else outs[0]
+
+    def outputs(self, node: Any) -> None:
+        flat = pytree.tree_leaves(node.args[0])
+        names = self.output_names(len(flat))
+        for name, arg in zip(names, flat):
+            if hasattr(arg, "name"):
+                self.b.output(name, self.value(arg))
+
+    def output_names(self, count: int) -> list[str]:
+        spec = self.ep.call_spec.out_spec
+        tree = pytree.tree_unflatten(list(range(count)), spec)
+        return [name for name, _ in _leaves_with_names(tree, "")]
+
+    def output_leaves(self, eager: Any) -> list[tuple[str, Any]]:
+        return [(n, t) for n, t in _leaves_with_names(eager, "") if isinstance(t, torch.Tensor)]
+
+    # --- helpers for converters ----------------------------------------------------------
+    def where(self) -> dict[str, str]:
+        node = self.current
+        return {"scope": _scope(node.meta), "source": _source(node.meta.get("stack_trace")),
+                "origin": str(node.target)}
+
+    def meta(self, node: Any) -> list[tuple[tuple[int, ...], str]]:
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (tuple, list)) else [val]
+        out = []
+        for v in vals:
+            if isinstance(v, torch.Tensor):
+                out.append((tuple(int(s) for s in v.shape), dtype_name(v.dtype, self._at())))
+        return out
+
+    def _at(self) -> str:
+        return f"{self.reference}: {self.current.target} at {_scope(self.current.meta) or '<model>'}: "
+
+    def _is_tensor_arg(self, arg: Any) -> bool:
+        return hasattr(arg, "name") and isinstance(arg.meta.get("val"), torch.Tensor)
+
+    def bind(self, node: Any) -> dict[str, Any]:
+        """The node's arguments by schema name, defaults filled in."""
+        schema = node.target._schema
+        bound: dict[str, Any] = {}
+        for i, arg in enumerate(schema.arguments):
+            if i < len(node.args):
+                bound[arg.name] = node.args[i]
+            elif arg.name in node.kwargs:
+                bound[arg.name] = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                bound[arg.name] = arg.default_value
+            else:
+                bound[arg.name] = None
+        return bound
+
+    def value(self, arg: Any) -> Value:
+        """The IR value of an FX argument (parameters in their native layout)."""
+        if not hasattr(arg, "name"):
+            raise TraceError(f"{self._at()}expected a tensor argument, got {arg!r}")
+        if arg.name in self.placeholders:
+            return self.param(arg, "native")
+        return self.env[arg.name]
+
+    def operand(self, arg: Any, dtype: str) -> Value:
+        """A tensor argument, or a Python scalar as a 0-d constant of ``dtype``."""
+        if hasattr(arg, "name"):
+            return self.value(arg)
+        from specgraph.ops.elementwise import numpy_dtype
+
+        np_dtype = numpy_dtype(dtype) if dtype != "bool" else np.bool_
+        return self.b.constant(np.array(arg, dtype=np_dtype), dtype)
+
+    def param(self, arg: Any, layout: str) -> Value:
+        """A parameter in ``layout`` (``native`` or ``linear``: [out, in] -> [in, out])."""
+        kind, target = self.placeholders[arg.name]
+        if kind == "CONSTANT_TENSOR":
+            key = (target, "constant")
+            if key not in self.relayouts:
+                data = to_numpy(self.ep.constants[target])
+                self.relayouts[key] = self.b.constant(data, dtype_name(self.ep.constants[target].dtype))
+            return self._relayout(self.relayouts[key], "native", layout, target)
+        if target not in self.param_values:
+            shape, dtype = self.meta(arg)[0]
+            self.layouts[target] = layout
+            self.param_values[target] = self.b.param(target, _layout_shape(shape, layout), dtype)
+        return self._relayout(self.param_values[target], self.layouts[target], layout, target)
+
+    def param_or_value(self, arg: Any, layout: str) -> Value:
+        """A weight argument in ``layout``: a parameter, or a computed tensor re-laid out."""
+        if hasattr(arg, "name") and arg.name in self.placeholders:
+            return self.param(arg, layout)
+        value = self.value(arg)
+        return self._relayout(value, "native", layout, f"value:{arg.name}")
+
+    def opaque_output(self, node: Any, index: int) -> Value:
+        """An output no canonical op computes (e.g. pooling indices), as its own opaque node."""
+        shape, dtype = self.meta(node)[index]
+        return self.b.add(OPAQUE, [self.value(node.args[0])],
+                          {"target": f"{node.target}[{index}]"}, shape=shape, dtype=dtype,
+                          **self.where())
+
+    def _relayout(self, value: Value, have: str, want: str, target: str) -> Value:
+        if have == want:
+            return value
+        key = (target, want)
+        if key not in self.relayouts:
+            perm = tuple(range(value.rank - 2)) + (value.rank - 1, value.rank - 2)
+            shape = tuple(value.shape[p] for p in perm)
+            self.relayouts[key] = self.b.add("transpose", [value], {"perm": perm}, shape=shape,
+                                             dtype=value.dtype, **self.where())
+        return self.relayouts[key]
+
+    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *,
+             out: tuple[tuple[int, ...], str] | None = None) -> Value:
+        """Add one IR node for the current ATen node (shape from its meta unless given)."""
+        shape, dtype = out if out is not None else self.meta(self.current)[0]
+        return self.b.add(op, list(inputs), attrs, shape=shape, dtype=dtype, **self.where())
+
+    def emit_multi(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any]) -> tuple:
+        return self.b.add_multi(op, list(inputs), attrs, outputs=self.meta(self.current),
+                                **self.where())
+
+    def weights(self) -> dict[str, np.ndarray]:
+        state = {**self.ep.state_dict, **self.ep.constants}
+        out = {}
+        for target, layout in self.layouts.items():
+            array = to_numpy(state[target])
+            out[target] = np.swapaxes(array, -1, -2).copy() if layout == "linear" else array
+        return out
+
+
+def _layout_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
+    if layout == "linear":
+        return shape[:-2] + (shape[-1], shape[-2])
+    return shape
+
+
+def _flat_args(node: Any) -> list[Any]:
+    return pytree.tree_leaves((node.args, node.kwargs))

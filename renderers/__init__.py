@@ -1,0 +1,1 @@
+"""Renderers: one printer per output format, over the public report types only."""

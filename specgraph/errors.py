@@ -1,0 +1,41 @@
+"""The one exception hierarchy of specgraph: every user-facing failure is a SpecgraphError."""
+
+from __future__ import annotations
+
+__all__ = [
+    "SpecgraphError",
+    "ModelReferenceError",
+    "FactoryError",
+    "FrontendMissingError",
+    "TraceError",
+    "GraphError",
+    "ExecutionError",
+]
+
+
+class SpecgraphError(Exception):
+    """Base class: its message is one sentence that says what, where, and what to do."""
+
+
+class ModelReferenceError(SpecgraphError):
+    """A model reference (``file.py:factory``, ``.onnx``, ``.yaml``) does not resolve."""
+
+
+class FactoryError(SpecgraphError):
+    """A factory raised, or returned something that is not a model of a known framework."""
+
+
+class FrontendMissingError(SpecgraphError):
+    """The framework a frontend needs is not installed."""
+
+
+class TraceError(SpecgraphError):
+    """A framework could not trace the model into a graph."""
+
+
+class GraphError(SpecgraphError):
+    """A Graph breaks an invariant of the IR (found by ``Graph.verify``)."""
+
+
+class ExecutionError(SpecgraphError):
+    """The reference interpreter failed on a node."""

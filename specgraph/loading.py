@@ -1,0 +1,152 @@
+"""Model references: ``path/to/file.py:factory`` resolved, run, and handed to a frontend.
+
+Loading a factory runs the user's own Python code, as pytest does with test files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from specgraph.errors import FactoryError, ModelReferenceError
+from specgraph.model import TracedModel
+
+__all__ = ["trace", "call_factory", "parse_reference"]
+
+_FORMS = "path/to/file.py:factory"
+
+
+def parse_reference(reference: str) -> tuple[Path, str]:
+    """Split ``file.py:factory``; raise ModelReferenceError with the fix if it is malformed."""
+    path_text, sep, factory = reference.rpartition(":")
+    if not sep:
+        path_text, factory = reference, ""
+    path = Path(path_text)
+    if not path.exists():
+        raise ModelReferenceError(
+            f"model reference {reference!r}: file {path_text} does not exist; "
+            f"pass {_FORMS}"
+        )
+    if path.suffix != ".py":
+        raise ModelReferenceError(
+            f"model reference {reference!r}: {path_text} is not a Python file; pass {_FORMS}"
+        )
+    if not factory:
+        names = ", ".join(_public_functions(path)) or "none"
+        raise ModelReferenceError(
+            f"model reference {reference!r} names no factory; pass {path_text}:NAME "
+            f"(functions in the file: {names})"
+        )
+    return path, factory
+
+
+def _public_functions(path: Path) -> list[str]:
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError):
+        return []
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+            and not n.name.startswith("_")]
+
+
+def _import_file(path: Path, reference: str) -> Any:
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    name = f"specgraph_user_{resolved.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise ModelReferenceError(f"model reference {reference!r}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise FactoryError(
+            f"model reference {reference!r}: importing {path} raised "
+            f"{type(err).__name__}: {_one_line(err)}; fix the file or pass --debug for the "
+            "traceback"
+        ) from err
+    return module
+
+
+def _one_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
+    """Import the file, call the factory, and check what it returned.
+
+    Returns:
+        the frontend name and the factory's result as a tuple.
+    """
+    from specgraph import frontends
+
+    path, factory_name = parse_reference(reference)
+    module = _import_file(path, reference)
+    factory = getattr(module, factory_name, None)
+    if factory is None:
+        names = ", ".join(_public_functions(path)) or "none"
+        raise ModelReferenceError(
+            f"model reference {reference!r}: {path} has no factory {factory_name!r}; "
+            f"functions in the file: {names}"
+        )
+    if not callable(factory):
+        raise ModelReferenceError(
+            f"model reference {reference!r}: {factory_name} is a "
+            f"{type(factory).__name__}, not a function; name a function that takes no "
+            "arguments and returns the model and its example inputs"
+        )
+    try:
+        result = factory()
+    except Exception as err:
+        raise FactoryError(
+            f"model reference {reference!r}: the factory raised {type(err).__name__}: "
+            f"{_one_line(err)}; run it directly or pass --debug for the traceback"
+        ) from err
+    items = result if isinstance(result, tuple) else (result,)
+    name = frontends.detect(items[0]) if items else None
+    if name is None:
+        known = "; ".join(f"{n}: {i.returns}" for n, i in frontends.FRONTENDS.items())
+        raise FactoryError(
+            f"model reference {reference!r}: the factory returned {_describe(result)}, which "
+            f"is no model specgraph knows; return one of {known}"
+        )
+    info = frontends.FRONTENDS[name]
+    if len(items) != info.arity:
+        raise FactoryError(
+            f"model reference {reference!r}: the factory returned {_describe(result)}; a "
+            f"{name} factory returns {info.returns}"
+        )
+    return name, items
+
+
+def _describe(result: Any) -> str:
+    if isinstance(result, tuple):
+        kinds = ", ".join(type(r).__name__ for r in result)
+        return f"a {len(result)}-tuple ({kinds})"
+    return f"a {type(result).__name__}"
+
+
+def trace(reference: str) -> TracedModel:
+    """Trace the model that ``reference`` names into a TracedModel.
+
+    Args:
+        reference: ``path/to/file.py:factory``.
+
+    Raises:
+        SpecgraphError: the reference, the factory or the trace failed (one sentence).
+    """
+    from specgraph import frontends
+
+    name, items = call_factory(reference)
+    frontend = frontends.load(name)
+    return frontend.trace(*items, reference=reference)

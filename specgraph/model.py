@@ -1,0 +1,36 @@
+"""``TracedModel``: what every frontend returns (graph, weights, example inputs, outputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specgraph.ir import Graph
+
+__all__ = ["TracedModel"]
+
+
+@dataclass(frozen=True, eq=False)
+class TracedModel:
+    """A model traced into the shared IR, with everything needed to run it again.
+
+    Attributes:
+        graph: the traced Graph (canonical ops, canonical layouts).
+        weights: parameter arrays by graph parameter name, in canonical layout.
+        inputs: the example inputs by graph input name.
+        outputs: the framework's own outputs on those inputs, by graph output name.
+        framework: ``torch``, ``jax``, ``flax``, ``tf``, ``onnx`` or ``spec``.
+        reference: the model reference it came from (``file.py:factory``, a path).
+        native: the framework's model object, for frontends that run it again.
+    """
+
+    graph: Graph
+    weights: Mapping[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    framework: str
+    reference: str
+    native: Any = field(default=None, repr=False)

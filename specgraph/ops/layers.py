@@ -1,0 +1,427 @@
+"""Layer ops: linear, convolutions, pooling, normalizations, embedding and attention.
+
+Conventions (frontends convert to these at the boundary):
+    * tensors are channels-first (N, C, *spatial);
+    * linear weight is ``[in, out]``; conv weight ``[out, in/groups, *kernel]``; transposed
+      conv weight ``[in, out/groups, *kernel]``;
+    * ``padding`` lists the begin of every spatial axis, then the end (ONNX ``pads`` order);
+    * ``eps`` is added to the variance under the square root: ``(x - μ) / sqrt(σ² + eps)``;
+    * ``momentum`` is PyTorch's: ``running = (1 - momentum)·running + momentum·batch``
+      (Keras' momentum is ``1 - momentum``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from specgraph.ops._sym import call
+from specgraph.ops.activations import _softmax
+from specgraph.ops.registry import Attr, op
+
+
+def _bias_eq(expr, b):
+    return expr if b is None else expr + b
+
+
+@op(
+    "linear",
+    ("x", "weight", "bias?bias"),
+    attrs={"bias": Attr("bool", True)},
+    equation=lambda x, w, b=None, bias=True: _bias_eq(x * w, b),
+    category="layer",
+    onnx="Gemm",
+    params=("weight", "bias"),
+)
+def linear(x, weight, b=None, bias=True):
+    """x·W + b over the last axis, W of shape [in, out]."""
+    out = np.matmul(x, weight)
+    return out if b is None else out + b
+
+
+_CONV_ATTRS = {
+    "stride": Attr("ints"),
+    "padding": Attr("ints", doc="begin of each spatial axis, then end"),
+    "dilation": Attr("ints"),
+    "groups": Attr("int", 1),
+    "bias": Attr("bool", True),
+}
+
+
+def _conv_eq(name):
+    def rule(x, w, b=None, stride=(), padding=(), dilation=(), groups=1, bias=True, **_):
+        shown = {
+            "stride": stride if any(s != 1 for s in stride) else None,
+            "pad": padding if any(padding) else None,
+            "dilation": dilation if any(d != 1 for d in dilation) else None,
+            "groups": groups if groups != 1 else None,
+        }
+        return _bias_eq(call(f"{name}{len(stride)}d", x, w, **shown), b)
+
+    return rule
+
+
+def _pad_spatial(x, padding, value=0.0):
+    rank = x.ndim - 2
+    widths = [(0, 0), (0, 0)] + [(padding[i], padding[rank + i]) for i in range(rank)]
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def _windows(x, kernel, stride, dilation):
+    """View of x [N, C, *S] as [N, C, *out, *kernel] windows."""
+    rank = len(kernel)
+    extent = [dilation[i] * (kernel[i] - 1) + 1 for i in range(rank)]
+    win = sliding_window_view(x, extent, axis=tuple(range(2, 2 + rank)))
+    index = (slice(None), slice(None))
+    index += tuple(slice(None, None, s) for s in stride)
+    index += tuple(slice(None, None, d) for d in dilation)
+    return win[index]
+
+
+@op(
+    "conv",
+    ("x", "weight", "bias?bias"),
+    attrs=_CONV_ATTRS,
+    equation=_conv_eq("conv"),
+    category="layer",
+    onnx="Conv",
+    params=("weight", "bias"),
+)
+def conv(x, weight, b=None, stride=(), padding=(), dilation=(), groups=1, bias=True):
+    """Cross-correlation of x [N, C, *S] with W [O, C/groups, *K], plus bias."""
+    x = _pad_spatial(np.asarray(x), padding)
+    rank = weight.ndim - 2
+    win = _windows(x, weight.shape[2:], stride, dilation)  # N, C, *out, *K
+    n, c = win.shape[:2]
+    out_sp = win.shape[2 : 2 + rank]
+    o = weight.shape[0]
+    win = win.reshape(n, groups, c // groups, *out_sp, *weight.shape[2:])
+    w = weight.reshape(groups, o // groups, c // groups, *weight.shape[2:])
+    sp = "".join(chr(ord("p") + i) for i in range(rank))
+    ks = "".join(chr(ord("h") + i) for i in range(rank))
+    out = np.einsum(f"ngc{sp}{ks},goc{ks}->ngo{sp}", win, w, optimize=True)
+    out = out.reshape(n, o, *out_sp)
+    if b is not None:
+        out = out + b.reshape(1, -1, *([1] * rank))
+    return out
+
+
+@op(
+    "conv_transpose",
+    ("x", "weight", "bias?bias"),
+    attrs={**_CONV_ATTRS, "output_padding": Attr("ints", doc="extra size at the end")},
+    equation=_conv_eq("conv_transpose"),
+    category="layer",
+    onnx="ConvTranspose",
+    params=("weight", "bias"),
+)
+def conv_transpose(x, weight, b=None, stride=(), padding=(), dilation=(), groups=1, bias=True,
+                   output_padding=()):
+    """Transposed convolution of x [N, C, *S] with W [C, O/groups, *K]."""
+    x = np.asarray(x)
+    rank = weight.ndim - 2
+    n, c = x.shape[:2]
+    og = weight.shape[1]
+    kernel = weight.shape[2:]
+    in_sp = x.shape[2:]
+    full = [(in_sp[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 + output_padding[i]
+            for i in range(rank)]
+    out = np.zeros((n, groups, og, *full), dtype=np.result_type(x, weight))
+    xg = x.reshape(n, groups, c // groups, *in_sp)
+    wg = weight.reshape(groups, c // groups, og, *kernel)
+    sp = "".join(chr(ord("p") + i) for i in range(rank))
+    for kpos in itertools.product(*(range(k) for k in kernel)):
+        contrib = np.einsum(f"ngc{sp},gco->ngo{sp}", xg, wg[(slice(None),) * 3 + kpos])
+        index = tuple(
+            slice(kpos[i] * dilation[i], kpos[i] * dilation[i] + (in_sp[i] - 1) * stride[i] + 1,
+                  stride[i])
+            for i in range(rank)
+        )
+        out[(slice(None),) * 3 + index] += contrib
+    crop = tuple(slice(padding[i], full[i] - padding[rank + i]) for i in range(rank))
+    out = out[(slice(None),) * 3 + crop].reshape(n, groups * og, *[s.stop - s.start for s in crop])
+    if b is not None:
+        out = out + b.reshape(1, -1, *([1] * rank))
+    return out
+
+
+def _pool_out(size, k, s, pb, pe, d, ceil_mode):
+    span = size + pb + pe - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + pb:
+        out -= 1  # the last window must start inside the input or the begin padding
+    return out
+
+
+_POOL_ATTRS = {
+    "kernel": Attr("ints"),
+    "stride": Attr("ints"),
+    "padding": Attr("ints", doc="begin of each spatial axis, then end"),
+    "dilation": Attr("ints"),
+    "ceil_mode": Attr("bool", False),
+}
+
+
+def _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, fill):
+    rank = len(kernel)
+    outs = [_pool_out(x.shape[2 + i], kernel[i], stride[i], padding[i], padding[rank + i],
+                      dilation[i], ceil_mode) for i in range(rank)]
+    # extra end padding so that ceil-mode windows exist
+    extra = [max(0, (outs[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
+                 - (x.shape[2 + i] + padding[i] + padding[rank + i])) for i in range(rank)]
+    pads = list(padding[:rank]) + [padding[rank + i] + extra[i] for i in range(rank)]
+    win = _windows(_pad_spatial(x, pads, fill), kernel, stride, dilation)
+    index = (slice(None), slice(None)) + tuple(slice(0, o) for o in outs)
+    return win[index], outs
+
+
+def _pool_eq(name):
+    def rule(x, kernel, stride, padding, **attrs):
+        return call(f"{name}{len(kernel)}d", x, kernel=kernel,
+                    stride=stride if tuple(stride) != tuple(kernel) else None,
+                    pad=padding if any(padding) else None)
+
+    return rule
+
+
+@op("max_pool", attrs=_POOL_ATTRS, equation=_pool_eq("max_pool"), category="layer",
+    onnx="MaxPool")
+def max_pool(x, kernel, stride, padding, dilation, ceil_mode=False):
+    """Maximum over each window (padding counts as -inf)."""
+    x = np.asarray(x)
+    win, _ = _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, -np.inf)
+    rank = len(kernel)
+    return win.max(axis=tuple(range(-rank, 0)))
+
+
+@op(
+    "avg_pool",
+    attrs={**_POOL_ATTRS, "count_include_pad": Attr("bool", True),
+           "divisor": Attr("int", None, optional=True, doc="fixed divisor, if any")},
+    equation=_pool_eq("avg_pool"),
+    category="layer",
+    onnx="AveragePool",
+)
+def avg_pool(x, kernel, stride, padding, dilation, ceil_mode=False, count_include_pad=True,
+             divisor=None):
+    """Mean over each window; the divisor counts explicit padding if ``count_include_pad``."""
+    x = np.asarray(x)
+    rank = len(kernel)
+    win, outs = _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, 0.0)
+    total = win.sum(axis=tuple(range(-rank, 0)))
+    if divisor is not None:
+        return total / divisor
+    counts = np.ones((1,) * (2 + rank))
+    for i in range(rank):
+        size, pb, pe = x.shape[2 + i], padding[i], padding[rank + i]
+        starts = np.arange(outs[i]) * stride[i] - pb
+        ends = np.minimum(starts + dilation[i] * (kernel[i] - 1) + 1, size + pe)
+        if count_include_pad:
+            cnt = (ends - starts + dilation[i] - 1) // dilation[i]
+        else:
+            taps = starts[:, None] + dilation[i] * np.arange(kernel[i])[None, :]
+            cnt = ((taps >= 0) & (taps < size)).sum(axis=1)
+        shape = [1] * (2 + rank)
+        shape[2 + i] = outs[i]
+        counts = counts * cnt.reshape(shape)
+    return total / counts
+
+
+def _adaptive(x, output_size, reduce):
+    x = np.asarray(x)
+    rank = len(output_size)
+    in_sp = x.shape[2:]
+    bins = []
+    for i in range(rank):
+        o, s = output_size[i], in_sp[i]
+        bins.append([(math.floor(j * s / o), math.ceil((j + 1) * s / o)) for j in range(o)])
+    out = np.empty(x.shape[:2] + tuple(output_size), dtype=x.dtype)
+    for idx in itertools.product(*(range(o) for o in output_size)):
+        region = tuple(slice(*bins[i][idx[i]]) for i in range(rank))
+        block = x[(slice(None), slice(None)) + region]
+        out[(slice(None), slice(None)) + idx] = reduce(block, axis=tuple(range(2, 2 + rank)))
+    return out
+
+
+@op("adaptive_avg_pool", attrs={"output_size": Attr("ints")},
+    equation=lambda x, output_size: call("adaptive_avg_pool", x, out=output_size),
+    category="layer", onnx="GlobalAveragePool")
+def adaptive_avg_pool(x, output_size):
+    """Mean over PyTorch's adaptive bins [floor(i·S/O), ceil((i+1)·S/O))."""
+    return _adaptive(x, output_size, np.mean)
+
+
+@op("adaptive_max_pool", attrs={"output_size": Attr("ints")},
+    equation=lambda x, output_size: call("adaptive_max_pool", x, out=output_size),
+    category="layer", onnx="GlobalMaxPool")
+def adaptive_max_pool(x, output_size):
+    """Maximum over PyTorch's adaptive bins."""
+    return _adaptive(x, output_size, np.max)
+
+
+def _affine(y, w, b, shape):
+    if w is not None:
+        y = y * np.reshape(w, shape)
+    if b is not None:
+        y = y + np.reshape(b, shape)
+    return y
+
+
+def _norm_eq(name):
+    def rule(x, *params, eps, **attrs):
+        shown = {k: v for k, v in attrs.items() if k in ("axis", "num_groups")}
+        return call(name, x, *params, eps=eps, **shown)
+
+    return rule
+
+
+@op(
+    "batch_norm",
+    ("x", "mean", "var", "weight?scale", "bias?bias"),
+    attrs={
+        "eps": Attr("float", 1e-5),
+        "momentum": Attr("float", 0.1, doc="PyTorch convention (Keras: 1 - momentum)"),
+        "scale": Attr("bool", True),
+        "bias": Attr("bool", True),
+    },
+    equation=_norm_eq("batch_norm"),
+    category="layer",
+    onnx="BatchNormalization",
+    params=("mean", "var", "weight", "bias"),
+)
+def batch_norm(x, mean, var, *wb, eps=1e-5, momentum=0.1, scale=True, bias=True):
+    """Inference batch norm over axis 1: (x - μ) / sqrt(σ² + eps)·γ + β."""
+    x = np.asarray(x)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    w = wb[0] if scale else None
+    b = wb[-1] if bias else None
+    y = (x - np.reshape(mean, shape)) / np.sqrt(np.reshape(var, shape) + eps)
+    return _affine(y, w, b, shape)
+
+
+@op(
+    "layer_norm",
+    ("x", "weight?scale", "bias?bias"),
+    attrs={
+        "axis": Attr("int", doc="first normalized axis (non-negative); all after it too"),
+        "eps": Attr("float", 1e-5),
+        "scale": Attr("bool", True),
+        "bias": Attr("bool", True),
+    },
+    equation=_norm_eq("layer_norm"),
+    category="layer",
+    onnx="LayerNormalization",
+    params=("weight", "bias"),
+)
+def layer_norm(x, *wb, axis, eps=1e-5, scale=True, bias=True):
+    """(x - mean) / sqrt(var + eps)·γ + β over the axes from ``axis`` on (biased variance)."""
+    x = np.asarray(x)
+    axes = tuple(range(axis, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mu) / np.sqrt(var + eps)
+    w = wb[0] if scale else None
+    b = wb[-1] if bias else None
+    return _affine(y, w, b, x.shape[axis:])
+
+
+@op(
+    "group_norm",
+    ("x", "weight?scale", "bias?bias"),
+    attrs={
+        "num_groups": Attr("int"),
+        "eps": Attr("float", 1e-5),
+        "scale": Attr("bool", True),
+        "bias": Attr("bool", True),
+    },
+    equation=_norm_eq("group_norm"),
+    category="layer",
+    onnx="GroupNormalization",
+    params=("weight", "bias"),
+)
+def group_norm(x, *wb, num_groups, eps=1e-5, scale=True, bias=True):
+    """Normalization over groups of channels (and all spatial positions), per-channel γ, β."""
+    x = np.asarray(x)
+    n, c = x.shape[:2]
+    g = x.reshape(n, num_groups, -1)
+    mu = g.mean(axis=2, keepdims=True)
+    var = ((g - mu) ** 2).mean(axis=2, keepdims=True)
+    y = ((g - mu) / np.sqrt(var + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    w = wb[0] if scale else None
+    b = wb[-1] if bias else None
+    return _affine(y, w, b, shape)
+
+
+@op(
+    "rms_norm",
+    ("x", "weight?scale"),
+    attrs={
+        "axis": Attr("int", doc="first normalized axis (non-negative)"),
+        "eps": Attr("float", doc="resolved to a number (PyTorch's None is finfo(dtype).eps)"),
+        "scale": Attr("bool", True),
+    },
+    equation=_norm_eq("rms_norm"),
+    category="layer",
+    onnx="RMSNormalization",
+    params=("weight",),
+)
+def rms_norm(x, *w, axis, eps, scale=True):
+    """x / sqrt(mean(x²) + eps)·γ over the axes from ``axis`` on."""
+    x = np.asarray(x)
+    axes = tuple(range(axis, x.ndim))
+    y = x / np.sqrt((x**2).mean(axis=axes, keepdims=True) + eps)
+    return y * w[0] if scale else y
+
+
+@op(
+    "embedding",
+    ("indices", "weight"),
+    attrs={"padding_idx": Attr("int", None, optional=True, doc="row with no gradient")},
+    equation=lambda i, w, padding_idx=None: call("embed", i, w),
+    category="layer",
+    onnx="Gather",
+    params=("weight",),
+)
+def embedding(indices, weight, padding_idx=None):
+    """Rows of W [num, dim] at integer ``indices``."""
+    return np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
+
+
+def _attention_eq(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
+    shown = {"scale": scale, "causal": True if causal else None}
+    args = (q, k, v) if mask is None else (q, k, v, mask)
+    return call("attention", *args, **shown)
+
+
+@op(
+    "attention",
+    ("q", "k", "v", "mask?has_mask"),
+    attrs={
+        "scale": Attr("float", doc="multiplies q·kᵀ; the usual 1/sqrt(head_dim) is explicit"),
+        "causal": Attr("bool", False, doc="query i sees keys j <= i (top-left aligned)"),
+        "has_mask": Attr("bool", False, doc="a mask input: boolean (True keeps) or additive"),
+    },
+    equation=_attention_eq,
+    category="layer",
+    onnx="Attention",
+)
+def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
+    """softmax(scale·q·kᵀ + mask)·v over [..., L, E]; k/v heads repeat for grouped queries."""
+    q, k, v = (np.asarray(t) for t in (q, k, v))
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        rep = q.shape[-3] // k.shape[-3]
+        k = np.repeat(k, rep, axis=-3)
+        v = np.repeat(v, rep, axis=-3)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    length, source = scores.shape[-2:]
+    if causal:
+        keep = np.tril(np.ones((length, source), dtype=bool))
+        scores = np.where(keep, scores, -np.inf)
+    if mask is not None:
+        mask = np.asarray(mask)
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask
+    return np.matmul(_softmax(scores, -1), v)
