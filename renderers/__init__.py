@@ -1,1 +1,26 @@
 """Renderers: one printer per output format, over the public report types only."""
+
+from __future__ import annotations
+
+from specgraph.renderers.base import Renderer
+
+__all__ = ["Renderer", "get_renderer", "FORMATS"]
+
+FORMATS = ("text", "latex", "json")
+
+
+def get_renderer(fmt: str) -> Renderer:
+    """The renderer for ``fmt`` (one of FORMATS)."""
+    if fmt == "text":
+        from specgraph.renderers.text import TextRenderer
+
+        return TextRenderer()
+    if fmt == "latex":
+        from specgraph.renderers.latex import LatexRenderer
+
+        return LatexRenderer()
+    if fmt == "json":
+        from specgraph.renderers.json import JsonRenderer
+
+        return JsonRenderer()
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -6,7 +6,7 @@ from typing import Any
 
 import sympy
 
-__all__ = ["call", "fn", "literal"]
+__all__ = ["call", "fn", "literal", "plus", "minus"]
 
 
 def _hashable(value: Any) -> Any:
@@ -33,3 +33,13 @@ def literal(value: float) -> Any:
     if float(value).is_integer() and abs(value) < 1e15:
         return sympy.Integer(int(value))
     return sympy.Float(float(f"{value:.6g}"), 6)
+
+
+def plus(a: Any, b: Any) -> Any:
+    """``a + b`` kept in graph order (``x·W + b``, not sympy's sorted ``b + x·W``)."""
+    return sympy.Add(a, b, evaluate=False)
+
+
+def minus(a: Any, b: Any) -> Any:
+    """``a - b`` kept in graph order."""
+    return sympy.Add(a, sympy.Mul(-1, b, evaluate=False), evaluate=False)

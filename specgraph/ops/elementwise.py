@@ -6,7 +6,7 @@ import numpy as np
 import sympy
 from scipy import special
 
-from specgraph.ops._sym import call
+from specgraph.ops._sym import call, minus, plus
 from specgraph.ops.registry import Attr, op
 
 BINARY = ("a", "b")
@@ -23,13 +23,13 @@ def numpy_dtype(dtype: str) -> np.dtype:
     return np.dtype(dtype)
 
 
-@op("add", BINARY, equation=lambda a, b: a + b, onnx="Add")
+@op("add", BINARY, equation=plus, onnx="Add")
 def add(a, b):
     """a + b."""
     return np.add(a, b)
 
 
-@op("sub", BINARY, equation=lambda a, b: a - b, onnx="Sub")
+@op("sub", BINARY, equation=minus, onnx="Sub")
 def sub(a, b):
     """a - b."""
     return np.subtract(a, b)

@@ -18,13 +18,13 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from specgraph.ops._sym import call
+from specgraph.ops._sym import call, plus
 from specgraph.ops.activations import _softmax
 from specgraph.ops.registry import Attr, op
 
 
 def _bias_eq(expr, b):
-    return expr if b is None else expr + b
+    return expr if b is None else plus(expr, b)
 
 
 @op(

@@ -1,0 +1,29 @@
+# specgraph: `make demo` runs the main job on a shipped example, `make test` runs the tests.
+# Both create .venv with every dependency pinned (constraints.txt) on first use.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all bench venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[all,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/specgraph show examples/xor/model_torch.py:correct
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

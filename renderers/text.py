@@ -1,0 +1,66 @@
+"""Terminal renderer: aligned tables and Unicode equations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from specgraph.renderers.base import Renderer
+from specgraph.summary import LayerRow, ModelSummary
+from specgraph.symbolic import group_by_scope
+
+__all__ = ["TextRenderer", "format_value", "format_shape", "table"]
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(s) for s in shape) + "]"
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "(" + ",".join(format_value(v) for v in value) + ")"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows padded into columns, with a rule under the header."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return [line(header), line(["─" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+class TextRenderer(Renderer):
+    """Human-readable output for a terminal."""
+
+    format = "text"
+
+    def _render_ModelSummary(self, s: ModelSummary) -> str:
+        out = [f"{s.reference}  ({s.framework}, {len(s.layers)} nodes, "
+               f"{_count(s.param_count)} parameters)", ""]
+        ins = ", ".join(f"{t.name}: {t.dtype}{format_shape(t.shape)}" for t in s.inputs)
+        outs = ", ".join(f"{t.name}: {t.dtype}{format_shape(t.shape)}" for t in s.outputs)
+        out += [f"inputs   {ins}", f"outputs  {outs}", "", "Layers"]
+        out += table(["#", "scope", "op", "attributes", "shape", "params", "count"],
+                     [self._row(r) for r in s.layers])
+        out += ["", "Equations"]
+        for scope, lines in group_by_scope(list(s.equations)).items():
+            out.append(f"  {scope or '<model>'}")
+            out.extend(f"    {e.text}" for e in lines)
+        return "\n".join(out) + "\n"
+
+    def _row(self, r: LayerRow) -> list[str]:
+        attrs = " ".join(f"{k}={format_value(v)}" for k, v in r.attrs.items())
+        ins = " ".join(format_shape(s) for s in r.inputs)
+        outs = " ".join(format_shape(s) for s in r.outputs)
+        params = " ".join(f"{p.name}{format_shape(p.shape)}" for p in r.params)
+        return [str(r.index), r.scope or "<model>", r.op, attrs, f"{ins} → {outs}".strip(),
+                params, _count(r.param_count) if r.params else ""]

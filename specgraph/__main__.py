@@ -1,0 +1,3 @@
+from specgraph.cli import main
+import sys
+sys.exit(main())

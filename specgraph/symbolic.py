@@ -1,0 +1,268 @@
+"""Symbolic equations: each layer of a Graph as a sympy expression, in Unicode text and LaTeX.
+
+Tensors are non-commutative sympy symbols (so ``x·W`` keeps its order), parameters are named
+after the model (``W_fc1``, ``b_fc1``, ``γ_ln``), and a value with a single reader is merged
+into that reader when the reader is elementwise, so ``relu(x·W_fc1 + b_fc1)`` is one line.
+
+Example:
+    >>> from specgraph.ir import GraphBuilder
+    >>> b = GraphBuilder()
+    >>> x = b.input("x", (4, 2), "float32")
+    >>> w, c = b.param("fc1.weight", (2, 8), "float32"), b.param("fc1.bias", (8,), "float32")
+    >>> h = b.add("linear", [x, w, c], shape=(4, 8), dtype="float32", scope="fc1")
+    >>> b.output("h", b.add("relu", [h], shape=(4, 8), dtype="float32", scope="act"))
+    >>> [e.text for e in equations(b.build())]
+    ['h = relu(x·W_fc1 + b_fc1)']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.str import StrPrinter
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.ops._sym import call, literal
+
+__all__ = ["Equation", "equations", "to_text", "to_latex"]
+
+_MERGE_INTO = frozenset({"elementwise", "activation"})
+_NORMS = frozenset({"batch_norm", "layer_norm", "group_norm", "rms_norm"})
+_ROLE = {"weight": "W", "bias": "b", "running_mean": "μ", "running_var": "σ²"}
+_NORM_ROLE = {"weight": "γ", "bias": "β"}
+
+
+@dataclass(frozen=True)
+class Equation:
+    """One line: ``lhs = expr``, for the layer at ``scope``.
+
+    Attributes:
+        lhs: the defined name (a graph output name, or ``h1``, ``h2``, ...).
+        expr: the sympy expression.
+        scope: the module path of the layer this line belongs to.
+        nodes: indices of the graph nodes merged into this line.
+        text: ``lhs = expr`` in Unicode.
+        latex: ``lhs = expr`` in LaTeX.
+    """
+
+    lhs: str
+    expr: Any
+    scope: str
+    nodes: tuple[int, ...]
+    text: str
+    latex: str
+
+
+def _parent(scope: str) -> str:
+    return scope.rpartition(".")[0]
+
+
+def _principal_scope(graph: Graph, merged: list[int]) -> str:
+    for i in merged:
+        if get_spec(graph.nodes[i].op).category == "layer":
+            return graph.nodes[i].scope
+    return graph.nodes[merged[-1]].scope
+
+
+class _Namer:
+    """Print-time names for parameters and constants."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+
+    def param_symbol(self, name: str) -> sympy.Symbol:
+        module, _, leaf = name.rpartition(".")
+        role = _ROLE.get(leaf, leaf)
+        users = self.graph.consumers(self.graph.params[name])
+        if users and users[0].op in _NORMS:
+            role = _NORM_ROLE.get(leaf, role)
+        text = f"{role}_{module}" if module else role
+        return sympy.Symbol(text, commutative=False)
+
+
+def _constant_expr(data: np.ndarray, index: int) -> Any:
+    if data.size == 1:
+        value = data.reshape(()).item()
+        if isinstance(value, bool):
+            return sympy.true if value else sympy.false
+        return literal(float(value))
+    return sympy.Symbol(f"C{index}", commutative=False)
+
+
+def equations(graph: Graph) -> list[Equation]:
+    """The graph as equations, one per layer, in graph order (see the module docstring)."""
+    namer = _Namer(graph)
+    exprs: dict[Value, Any] = {}
+    for name, v in zip(graph.input_names, graph.inputs):
+        exprs[v] = sympy.Symbol(name, commutative=False)
+    for name, v in graph.params.items():
+        exprs[v] = namer.param_symbol(name)
+    for i, (v, data) in enumerate(graph.constants.items()):
+        exprs[v] = _constant_expr(np.asarray(data), i)
+    outputs = {v: n for n, v in zip(graph.output_names, graph.outputs)}
+    pending: dict[Value, list[int]] = {}  # merged values -> nodes merged into them
+    lines: list[Equation] = []
+    counter = 0
+    for i, node in enumerate(graph.nodes):
+        merged = [j for v in node.inputs for j in pending.pop(v, [])] + [i]
+        args = [exprs[v] for v in node.inputs]
+        results = _apply(node, args)
+        for k, (v, expr) in enumerate(zip(node.outputs, results)):
+            users = graph.consumers(v)
+            if v not in outputs and _mergeable(node, users):
+                exprs[v] = expr
+                pending[v] = sorted(set(merged))
+                continue
+            if v in outputs:
+                lhs = outputs[v]
+            else:
+                counter += 1
+                lhs = f"h{counter}"
+            symbol = sympy.Symbol(lhs, commutative=False)
+            exprs[v] = symbol
+            nodes = sorted(set(merged))
+            lines.append(Equation(lhs, expr, _principal_scope(graph, nodes), tuple(nodes),
+                                  f"{lhs} = {to_text(expr)}",
+                                  f"{_latex_name(lhs)} = {to_latex(expr)}"))
+    return lines
+
+
+def _mergeable(node: Node, users: list[Node]) -> bool:
+    if len(users) != 1 or users[0].inputs.count(node.outputs[0]) != 1:
+        return False
+    if len(node.outputs) != 1:
+        return False
+    user = users[0]
+    category = get_spec(node.op).category
+    if category == "shape":
+        return True
+    if get_spec(user.op).category not in _MERGE_INTO:
+        return False
+    same_group = node.scope == user.scope or _parent(node.scope) == _parent(user.scope)
+    return same_group and category in ("layer", "elementwise", "activation")
+
+
+def _apply(node: Node, args: list[Any]) -> list[Any]:
+    spec = get_spec(node.op)
+    attrs = dict(node.attrs)
+    if spec.equation is not None:
+        try:
+            result = spec.equation(*args, **attrs)
+        except (TypeError, ValueError, AttributeError):
+            result = call(node.op, *args)
+    else:
+        result = call(node.op, *args)
+    if len(node.outputs) > 1:
+        return [call(f"{node.op}[{k}]", *args) for k in range(len(node.outputs))]
+    return [result]
+
+
+# --- printing ----------------------------------------------------------------------------
+def _fmt(value: Any, times: str = "×") -> str:
+    if isinstance(value, tuple):
+        return times.join(_fmt(v, times) for v in value) if value else "()"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+class _TextPrinter(StrPrinter):
+    """Single-line Unicode: ``·`` for products, ``√`` for roots, attributes after ``;``."""
+
+    def _print_Mul(self, expr: Any) -> str:
+        if expr.is_commutative:
+            return super()._print_Mul(expr)
+        coeff, factors = expr.args_cnc()
+        parts = [self.parenthesize(f, 50) for f in coeff + factors]
+        return "·".join(parts)
+
+    def _print_Pow(self, expr: Any, rational: bool = False) -> str:
+        base, exp = expr.args
+        if exp == sympy.Rational(1, 2):
+            return f"√({self._print(base)})"
+        if exp == sympy.Rational(-1, 2):
+            return f"1/√({self._print(base)})"
+        if exp == -1:
+            return f"1/{self.parenthesize(base, 60)}"
+        return super()._print_Pow(expr, rational)
+
+    def _print_Function(self, expr: Any) -> str:
+        attrs = getattr(type(expr), "sg_attrs", ())
+        args = ", ".join(self._print(a) for a in expr.args)
+        if attrs:
+            shown = ", ".join(f"{k}={_fmt(v)}" for k, v in attrs)
+            args = f"{args}; {shown}" if args else shown
+        return f"{expr.func.__name__}({args})"
+
+    def _print_Float(self, expr: Any) -> str:
+        return f"{float(expr):.6g}"
+
+
+class _LatexPrinter(LatexPrinter):
+    """LaTeX with ``\\cdot`` products, named parameters and attributes after ``;``."""
+
+    def _print_Symbol(self, expr: Any, style: str = "plain") -> str:
+        return _latex_name(expr.name)
+
+    def _print_Mul(self, expr: Any) -> str:
+        if expr.is_commutative:
+            return super()._print_Mul(expr)
+        coeff, factors = expr.args_cnc()
+        return r" \cdot ".join(self.parenthesize(f, 50) for f in coeff + factors)
+
+    def _print_Function(self, expr: Any, exp: Any = None) -> str:
+        attrs = getattr(type(expr), "sg_attrs", ())
+        name = expr.func.__name__.replace("_", r"\_")
+        args = ", ".join(self._print(a) for a in expr.args)
+        if attrs:
+            shown = ", ".join(rf"\mathrm{{{k.replace('_', '-')}}}={_fmt(v, _LATEX_TIMES)}"
+                              for k, v in attrs)
+            args = f"{args};\\ {shown}" if args else shown
+        out = rf"\operatorname{{{name}}}\left({args}\right)"
+        return f"{out}^{{{exp}}}" if exp else out
+
+    def _print_Float(self, expr: Any) -> str:
+        return f"{float(expr):.6g}"
+
+
+_LATEX_TIMES = r" \times "
+_GREEK = {"γ": r"\gamma", "β": r"\beta", "μ": r"\mu", "σ²": r"\sigma^2"}
+
+
+def _latex_name(name: str) -> str:
+    base, sep, sub = name.partition("_")
+    base = _GREEK.get(base, base)
+    if len(base) > 1 and not base.startswith("\\"):
+        base = rf"\mathrm{{{base}}}"
+    if not sep:
+        return base
+    sub = sub.replace("_", r"\_")
+    return rf"{base}_{{\mathrm{{{sub}}}}}"
+
+
+_TEXT = _TextPrinter({"order": "none"})
+_LATEX = _LatexPrinter({"order": "none"})
+
+
+def to_text(expr: Any) -> str:
+    """``expr`` as one line of Unicode text."""
+    return _TEXT.doprint(expr)
+
+
+def to_latex(expr: Any) -> str:
+    """``expr`` as LaTeX."""
+    return _LATEX.doprint(expr)
+
+
+def group_by_scope(lines: list[Equation]) -> Mapping[str, list[Equation]]:
+    """Equations grouped by scope, groups in order of first appearance."""
+    groups: dict[str, list[Equation]] = {}
+    for line in lines:
+        groups.setdefault(line.scope, []).append(line)
+    return groups
