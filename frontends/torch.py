@@ -21,7 +21,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from specgraph.errors import FactoryError, TraceError
-from specgraph.ir import GraphBuilder, Value
+from specgraph.ir import GraphBuilder, Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops import OPAQUE
 
@@ -216,7 +216,9 @@ class _Converter:
                 self.env[node.name] = self.call(node)
             elif node.op == "output":
                 self.outputs(node)
-        return self.b.build(), self.weights()
+        graph = prune(self.b.build())
+        weights = self.weights()
+        return graph, {k: v for k, v in weights.items() if k in graph.params}
 
     def call(self, node: Any) -> Any:
         target = node.target

@@ -23,7 +23,7 @@ class LatexRenderer(Renderer):
 
     def _render_ModelSummary(self, s: ModelSummary) -> str:
         out = [f"% {s.reference} ({s.framework}, {s.param_count} parameters)"]
-        for scope, lines in group_by_scope(list(s.equations)).items():
+        for scope, lines in group_by_scope(list(s.equations)):
             out.append(f"% {_escape(scope or '<model>')}")
             out.append(r"\begin{align*}")
             body = [e.latex.replace(" = ", " &= ", 1) for e in lines]

@@ -52,7 +52,7 @@ class TextRenderer(Renderer):
         out += table(["#", "scope", "op", "attributes", "shape", "params", "count"],
                      [self._row(r) for r in s.layers])
         out += ["", "Equations"]
-        for scope, lines in group_by_scope(list(s.equations)).items():
+        for scope, lines in group_by_scope(list(s.equations)):
             out.append(f"  {scope or '<model>'}")
             out.extend(f"    {e.text}" for e in lines)
         return "\n".join(out) + "\n"

@@ -31,7 +31,7 @@ import numpy as np
 from specgraph.errors import GraphError
 from specgraph.ops import OPAQUE, get_spec, is_registered
 
-__all__ = ["Value", "Node", "Graph", "GraphBuilder", "DTYPES"]
+__all__ = ["Value", "Node", "Graph", "GraphBuilder", "DTYPES", "prune"]
 
 DTYPES = frozenset(
     {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
@@ -227,6 +227,25 @@ class Graph:
             if v not in defined:
                 raise GraphError(f"graph output {name!r} is not computed by the graph")
         return self
+
+
+def prune(graph: Graph) -> Graph:
+    """``graph`` without nodes whose outputs nothing reads, nor parameters and constants
+    only they read (dead code does not change what a model computes)."""
+    live: set[Value] = set(graph.outputs)
+    keep: list[Node] = []
+    for node in reversed(graph.nodes):
+        if any(v in live for v in node.outputs):
+            keep.append(node)
+            live.update(node.inputs)
+    keep.reverse()
+    if len(keep) == len(graph.nodes) and all(v in live for v in graph.params.values()):
+        return graph
+    return graph.replace(
+        nodes=keep,
+        params={k: v for k, v in graph.params.items() if v in live},
+        constants={v: d for v, d in graph.constants.items() if v in live},
+    )
 
 
 def _unique(names: Sequence[str], what: str) -> None:

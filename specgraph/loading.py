@@ -5,9 +5,11 @@ Loading a factory runs the user's own Python code, as pytest does with test file
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,18 @@ def _public_functions(path: Path) -> list[str]:
             and not n.name.startswith("_")]
 
 
+@contextlib.contextmanager
+def _script_directory(path: Path) -> Iterator[None]:
+    """Let the factory file import its neighbours, as ``python file.py`` would."""
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
 def _import_file(path: Path, reference: str) -> Any:
     resolved = path.resolve()
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
@@ -66,7 +80,8 @@ def _import_file(path: Path, reference: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up here
     try:
-        spec.loader.exec_module(module)
+        with _script_directory(path):
+            spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[name]
         raise FactoryError(
@@ -106,7 +121,8 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
             "arguments and returns the model and its example inputs"
         )
     try:
-        result = factory()
+        with _script_directory(path):
+            result = factory()
     except Exception as err:
         raise FactoryError(
             f"model reference {reference!r}: the factory raised {type(err).__name__}: "

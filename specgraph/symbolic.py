@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +77,10 @@ class _Namer:
 
     def param_symbol(self, name: str) -> sympy.Symbol:
         module, _, leaf = name.rpartition(".")
+        for suffix in ("_weight", "_bias"):
+            if leaf.endswith(suffix) and leaf != suffix:  # in_proj_weight -> W_attn.in_proj
+                module = f"{module}.{leaf[: -len(suffix)]}" if module else leaf[: -len(suffix)]
+                leaf = suffix[1:]
         role = _ROLE.get(leaf, leaf)
         users = self.graph.consumers(self.graph.params[name])
         if users and users[0].op in _NORMS:
@@ -260,9 +263,12 @@ def to_latex(expr: Any) -> str:
     return _LATEX.doprint(expr)
 
 
-def group_by_scope(lines: list[Equation]) -> Mapping[str, list[Equation]]:
-    """Equations grouped by scope, groups in order of first appearance."""
-    groups: dict[str, list[Equation]] = {}
+def group_by_scope(lines: list[Equation]) -> list[tuple[str, list[Equation]]]:
+    """Consecutive equations of the same scope as ``(scope, lines)`` groups, in graph order."""
+    groups: list[tuple[str, list[Equation]]] = []
     for line in lines:
-        groups.setdefault(line.scope, []).append(line)
+        if groups and groups[-1][0] == line.scope:
+            groups[-1][1].append(line)
+        else:
+            groups.append((line.scope, [line]))
     return groups
