@@ -8,9 +8,13 @@ small converter in ``specgraph.frontends._torch_ops``; an op none knows becomes 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import io
+import logging
 import operator
+import warnings
 import os
 import re
 from collections.abc import Sequence
@@ -137,7 +141,8 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                          f"example inputs: {_first_line(err)}") from err
     _register_dataclasses(eager)
     try:
-        exported = torch.export.export(module, args)
+        with _quiet_torch():
+            exported = torch.export.export(module, args)
     except Exception as err:
         raise TraceError(
             f"{reference}: torch.export could not trace the model: {_first_line(err)}; "
@@ -147,7 +152,7 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     from specgraph.frontends import _torch_shape_ops  # noqa: F401  (fills the table)
     from specgraph.frontends._torch_ops import CONVERTERS
 
-    converter = _Converter(exported, reference, CONVERTERS)
+    converter = _Converter(exported, reference, CONVERTERS, _preferred_names(module))
     graph, weights = converter.convert(module, args)
     inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
               if isinstance(t, torch.Tensor)}
@@ -155,9 +160,39 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module)
 
 
+@contextlib.contextmanager
+def _quiet_torch() -> Any:
+    """Keep torch's own log lines and warnings off the terminal while it exports; its
+    reasons reach the user through the one-sentence error (and --debug's traceback)."""
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name == "torch" or name.startswith("torch.")]
+    loggers.append(logging.getLogger("torch"))
+    levels = [(lg, lg.level) for lg in loggers]
+    for lg, _ in levels:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in levels:
+            lg.setLevel(level)
+
+
+def _preferred_names(module: torch.nn.Module) -> dict[str, str]:
+    """Each parameter or buffer name -> the first name of the same tensor (tied weights)."""
+    first: dict[int, str] = {}
+    names: dict[str, str] = {}
+    tensors = [*module.named_parameters(remove_duplicate=False),
+               *module.named_buffers(remove_duplicate=False)]
+    for name, tensor in tensors:
+        names[name] = first.setdefault(id(tensor), name)
+    return names
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
-    return text[0].rstrip(".:") if text else type(err).__name__
+    return " ".join(text[0].split()).rstrip(".:") if text else type(err).__name__
 
 
 def _source(stack: str | None) -> str:
@@ -185,8 +220,10 @@ def _scope(meta: dict[str, Any]) -> str:
 class _Converter:
     """Walks the exported FX graph and builds the IR, one converter call per ATen node."""
 
-    def __init__(self, exported: Any, reference: str, converters: dict[str, Any]) -> None:
+    def __init__(self, exported: Any, reference: str, converters: dict[str, Any],
+                 preferred: dict[str, str]) -> None:
         self.ep = exported
+        self.preferred = preferred
         self.reference = reference
         self.converters = converters
         self.b = GraphBuilder(reference)
@@ -324,7 +361,8 @@ class _Converter:
         if target not in self.param_values:
             shape, dtype = self.meta(arg)[0]
             self.layouts[target] = layout
-            self.param_values[target] = self.b.param(target, _layout_shape(shape, layout), dtype)
+            name = self.preferred.get(target, target)
+            self.param_values[target] = self.b.param(name, _layout_shape(shape, layout), dtype)
         return self._relayout(self.param_values[target], self.layouts[target], layout, target)
 
     def param_or_value(self, arg: Any, layout: str) -> Value:
@@ -367,7 +405,8 @@ class _Converter:
         out = {}
         for target, layout in self.layouts.items():
             array = to_numpy(state[target])
-            out[target] = np.swapaxes(array, -1, -2).copy() if layout == "linear" else array
+            name = self.preferred.get(target, target)
+            out[name] = np.swapaxes(array, -1, -2).copy() if layout == "linear" else array
         return out
 
 

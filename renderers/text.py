@@ -49,7 +49,7 @@ class TextRenderer(Renderer):
         ins = ", ".join(f"{t.name}: {t.dtype}{format_shape(t.shape)}" for t in s.inputs)
         outs = ", ".join(f"{t.name}: {t.dtype}{format_shape(t.shape)}" for t in s.outputs)
         out += [f"inputs   {ins}", f"outputs  {outs}", "", "Layers"]
-        out += table(["#", "scope", "op", "attributes", "shape", "params", "count"],
+        out += table(["#", "scope", "op", "attributes", "shape", "params", "count", "source"],
                      [self._row(r) for r in s.layers])
         out += ["", "Equations"]
         for scope, lines in group_by_scope(list(s.equations)):
@@ -63,4 +63,4 @@ class TextRenderer(Renderer):
         outs = " ".join(format_shape(s) for s in r.outputs)
         params = " ".join(f"{p.name}{format_shape(p.shape)}" for p in r.params)
         return [str(r.index), r.scope or "<model>", r.op, attrs, f"{ins} → {outs}".strip(),
-                params, _count(r.param_count) if r.params else ""]
+                params, _count(r.param_count) if r.params else "", r.source]

@@ -113,33 +113,31 @@ def equations(graph: Graph) -> list[Equation]:
     lines: list[Equation] = []
     counter = 0
     for i, node in enumerate(graph.nodes):
-        merged = [j for v in node.inputs for j in pending.pop(v, [])] + [i]
+        merged = sorted({j for v in node.inputs for j in pending.pop(v, [])} | {i})
         args = [exprs[v] for v in node.inputs]
-        results = _apply(node, args)
-        for k, (v, expr) in enumerate(zip(node.outputs, results)):
-            users = graph.consumers(v)
-            if v not in outputs and _mergeable(node, users):
-                exprs[v] = expr
-                pending[v] = sorted(set(merged))
-                continue
+        expr = _apply(node, args)
+        if len(node.outputs) == 1 and node.output not in outputs and _mergeable(node, graph):
+            exprs[node.output] = expr
+            pending[node.output] = merged
+            continue
+        names = []
+        for v in node.outputs:
             if v in outputs:
-                lhs = outputs[v]
+                names.append(outputs[v])
             else:
                 counter += 1
-                lhs = f"h{counter}"
-            symbol = sympy.Symbol(lhs, commutative=False)
-            exprs[v] = symbol
-            nodes = sorted(set(merged))
-            lines.append(Equation(lhs, expr, _principal_scope(graph, nodes), tuple(nodes),
-                                  f"{lhs} = {to_text(expr)}",
-                                  f"{_latex_name(lhs)} = {to_latex(expr)}"))
+                names.append(f"h{counter}")
+            exprs[v] = sympy.Symbol(names[-1], commutative=False)
+        lhs = ", ".join(names)
+        lines.append(Equation(lhs, expr, _principal_scope(graph, merged), tuple(merged),
+                              f"{lhs} = {to_text(expr)}",
+                              f"{', '.join(_latex_name(n) for n in names)} = {to_latex(expr)}"))
     return lines
 
 
-def _mergeable(node: Node, users: list[Node]) -> bool:
-    if len(users) != 1 or users[0].inputs.count(node.outputs[0]) != 1:
-        return False
-    if len(node.outputs) != 1:
+def _mergeable(node: Node, graph: Graph) -> bool:
+    users = graph.consumers(node.output)
+    if len(users) != 1 or users[0].inputs.count(node.output) != 1:
         return False
     user = users[0]
     category = get_spec(node.op).category
@@ -151,25 +149,29 @@ def _mergeable(node: Node, users: list[Node]) -> bool:
     return same_group and category in ("layer", "elementwise", "activation")
 
 
-def _apply(node: Node, args: list[Any]) -> list[Any]:
+def _apply(node: Node, args: list[Any]) -> Any:
     spec = get_spec(node.op)
-    attrs = dict(node.attrs)
-    if spec.equation is not None:
-        try:
-            result = spec.equation(*args, **attrs)
-        except (TypeError, ValueError, AttributeError):
-            result = call(node.op, *args)
-    else:
-        result = call(node.op, *args)
-    if len(node.outputs) > 1:
-        return [call(f"{node.op}[{k}]", *args) for k in range(len(node.outputs))]
-    return [result]
+    if spec.equation is None:
+        return call(node.op, *args, **_shown_attrs(node))
+    try:
+        return spec.equation(*args, **dict(node.attrs))
+    except (TypeError, ValueError, AttributeError):  # a rule that cannot take these args
+        return call(node.op, *args, **_shown_attrs(node))
+
+
+def _shown_attrs(node: Node) -> dict[str, Any]:
+    return {k: v for k, v in node.attrs.items() if not isinstance(v, bool) or v}
 
 
 # --- printing ----------------------------------------------------------------------------
-def _fmt(value: Any, times: str = "×") -> str:
+_SIZES = frozenset({"shape", "kernel", "stride", "dilation", "out", "sizes"})
+
+
+def _fmt(value: Any, times: str = "×", key: str = "shape") -> str:
     if isinstance(value, tuple):
-        return times.join(_fmt(v, times) for v in value) if value else "()"
+        if key not in _SIZES or not value:
+            return "(" + ", ".join(_fmt(v, times) for v in value) + ")"
+        return times.join(_fmt(v, times) for v in value)
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
@@ -199,7 +201,7 @@ class _TextPrinter(StrPrinter):
         attrs = getattr(type(expr), "sg_attrs", ())
         args = ", ".join(self._print(a) for a in expr.args)
         if attrs:
-            shown = ", ".join(f"{k}={_fmt(v)}" for k, v in attrs)
+            shown = ", ".join(f"{k}={_fmt(v, key=k)}" for k, v in attrs)
             args = f"{args}; {shown}" if args else shown
         return f"{expr.func.__name__}({args})"
 
@@ -224,7 +226,7 @@ class _LatexPrinter(LatexPrinter):
         name = expr.func.__name__.replace("_", r"\_")
         args = ", ".join(self._print(a) for a in expr.args)
         if attrs:
-            shown = ", ".join(rf"\mathrm{{{k.replace('_', '-')}}}={_fmt(v, _LATEX_TIMES)}"
+            shown = ", ".join(rf"\mathrm{{{k.replace('_', '-')}}}={_fmt(v, _LATEX_TIMES, k)}"
                               for k, v in attrs)
             args = f"{args};\\ {shown}" if args else shown
         out = rf"\operatorname{{{name}}}\left({args}\right)"

@@ -54,17 +54,24 @@ def _div_eq(a, b, rounding=None):
     onnx="Div",
 )
 def div(a, b, rounding=None):
-    """a / b, optionally rounded toward -inf (floor) or zero (trunc)."""
-    if np.issubdtype(np.result_type(a, b), np.integer) and rounding is None:
-        a = np.asarray(a, dtype=np.float64)
-    q = np.true_divide(a, b)
+    """a / b, optionally rounded toward -inf (floor) or zero (trunc).
+
+    Rounded division follows PyTorch: ``floor`` is Python's ``//`` (``1.0 // 0.1 == 9``,
+    where ``floor(1.0 / 0.1) == 10``) and integer inputs stay exact integers.
+    """
+    integer = np.issubdtype(np.result_type(a, b), np.integer)
     if rounding == "floor":
-        q = np.floor(q)
-    elif rounding == "trunc":
-        q = np.trunc(q)
-    if rounding and np.issubdtype(np.result_type(a, b), np.integer):
-        q = q.astype(np.result_type(a, b))
-    return q
+        return np.floor_divide(a, b)
+    if rounding == "trunc":
+        return _trunc_divide(a, b) if integer else np.trunc(np.true_divide(a, b))
+    return np.true_divide(np.asarray(a, dtype=np.float64) if integer else a, b)
+
+
+def _trunc_divide(a, b):
+    """Integer a / b rounded toward zero, exactly (no detour through float64)."""
+    q = np.floor_divide(a, b)
+    inexact = np.remainder(a, b) != 0
+    return q + (inexact & ((np.asarray(a) < 0) != (np.asarray(b) < 0))).astype(q.dtype)
 
 
 @op("pow", BINARY, equation=lambda a, b: a**b, onnx="Pow")

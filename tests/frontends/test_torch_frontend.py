@@ -1,0 +1,211 @@
+"""PyTorch frontend behaviour: names, layouts, scopes, sources, pytrees, modes, odd ops."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from specgraph.errors import FactoryError, TraceError
+from specgraph.frontends import torch as torch_frontend
+from specgraph.interpreter import run
+from tests.zoo import torch_models
+from tests.zoo.torch_models import MODELS
+
+
+def _trace(name: str):
+    model, inputs = MODELS[name]()
+    return model, torch_frontend.trace(model, inputs, reference=name)
+
+
+def _check_faithful(traced, tol: float = 1e-5) -> None:
+    got = run(traced.graph, traced.inputs, traced.weights)
+    for key, want in traced.outputs.items():
+        np.testing.assert_allclose(got[key], want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_params_keep_state_dict_names_in_canonical_layout() -> None:
+    model, traced = _trace("mlp")
+    assert list(traced.graph.params) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                         "fc3.weight", "fc3.bias"]
+    np.testing.assert_array_equal(traced.weights["fc1.weight"],
+                                  model.fc1.weight.detach().numpy().T)
+    assert traced.graph.params["fc1.weight"].shape == (6, 16)
+
+
+def test_buffers_become_params_and_unused_ones_are_left_out() -> None:
+    _, traced = _trace("cnn")
+    assert "bn1.running_mean" in traced.graph.params
+    assert "bn1.running_var" in traced.graph.params
+    assert "bn1.num_batches_tracked" not in traced.graph.params
+    bn = next(n for n in traced.graph.nodes if n.scope == "bn2")
+    assert bn.op == "batch_norm" and bn.attrs["eps"] == 1e-3
+
+
+def test_scope_and_source_point_at_the_user_code() -> None:
+    _, traced = _trace("mlp")
+    forward_lines, start = inspect.getsourcelines(torch_models.MLP.forward)
+    fc1_line = start + next(i for i, line in enumerate(forward_lines) if "self.fc1" in line)
+    linear = traced.graph.nodes[0]
+    assert (linear.op, linear.scope, linear.origin) == ("linear", "fc1", "aten.linear.default")
+    assert linear.source.endswith(f"torch_models.py:{fc1_line}")
+    tanh = next(n for n in traced.graph.nodes if n.op == "tanh")
+    assert tanh.scope == ""  # a functional call in the model's own forward
+
+
+def test_nested_scopes_use_module_paths() -> None:
+    _, traced = _trace("preln_block")
+    scopes = {n.scope for n in traced.graph.nodes}
+    assert {"ln1", "attn", "ln2", "mlp.0", "mlp.1", "mlp.2"} <= scopes
+
+
+def test_pytree_inputs_and_dataclass_outputs_are_named_by_path() -> None:
+    _, traced = _trace("dict_io")
+    assert traced.graph.input_names == ("batch.x", "batch.y")
+    assert traced.graph.output_names == ("logits", "features")
+    _check_faithful(traced)
+
+
+def test_traces_in_eval_mode_and_keeps_dropout_probability() -> None:
+    model, inputs = MODELS["dict_io"]()
+    model.train()
+    traced = torch_frontend.trace(model, inputs, reference="dict_io")
+    assert not model.training
+    (drop,) = [n for n in traced.graph.nodes if n.op == "dropout"]
+    assert drop.attrs["p"] == 0.3
+    _check_faithful(traced)
+
+
+def test_gelu_approximation_and_attention_attributes_are_explicit() -> None:
+    _, traced = _trace("causal_sdpa")
+    (att,) = [n for n in traced.graph.nodes if n.op == "attention"]
+    assert att.attrs["causal"] is True and att.attrs["scale"] == pytest.approx(1 / np.sqrt(8))
+    _, block = _trace("preln_block")
+    (gelu,) = [n for n in block.graph.nodes if n.op == "gelu"]
+    assert gelu.attrs["approximate"] == "none"
+
+
+class InPlace(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h += 1.5
+        h = self.act(h)
+        h.mul_(2)
+        return h
+
+
+class TiedWeights(nn.Module):
+    """Embedding and output projection share one matrix, as in GPT-2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(11, 6)
+        self.lm_head = nn.Linear(6, 11, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(torch.tanh(self.wte(ids)))
+
+
+class ScalarsAndMasks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(5, 5, dtype=torch.bool)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = (x @ x.transpose(-1, -2)) / 3.0
+        s = s.masked_fill(~self.mask, float("-inf")).softmax(-1)
+        y = 2.0 - s * 0.5 + torch.arange(5.0)
+        y = torch.clamp(y, min=1.6).pow(2).sum(dim=-1, keepdim=True)
+        return torch.cat([y, y.new_ones(y.shape)], dim=-1)[..., 0].unsqueeze(0)
+
+
+@pytest.mark.parametrize(
+    ("module", "inputs"),
+    [
+        (InPlace, (torch.randn(3, 4),)),
+        (TiedWeights, (torch.randint(0, 11, (2, 3)),)),
+        (ScalarsAndMasks, (torch.randn(2, 5, 5),)),
+    ],
+    ids=["in_place", "tied_weights", "scalars_and_masks"],
+)
+def test_awkward_models_are_faithful(module, inputs) -> None:
+    torch.manual_seed(0)
+    traced = torch_frontend.trace(module(), inputs, reference=module.__name__)
+    assert not [n for n in traced.graph.nodes if n.op == "opaque"]
+    _check_faithful(traced)
+
+
+def test_tied_weight_is_one_param_used_in_two_layouts() -> None:
+    torch.manual_seed(0)
+    traced = torch_frontend.trace(TiedWeights(), (torch.randint(0, 11, (2, 3)),))
+    assert list(traced.graph.params) == ["wte.weight"]
+    assert [n.op for n in traced.graph.nodes].count("transpose") == 1
+
+
+@torch.library.custom_op("specgraph_test::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    return x.flip(-1) * 3
+
+
+@mystery.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class UsesCustomOp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(mystery(self.fc(x)))
+
+
+def test_unknown_op_becomes_opaque_node_with_its_origin() -> None:
+    traced = torch_frontend.trace(UsesCustomOp(), (torch.randn(2, 3),))
+    (node,) = [n for n in traced.graph.nodes if n.op == "opaque"]
+    assert node.attrs["target"] == "specgraph_test.mystery.default"
+    assert node.outputs[0].shape == (2, 3)
+    assert [n.op for n in traced.graph.nodes] == ["linear", "opaque", "relu"]
+
+
+class DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+class Broken(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ torch.ones(7, 2)
+
+
+def test_export_failure_is_one_sentence_naming_the_model() -> None:
+    with pytest.raises(TraceError, match=r"^ddc: torch\.export could not trace the model: .*--debug"):
+        torch_frontend.trace(DataDependent(), (torch.randn(3),), reference="ddc")
+
+
+def test_model_that_raises_on_its_inputs() -> None:
+    with pytest.raises(TraceError, match=r"^broken: the model raised RuntimeError"):
+        torch_frontend.trace(Broken(), (torch.randn(2, 3),), reference="broken")
+
+
+def test_example_inputs_must_be_a_tuple() -> None:
+    with pytest.raises(FactoryError, match="example_inputs must be a tuple"):
+        torch_frontend.trace(nn.ReLU(), [torch.randn(2)], reference="list")
+
+
+def test_single_tensor_and_numpy_inputs_are_accepted() -> None:
+    traced = torch_frontend.trace(nn.Tanh(), np.ones((2, 2), dtype=np.float32))
+    assert traced.graph.input_names == ("input",) and traced.graph.nodes[0].op == "tanh"

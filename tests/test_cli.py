@@ -1,0 +1,139 @@
+"""``specgraph show`` end to end: golden renders, determinism, and one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specgraph.cli import main
+
+XOR = "examples/xor/model_torch.py:correct"
+FORGOT = "examples/xor/model_torch.py:forgot_activation"
+
+
+def _show(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["show", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("fmt", "suffix"), [("text", "txt"), ("json", "json"), ("latex", "tex")])
+def test_show_xor_matches_golden(repo_root, capsys, golden, fmt: str, suffix: str) -> None:
+    code, out, err = _show(capsys, XOR, "--format", fmt)
+    assert (code, err) == (0, "")
+    golden(f"show_xor.{suffix}", out)
+
+
+def test_show_names_the_missing_activation_in_the_equations(repo_root, capsys) -> None:
+    _, correct, _ = _show(capsys, XOR)
+    _, forgot, _ = _show(capsys, FORGOT)
+    assert "h1 = relu(x·W_hidden + b_hidden)" in correct
+    assert "h1 = x·W_hidden + b_hidden" in forgot and "relu" not in forgot
+
+
+def test_show_json_is_deterministic_and_complete(repo_root, capsys) -> None:
+    _, first, _ = _show(capsys, XOR, "--format", "json")
+    _, second, _ = _show(capsys, XOR, "--format", "json")
+    assert first == second
+    data = json.loads(first)
+    assert [layer["op"] for layer in data["layers"]][:3] == ["linear", "relu", "linear"]
+    assert data["layers"][0]["params"][0] == {"name": "hidden.weight", "shape": [2, 8],
+                                              "dtype": "float32"}
+    assert data["layers"][0]["source"].startswith("examples/xor/model_torch.py:")
+
+
+FACTORIES = '''
+import torch
+
+def raises():
+    raise RuntimeError("weights file missing")
+
+def three():
+    return torch.nn.ReLU(), (torch.ones(2),), 3
+
+def not_a_model():
+    return {"a": 1}, (1,)
+
+def data_dependent():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+    return M(), (torch.ones(3),)
+
+@torch.library.custom_op("specgraph_cli_test::odd", mutates_args=())
+def odd(x: torch.Tensor) -> torch.Tensor:
+    return x.flip(-1)
+
+@odd.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+def custom_op():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(odd(x))
+    return M(), (torch.ones(2, 3),)
+
+NOT_CALLABLE = 3
+'''
+
+
+@pytest.fixture
+def factories(tmp_path: Path) -> Path:
+    path = tmp_path / "factories.py"
+    path.write_text(FACTORIES)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        ("raises", "the factory raised RuntimeError: weights file missing; run it directly"),
+        ("three", "returned a 3-tuple (ReLU, tuple, int); a torch factory returns "
+                  "(module, example_inputs)"),
+        ("not_a_model", "returned a 2-tuple (dict, tuple), which is no model specgraph knows"),
+        ("data_dependent", "torch.export could not trace the model"),
+        ("missing", "has no factory 'missing'; functions in the file: raises, three"),
+        ("NOT_CALLABLE", "NOT_CALLABLE is a int, not a function"),
+    ],
+)
+def test_bad_factories_give_one_sentence_and_exit_2(capsys, factories: Path, factory: str,
+                                                    message: str) -> None:
+    code, out, err = _show(capsys, f"{factories}:{factory}")
+    assert code == 2 and out == ""
+    assert err.startswith("specgraph: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_file_and_missing_factory_name(capsys, tmp_path: Path, factories: Path) -> None:
+    code, _, err = _show(capsys, str(tmp_path / "nope.py:make"))
+    assert code == 2 and "nope.py does not exist; pass path/to/file.py:factory" in err
+    code, _, err = _show(capsys, str(factories))
+    assert code == 2 and "names no factory; pass" in err and "raises, three" in err
+
+
+def test_opaque_op_still_shows(capsys, factories: Path) -> None:
+    code, out, _ = _show(capsys, f"{factories}:custom_op")
+    assert code == 0
+    assert "opaque" in out and "specgraph_cli_test.odd.default" in out
+    assert "h1 = opaque[specgraph_cli_test.odd.default](x)" in out
+    assert "output = relu(h1)" in out
+
+
+def test_debug_shows_the_traceback(factories: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "specgraph", "show", f"{factories}:raises",
+                           "--debug"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    proc = subprocess.run([sys.executable, "-m", "specgraph", "show"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "the following arguments are required: MODEL" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "specgraph", "show", XOR, "--format", "pdf"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "invalid choice: 'pdf'" in proc.stderr

@@ -1,0 +1,96 @@
+"""Packaging: the core imports no framework, and a built wheel holds every subpackage."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBPACKAGES = ["specgraph", "specgraph.ops", "specgraph.frontends", "specgraph.renderers"]
+
+
+def test_import_specgraph_loads_no_framework() -> None:
+    code = (
+        "import sys, specgraph, specgraph.cli, specgraph.summary, specgraph.symbolic, "
+        "specgraph.frontends, specgraph.renderers.text, specgraph.renderers.json, "
+        "specgraph.renderers.latex\n"
+        "specgraph.ops.registered_ops()\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'flax', 'keras', 'tf_keras') "
+        "if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_no_bare_frontends_or_renderers_imports() -> None:
+    pattern = re.compile(r"^\s*(import|from)\s+(frontends|renderers)\b", re.MULTILINE)
+    offenders = [str(p.relative_to(ROOT)) for folder in ("specgraph", "frontends", "renderers",
+                                                          "tests", "examples", "bench")
+                 for p in (ROOT / folder).rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
+
+
+def test_missing_framework_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specgraph import frontends
+    from specgraph.errors import FrontendMissingError
+
+    info = frontends.FrontendInfo("specgraph_no_such_frontend_module", "nosuchfw", "nosuchfw",
+                                  ("nosuchfw.",), "(model, example_inputs)", 2)
+    monkeypatch.setitem(frontends.FRONTENDS, "nosuchfw", info)
+    monkeypatch.setattr(frontends, "importlib", _ImportFails("nosuchfw"))
+    with pytest.raises(FrontendMissingError,
+                       match=r"^nosuchfw frontend needs nosuchfw: "
+                             r"pip install 'specgraph-check\[nosuchfw\]'$"):
+        frontends.load("nosuchfw")
+
+
+class _ImportFails:
+    """Stands in for importlib inside specgraph.frontends: the framework is not installed."""
+
+    def __init__(self, missing: str) -> None:
+        self.missing = missing
+
+    def import_module(self, name: str) -> None:
+        raise ModuleNotFoundError(f"No module named {self.missing!r}", name=self.missing)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(out), str(ROOT)], check=True, capture_output=True, text=True)
+    (path,) = out.glob("specgraph_check-*.whl")
+    return path
+
+
+def test_wheel_contains_every_subpackage_under_specgraph(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    for package in SUBPACKAGES:
+        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    assert "specgraph/frontends/torch.py" in names
+    assert "specgraph/renderers/text.py" in names
+    top = {n.split("/")[0] for n in names}
+    assert top <= {"specgraph", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
+                   + ".dist-info"}, top
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "specgraph = specgraph.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_wheel_imports_every_subpackage(wheel: Path, tmp_path: Path) -> None:
+    code = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(wheel)!r})\n"
+        f"for name in {SUBPACKAGES!r} + ['specgraph.frontends.torch', 'specgraph.cli']:\n"
+        "    module = importlib.import_module(name)\n"
+        f"    assert module.__file__.startswith({str(wheel)!r}), module.__file__\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.stdout.strip() == "ok", proc.stderr
