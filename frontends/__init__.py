@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import types
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -23,6 +25,7 @@ class FrontendInfo:
         prefixes: class-module prefixes that identify the framework's models.
         returns: what a factory for this framework returns, in words.
         arity: how many items that tuple has.
+        function: the name of the frontend function that traces the factory's result.
     """
 
     module: str
@@ -31,12 +34,27 @@ class FrontendInfo:
     prefixes: tuple[str, ...]
     returns: str
     arity: int
+    function: str = "trace"
 
 
 FRONTENDS: dict[str, FrontendInfo] = {
     "torch": FrontendInfo("specgraph.frontends.torch", "torch", "torch", ("torch.",),
                           "(module, example_inputs)", 2),
+    "flax_linen": FrontendInfo("specgraph.frontends.jax", "flax", "jax", ("flax.linen.",),
+                               "(module, variables, example_inputs)", 3, "trace_linen"),
+    "flax_nnx": FrontendInfo("specgraph.frontends.jax", "flax", "jax", ("flax.nnx.",),
+                             "(module, example_inputs)", 2, "trace_nnx"),
+    "jax": FrontendInfo("specgraph.frontends.jax", "jax", "jax", ("jax.", "jaxlib."),
+                        "(apply_fn, params, example_inputs)", 3),
+    "onnx": FrontendInfo("specgraph.frontends.onnx", "onnx", "onnx", ("onnx.",),
+                         "a .onnx file path, not a factory", 1, "trace_model"),
+    "tf": FrontendInfo("specgraph.frontends.tf", "tensorflow", "tf",
+                       ("keras.", "tf_keras.", "tensorflow."), "(model, example_inputs)", 2),
 }
+
+# A plain Python function (or functools.partial) first in the factory's tuple is a JAX
+# apply_fn: its class says nothing about the framework.
+PLAIN_FUNCTION_FRONTEND = "jax"
 
 
 def load(name: str) -> ModuleType:
@@ -55,6 +73,8 @@ def load(name: str) -> ModuleType:
 
 def detect(model: Any) -> str | None:
     """The frontend whose framework defined ``model``'s class (by class module, no imports)."""
+    if isinstance(model, (types.FunctionType, functools.partial)):
+        return PLAIN_FUNCTION_FRONTEND
     for cls in type(model).__mro__:
         module = getattr(cls, "__module__", "") or ""
         for name, info in FRONTENDS.items():

@@ -163,6 +163,17 @@ def trace(reference: str) -> TracedModel:
     """
     from specgraph import frontends
 
+    if reference.endswith(".onnx"):
+        path = Path(reference)
+        if not path.is_file():
+            raise ModelReferenceError(f"model reference {reference!r}: file {reference} does "
+                                      "not exist; pass the path of an .onnx file")
+        return frontends.load("onnx").trace_file(path, reference=reference)
+    if reference.endswith((".yaml", ".yml")):
+        raise ModelReferenceError(
+            f"model reference {reference!r}: paper spec files are not supported by this "
+            f"version; pass {_FORMS} or a .onnx file"
+        )
     name, items = call_factory(reference)
     frontend = frontends.load(name)
-    return frontend.trace(*items, reference=reference)
+    return getattr(frontend, frontends.FRONTENDS[name].function)(*items, reference=reference)
