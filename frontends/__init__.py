@@ -47,7 +47,7 @@ FRONTENDS: dict[str, FrontendInfo] = {
     "jax": FrontendInfo("specgraph.frontends.jax", "jax", "jax", ("jax.", "jaxlib."),
                         "(apply_fn, params, example_inputs)", 3),
     "onnx": FrontendInfo("specgraph.frontends.onnx", "onnx", "onnx", ("onnx.",),
-                         "a .onnx file path, not a factory", 1, "trace_model"),
+                         "(onnx.ModelProto, example_inputs)", 2, "trace_model"),
     "tf": FrontendInfo("specgraph.frontends.tf", "tensorflow", "tf",
                        ("keras.", "tf_keras.", "tensorflow."), "(model, example_inputs)", 2),
 }

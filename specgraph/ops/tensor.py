@@ -15,6 +15,14 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+@op("einsum", ("*xs",), attrs={"equation": Attr("str", doc="NumPy einsum subscripts, e.g. 'bij,bjk->bik'")},
+    equation=lambda *xs, equation: call("einsum", *xs, eq=equation), category="layer",
+    onnx="Einsum")
+def einsum(*xs, equation):
+    """Tensor contraction by NumPy einsum subscripts (explicit output, no ellipsis)."""
+    return np.einsum(equation, *xs, optimize=True)
+
+
 @op("reshape", attrs={"shape": Attr("ints", doc="the full static output shape")},
     equation=lambda x, shape: call("reshape", x, shape=shape), category="shape", onnx="Reshape")
 def reshape(x, shape):

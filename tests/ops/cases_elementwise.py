@@ -192,6 +192,10 @@ case("cumsum", "int64", [INT(-5, 5, 6)], {"axis": 0}, lambda x: torch.cumsum(x, 
 # -- shape, data movement, sources -----------------------------------------------------------
 
 case("matmul", "2d", [(3, 4), (4, 5)], {}, torch.matmul)
+case("einsum", "attention_scores", [(2, 3, 4, 5), (2, 3, 6, 5)], {"equation": "bhqd,bhkd->bhqk"},
+     lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k))
+case("einsum", "dense_to_heads", [(2, 3, 4), (4, 2, 5)], {"equation": "abc,cde->abde"},
+     lambda x, w: torch.einsum("abc,cde->abde", x, w))
 case("matmul", "batched_broadcast", [(2, 1, 3, 4), (5, 4, 2)], {}, torch.matmul)
 case("matmul", "vector_matrix", [(4,), (2, 4, 3)], {}, torch.matmul)
 case("matmul", "matrix_vector", [(2, 3, 4), (4,)], {}, torch.matmul)
