@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ["specgraph", "specgraph.ops", "specgraph.frontends", "specgraph.renderers"]
+SUBPACKAGES = ["specgraph", "specgraph.ops", "specgraph.passes", "specgraph.frontends",
+               "specgraph.renderers"]
 
 
 def test_import_specgraph_loads_no_framework() -> None:

@@ -1,0 +1,60 @@
+"""Canonicalization: passes that make equivalent models identical graphs.
+
+Each pass is a small named unit in its own module (see its docstring for what it requires
+and ensures), is exact, and returns ``PassResult(graph, modified)``. ``canonicalize`` runs
+them to a fixed point, verifying the graph after every pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from specgraph.errors import GraphError
+from specgraph.ir import Graph
+from specgraph.passes.identities import DropIdentitiesPass
+from specgraph.passes.pools import NormalizePoolsPass
+from specgraph.passes.raise_activations import RaiseActivationsPass
+from specgraph.passes.raise_attention import RaiseAttentionPass
+from specgraph.passes.raise_linear import RaiseLinearPass
+from specgraph.passes.raise_norms import RaiseNormsPass
+from specgraph.passes.rewrite import PassResult
+from specgraph.passes.transposes import SinkTransposesPass
+
+__all__ = ["PassResult", "DEFAULT_PASSES", "canonicalize", "run_passes"]
+
+Pass = Callable[[Graph], PassResult]
+
+DEFAULT_PASSES: tuple[Pass, ...] = (
+    DropIdentitiesPass(),
+    NormalizePoolsPass(),
+    SinkTransposesPass(),
+    DropIdentitiesPass(),
+    RaiseActivationsPass(),
+    RaiseNormsPass(),
+    RaiseLinearPass(),
+    RaiseAttentionPass(),
+)
+
+
+def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 8) -> Graph:
+    """Run ``passes`` in order, again and again until none changes the graph."""
+    for _ in range(max_rounds):
+        changed = False
+        for p in passes:
+            result = p(graph)
+            if result.modified:
+                try:
+                    result.graph.verify()
+                except GraphError as err:
+                    raise GraphError(f"pass {getattr(p, 'name', p)} broke the graph: {err}"
+                                     ) from err
+                graph = result.graph
+                changed = True
+        if not changed:
+            return graph
+    return graph
+
+
+def canonicalize(graph: Graph) -> Graph:
+    """The canonical form of ``graph``: no identities, layers raised, layouts absorbed."""
+    return run_passes(graph, DEFAULT_PASSES)

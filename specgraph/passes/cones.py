@@ -1,0 +1,52 @@
+"""Backward cones of elementwise arithmetic: where raising rules look for decompositions."""
+
+from __future__ import annotations
+
+from specgraph.ir import Node, Value
+from specgraph.ops import get_spec
+from specgraph.passes.rewrite import Rewriter
+
+__all__ = ["arithmetic_cone"]
+
+_ARITHMETIC = frozenset({"elementwise", "activation", "reduction"})
+
+
+def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
+                    ) -> tuple[list[Value], list[Node]] | None:
+    """The free tensors and the nodes of the elementwise/reduction cone that computes ``output``.
+
+    The walk goes back through elementwise ops, activations and reductions and stops at any
+    other producer, graph input, parameter or constant. Free tensors are the stopping values
+    that are neither parameters nor constants, in first-seen order. Returns None past
+    ``limit`` nodes.
+    """
+    free: list[Value] = []
+    nodes: dict[int, Node] = {}
+    stack = [output]
+    seen: set[Value] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        node = rw.producer(v)
+        if rw.is_param(v) or rw.constant_value(v) is not None:
+            continue
+        if node is not None and node.op in ("reshape", "expand") and _fixed(rw, node.inputs[0]):
+            nodes[id(node)] = node  # a parameter laid out for broadcasting: part of the region
+            continue
+        if node is None or get_spec(node.op).category not in _ARITHMETIC or (
+                node.op in ("cast",)):
+            if v not in free:
+                free.append(v)
+            continue
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            if len(nodes) > limit:
+                return None
+            stack.extend(reversed(node.inputs))
+    return free, [n for n in rw.nodes if id(n) in nodes]
+
+
+def _fixed(rw: Rewriter, value: Value) -> bool:
+    return rw.is_param(value) or rw.constant_value(value) is not None

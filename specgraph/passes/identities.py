@@ -1,0 +1,80 @@
+"""Drop no-ops: identities, inference dropout, same-type casts, same-shape reshapes and
+expands, identity transposes; squeeze/unsqueeze become reshapes; chains of reshapes or of
+transposes become one.
+
+Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
+computation identical (every rewrite here is exact, not approximate).
+"""
+
+from __future__ import annotations
+
+from specgraph.ir import Graph, Node
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["DropIdentitiesPass"]
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    x = node.inputs[0] if node.inputs else None
+    if node.op in ("identity", "dropout"):
+        rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "cast" and x.dtype == node.attrs["dtype"]:
+        rw.replace(node.outputs[0], x)
+        return True
+    if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
+        rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "transpose":
+        return _transpose(rw, node)
+    if node.op in ("reshape", "squeeze", "unsqueeze"):
+        return _reshape_chain(rw, node)
+    return False
+
+
+def _transpose(rw: Rewriter, node: Node) -> bool:
+    perm = node.attrs["perm"]
+    x = node.inputs[0]
+    if perm == tuple(range(len(perm))):
+        rw.replace(node.outputs[0], x)
+        return True
+    inner = rw.producer(x)
+    if inner is not None and inner.op == "transpose":
+        composed = tuple(inner.attrs["perm"][p] for p in perm)
+        source = inner.inputs[0]
+        if composed == tuple(range(len(composed))):
+            rw.replace(node.outputs[0], source)
+        else:
+            rw.replace(node.outputs[0], rw.emit("transpose", [source], {"perm": composed},
+                                                like=node, shape=node.outputs[0].shape))
+        return True
+    return False
+
+
+def _reshape_chain(rw: Rewriter, node: Node) -> bool:
+    """squeeze and unsqueeze are reshapes; a reshape of a reshape is one reshape."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or inner.op != "reshape":
+        if node.op == "reshape":
+            return False
+        shape = node.outputs[0].shape
+        rw.replace(node.outputs[0], rw.emit("reshape", [node.inputs[0]], {"shape": shape},
+                                            like=node, shape=shape))
+        return True
+    source = inner.inputs[0]
+    shape = node.outputs[0].shape
+    if source.shape == shape:
+        rw.replace(node.outputs[0], source)
+    else:
+        rw.replace(node.outputs[0], rw.emit("reshape", [source], {"shape": shape}, like=node,
+                                            shape=shape))
+    return True
+
+
+class DropIdentitiesPass:
+    """See the module docstring."""
+
+    name = "drop-identities"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

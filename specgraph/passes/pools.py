@@ -1,0 +1,84 @@
+"""Normalize pooling and global reductions: ceil_mode and count_include_pad where they
+cannot change the result, global pools as means or maxima over the spatial axes, and a
+keepdims reduction followed by a reshape that drops those axes as one reduction.
+
+Requires: a verified graph. Ensures: exact rewrites only.
+"""
+
+from __future__ import annotations
+
+from specgraph.ir import Graph, Node
+from specgraph.ops.layers import _pool_out
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["NormalizePoolsPass"]
+
+
+def _pool(rw: Rewriter, node: Node) -> bool:
+    attrs = dict(node.attrs)
+    x = node.inputs[0]
+    rank = len(attrs["kernel"])
+    pads = attrs["padding"]
+    changed = False
+    if attrs["ceil_mode"]:
+        floor = tuple(_pool_out(x.shape[2 + i], attrs["kernel"][i], attrs["stride"][i],
+                                pads[i], pads[rank + i], attrs["dilation"][i], False)
+                      for i in range(rank))
+        if floor == node.outputs[0].shape[2:]:
+            attrs["ceil_mode"] = False
+            changed = True
+    if node.op == "avg_pool" and not any(pads) and not attrs["count_include_pad"]:
+        attrs["count_include_pad"] = True
+        changed = True
+    if not changed:
+        return False
+    rw.replace(node.outputs[0], rw.emit(node.op, [x], attrs, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
+def _global_pool(rw: Rewriter, node: Node) -> bool:
+    if any(s != 1 for s in node.attrs["output_size"]):
+        return False
+    x = node.inputs[0]
+    op = "reduce_mean" if node.op == "adaptive_avg_pool" else "reduce_max"
+    out = rw.emit(op, [x], {"axes": tuple(range(2, x.rank)), "keepdims": True}, like=node,
+                  shape=node.outputs[0].shape)
+    rw.replace(node.outputs[0], out)
+    return True
+
+
+def _reduce_then_reshape(rw: Rewriter, node: Node) -> bool:
+    """reduce(keepdims=True) then a reshape that only drops the reduced axes."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or not inner.op.startswith("reduce_") or not inner.attrs["keepdims"]:
+        return False
+    if rw.uses(node.inputs[0]) != 1:
+        return False
+    source = inner.inputs[0]
+    axes = inner.attrs["axes"] or tuple(range(source.rank))
+    dropped = tuple(s for i, s in enumerate(source.shape) if i not in axes)
+    if node.outputs[0].shape != dropped:
+        return False
+    attrs = {**inner.attrs, "keepdims": False}
+    rw.replace(node.outputs[0], rw.emit(inner.op, [source], attrs, like=inner, shape=dropped))
+    return True
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op in ("max_pool", "avg_pool"):
+        return _pool(rw, node)
+    if node.op in ("adaptive_avg_pool", "adaptive_max_pool"):
+        return _global_pool(rw, node)
+    if node.op == "reshape":
+        return _reduce_then_reshape(rw, node)
+    return False
+
+
+class NormalizePoolsPass:
+    """See the module docstring."""
+
+    name = "normalize-pools"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

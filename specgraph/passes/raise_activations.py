@@ -1,0 +1,87 @@
+"""Raise written-out activations to their ops: max(x, 0) -> relu, x·sigmoid(x) -> silu,
+erf/tanh GELU formulas -> gelu with the approximation they compute, exp/sum -> softmax or
+log_softmax with its axis.
+
+Requires: a verified graph. Ensures: each rewrite is proved by running the replaced region
+and the op on random inputs in float64 (``regions.agrees``); formulas that differ (another
+constant, another approximation) do not match and stay as arithmetic.
+"""
+
+from __future__ import annotations
+
+from specgraph.ir import Graph, Node
+from specgraph.ops import get_spec
+from specgraph.passes.cones import arithmetic_cone
+from specgraph.passes.regions import agrees, region
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["RaiseActivationsPass"]
+
+_ANCHORS = {
+    "erf": [("gelu", {"approximate": "none"})],
+    "tanh": [("gelu", {"approximate": "tanh"})],
+    "sigmoid": [("silu", {})],
+    "maximum": [("relu", {})],
+    "clip": [("relu", {})],
+    "exp": [],  # softmax / log_softmax: axis from the region's reductions
+}
+
+
+def _candidates(nodes: list[Node]) -> list[tuple[str, dict]]:
+    ops = {n.op for n in nodes}
+    out: list[tuple[str, dict]] = []
+    for anchor, cands in _ANCHORS.items():
+        if anchor in ops:
+            out.extend(cands)
+    if "exp" in ops:
+        axes = {n.attrs["axes"] for n in nodes if n.op == "reduce_sum" and n.attrs["axes"]}
+        for a in sorted(axes):
+            if len(a) == 1:
+                out += [("softmax", {"axis": a[0]}), ("log_softmax", {"axis": a[0]})]
+    return out
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if len(node.outputs) != 1 or not node.outputs[0].dtype.startswith(("float", "bfloat")):
+        return False
+    if get_spec(node.op).category not in ("elementwise", "activation"):
+        return False
+    rw.keep(node)  # the region's root must be visible to the region walk
+    _raise(rw, node)
+    return True
+
+
+def _raise(rw: Rewriter, node: Node) -> None:
+    y = node.outputs[0]
+    cone = arithmetic_cone(rw, y)
+    if cone is None:
+        return
+    free, nodes = cone
+    if len(free) != 1 or free[0].shape != y.shape or len(nodes) == 1 and node.op in _TARGETS:
+        return
+    (x,) = free
+    cands = _candidates(nodes)
+    if not cands or region(rw, y, [x]) is None:
+        return
+    for op, attrs in cands:
+        spec = get_spec(op)
+        attrs = spec.normalize_attrs(attrs)
+
+        def candidate(env, spec=spec, attrs=attrs):
+            return spec.reference(env[x], **attrs)
+
+        if agrees(rw, nodes, y, [x], candidate):
+            rw.replace(y, rw.emit(op, [x], attrs, like=node, shape=y.shape))
+            return
+
+
+_TARGETS = frozenset({"relu", "gelu", "silu", "softmax", "log_softmax"})
+
+
+class RaiseActivationsPass:
+    """See the module docstring."""
+
+    name = "raise-activations"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

@@ -1,0 +1,134 @@
+"""Raise attention written out by hand (q·kᵀ, scale, mask, softmax, ·v) to ``attention``
+with its scale, causality and mask.
+
+Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
+random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.passes.regions import agrees, region
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["RaiseAttentionPass"]
+
+
+def _peel_scores(rw: Rewriter, s: Value) -> tuple[Value, list[float], list[Value]] | None:
+    """Walk back from the softmax input to the q·kᵀ product: scales and mask constants."""
+    scales: list[float] = []
+    masks: list[Value] = []
+    for _ in range(6):
+        node = rw.producer(s)
+        if node is None:
+            return None
+        if node.op == "matmul":
+            return s, scales, masks
+        if node.op in ("mul", "div") and any(rw.scalar(v) is not None for v in node.inputs):
+            c = next(rw.scalar(v) for v in node.inputs if rw.scalar(v) is not None)
+            scales.append(c if node.op == "mul" else 1.0 / c)
+            s = next(v for v in node.inputs if rw.scalar(v) is None)
+        elif node.op == "add" and any(rw.constant_value(v) is not None for v in node.inputs):
+            masks.append(next(v for v in node.inputs if rw.constant_value(v) is not None))
+            s = next(v for v in node.inputs if rw.constant_value(v) is None)
+        elif node.op == "where" and rw.constant_value(node.inputs[0]) is not None:
+            masks.append(node.inputs[0])
+            s = node.inputs[1]
+        else:
+            return None
+    return None
+
+
+def _qk(rw: Rewriter, product: Value) -> tuple[Value, Value, Value | None, float] | None:
+    """q and k (as [..., S, E]) of q·kᵀ, the transpose feeding it, and any q or k scale."""
+    mm = rw.producer(product)
+    q, kt = mm.inputs
+    scale = 1.0
+    q_node = rw.producer(q)
+    if q_node is not None and q_node.op == "mul" and any(rw.scalar(v) is not None
+                                                         for v in q_node.inputs):
+        scale *= next(rw.scalar(v) for v in q_node.inputs if rw.scalar(v) is not None)
+        q = next(v for v in q_node.inputs if rw.scalar(v) is None)
+    t = rw.producer(kt)
+    rank = kt.rank
+    swap = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+    if t is not None and t.op == "transpose" and t.attrs["perm"] == swap:
+        return q, t.inputs[0], None, scale
+    return q, kt, kt, scale
+
+
+def _causal(mask: np.ndarray, where: bool) -> bool:
+    m = np.asarray(mask)
+    if m.ndim < 2:
+        return False
+    length, source = m.shape[-2:]
+    keep = np.tril(np.ones((length, source), dtype=bool))
+    if where:
+        return bool(np.all(np.broadcast_to(m.astype(bool), m.shape) == keep))
+    return bool(np.all(np.isneginf(m[..., ~keep]) | (m[..., ~keep] < -1e4))
+                and np.all(m[..., keep] == 0))
+
+
+def _pattern(rw: Rewriter, node: Node) -> tuple | None:
+    p, v = node.inputs
+    sm = rw.producer(p)
+    if sm is None or sm.op != "softmax" or sm.attrs["axis"] != p.rank - 1:
+        return None
+    peeled = _peel_scores(rw, sm.inputs[0])
+    if peeled is None or len(peeled[2]) > 1:
+        return None
+    product, scales, masks = peeled
+    q, k, kt, q_scale = _qk(rw, product)
+    causal = False
+    if masks:
+        mask_node = rw.producer(sm.inputs[0])
+        data = rw.constant_value(masks[0])
+        causal = data is not None and _causal(data, mask_node is not None and
+                                              mask_node.op == "where")
+        if not causal:
+            return None  # a general constant mask: kept as written
+    return q, k, kt, v, q_scale * math.prod(scales), causal
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op != "matmul":
+        return False
+    found = _pattern(rw, node)
+    if found is None:
+        return False
+    q, k, kt, v, scale, causal = found
+    y = node.outputs[0]
+    rw.keep(node)  # the root must be visible to the region walk
+    free = [q, kt if kt is not None else k, v]
+    nodes = region(rw, y, free)
+    if nodes is None:
+        return True
+    spec = get_spec("attention")
+    attrs = spec.normalize_attrs({"scale": float(f"{scale:.9g}"), "causal": causal})
+
+    def candidate(env):
+        kk = np.swapaxes(env[kt], -1, -2) if kt is not None else env[k]
+        return spec.reference(env[q], kk, env[v], **attrs)
+
+    if not agrees(rw, nodes, y, free, candidate):
+        return True
+    if kt is not None:
+        perm = tuple(range(kt.rank - 2)) + (kt.rank - 1, kt.rank - 2)
+        k = rw.emit("transpose", [kt], {"perm": perm}, like=node,
+                    shape=tuple(kt.shape[i] for i in perm))
+    rw.replace(y, rw.emit("attention", [q, k, v], attrs, like=node, shape=y.shape))
+    return True
+
+
+class RaiseAttentionPass:
+    """See the module docstring."""
+
+    name = "raise-attention"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

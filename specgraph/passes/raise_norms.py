@@ -1,0 +1,244 @@
+"""Raise written-out normalizations: mean/var/rsqrt over trailing axes -> layer_norm (or
+rms_norm) with its eps, scale and bias; inference batch-norm arithmetic with per-channel
+mean, variance, scale and bias -> batch_norm with its eps (channels moved to axis 1).
+
+Requires: a verified graph. Ensures: each rewrite is proved on random inputs and random
+parameter values in float64 (``regions.agrees``); eps is the constant the model uses, so a
+different eps survives as the attribute, never vanishes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.passes.cones import arithmetic_cone
+from specgraph.passes.regions import agrees, params_in, region, scalar_constants
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["RaiseNormsPass"]
+
+
+def _nice(eps: float) -> float:
+    """eps as the model's author wrote it (float32 constants hold 1e-5 as 9.99999974e-06)."""
+    return float(f"{eps:.7g}")
+
+
+def _squeezed(v: Value) -> tuple[int, ...]:
+    shape = list(v.shape)
+    while shape and shape[0] == 1:
+        shape.pop(0)
+    return tuple(shape)
+
+
+def _eps_candidates(rw: Rewriter, nodes: list[Node]) -> list[float]:
+    return [e for e in scalar_constants(rw, nodes) if 0 < e < 0.1]
+
+
+def _param_source(rw: Rewriter, value: Value) -> Value:
+    """The parameter behind a reshape/expand that lays it out for broadcasting."""
+    node = rw.producer(value)
+    while node is not None and node.op in ("reshape", "expand"):
+        value = node.inputs[0]
+        node = rw.producer(value)
+    return value
+
+
+def _try_layer_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
+    y = node.outputs[0]
+    axes = {n.attrs["axes"] for n in nodes if n.op in ("reduce_mean", "reduce_var")}
+    if len(axes) != 1:
+        return False
+    (reduced,) = axes
+    if reduced is None or reduced != tuple(range(reduced[0], x.rank)):
+        return False
+    axis = reduced[0]
+    norm_shape = x.shape[axis:]
+    params = [p for p in params_in(rw, nodes) if _squeezed(p) == norm_shape]
+    eps_list = _eps_candidates(rw, nodes)
+    for op, eps in itertools.product(("layer_norm", "rms_norm"), eps_list):
+        for chosen in _assignments(params, 1 if op == "rms_norm" else 2):
+            if _raise(rw, node, op, x, nodes, chosen, {"axis": axis, "eps": _nice(eps)},
+                      norm_shape):
+                return True
+    return False
+
+
+def _assignments(params: list[Value], most: int) -> list[tuple[Value | None, ...]]:
+    """(scale, bias) choices: every ordered pick of the params, None where absent."""
+    slots = [None, *params]
+    out = []
+    for combo in itertools.product(slots, repeat=most):
+        used = [c for c in combo if c is not None]
+        if len(used) == len(set(used)):
+            out.append(combo)
+    out.sort(key=lambda c: -sum(v is not None for v in c))  # prefer the affine form
+    return out
+
+
+def _raise(rw: Rewriter, node: Node, op: str, x: Value, nodes: list[Node],
+           chosen: tuple[Value | None, ...], attrs: dict[str, Any],
+           norm_shape: tuple[int, ...]) -> bool:
+    y = node.outputs[0]
+    used = params_in(rw, nodes)
+    flags = {"scale": chosen[0] is not None}
+    if op == "layer_norm":
+        flags["bias"] = chosen[1] is not None
+    present = [c for c in chosen if c is not None]
+    if len(present) != len(used):
+        return False  # every parameter of the region must have a role
+    spec = get_spec(op)
+    full = spec.normalize_attrs({**attrs, **flags})
+
+    def candidate(env):
+        wb = [np.reshape(env[p], norm_shape) for p in present]
+        return spec.reference(env[x], *wb, **full)
+
+    if not agrees(rw, nodes, y, [x, *used], candidate):
+        return False
+    sources = [_param_source(rw, p) for p in present]
+    inputs = [x]
+    for src, p in zip(sources, present):
+        inputs.append(src if src.shape == norm_shape else rw.emit(
+            "reshape", [p], {"shape": norm_shape}, like=node, shape=norm_shape))
+    rw.replace(y, rw.emit(op, inputs, full, like=node, shape=y.shape))
+    return True
+
+
+def _channel_axis(rw: Rewriter, nodes: list[Node], x: Value) -> int | None:
+    for p in params_in(rw, nodes):
+        if len(_squeezed(p)) != 1:
+            return None
+    for n in nodes:
+        if n.op == "reshape" and rw.is_param(n.inputs[0]):
+            shape = n.outputs[0].shape
+            full = (1,) * (x.rank - len(shape)) + shape
+            non_unit = [i for i, s in enumerate(full) if s != 1]
+            if len(non_unit) == 1:
+                return non_unit[0]
+    return x.rank - 1  # rank-1 parameters broadcast against the last axis
+
+
+def _try_batch_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
+    if any(n.op.startswith("reduce") for n in nodes) or x.rank < 2:
+        return False
+    if not any(n.op in ("rsqrt", "sqrt") for n in nodes):
+        return False
+    axis = _channel_axis(rw, nodes, x)
+    params = params_in(rw, nodes)
+    if axis is None or len(params) not in (2, 3, 4):
+        return False
+    c = x.shape[axis]
+    if any(_squeezed(p) != (c,) for p in params):
+        return False
+    y = node.outputs[0]
+    perm = tuple([0, axis] + [i for i in range(1, x.rank) if i != axis])
+    inv = tuple(perm.index(i) for i in range(x.rank))
+    for eps in _eps_candidates(rw, nodes):
+        for roles in itertools.permutations(params):
+            if _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv):
+                _emit_batch_norm(rw, node, x, roles, _nice(eps), perm, inv)
+                return True
+    return False
+
+
+def _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv) -> bool:
+    count = len(roles)
+    if count == 3:
+        return False  # ambiguous (scale or bias missing); left as arithmetic
+    attrs = get_spec("batch_norm").normalize_attrs(
+        {"eps": eps, "scale": count == 4, "bias": count == 4})
+    spec = get_spec("batch_norm")
+
+    def candidate(env):
+        xt = np.transpose(env[x], perm)
+        out = spec.reference(xt, *[np.reshape(env[p], -1) for p in roles], **attrs)
+        return np.transpose(out, inv)
+
+    return agrees(rw, nodes, y, [x, *roles], candidate, positive=roles)
+
+
+def _emit_batch_norm(rw, node, x, roles, eps, perm, inv) -> None:
+    y = node.outputs[0]
+    count = len(roles)
+    attrs = {"eps": eps, "scale": count == 4, "bias": count == 4}
+    sources = []
+    for p in roles:
+        src = _param_source(rw, p)
+        if src.rank != 1:
+            src = rw.emit("reshape", [p], {"shape": (src.size,)}, like=node, shape=(src.size,))
+        sources.append(src)
+    xt = x
+    if perm != tuple(range(x.rank)):
+        xt = rw.emit("transpose", [x], {"perm": perm}, like=node,
+                     shape=tuple(x.shape[i] for i in perm))
+    out = rw.emit("batch_norm", [xt, *sources], attrs, like=node, shape=xt.shape)
+    if perm != tuple(range(x.rank)):
+        out = rw.emit("transpose", [out], {"perm": inv}, like=node, shape=y.shape)
+    rw.replace(y, out)
+
+
+def _fold_affine(rw: Rewriter, node: Node) -> bool:
+    """norm(x)·γ + β written after a norm without them: the norm's own scale and bias."""
+    if node.op not in ("add", "mul") or len(node.inputs) != 2:
+        return False
+    for norm_value, other in (node.inputs, node.inputs[::-1]):
+        norm = rw.producer(norm_value)
+        if norm is None or norm.op not in ("layer_norm", "rms_norm") or rw.uses(norm_value) != 1:
+            continue
+        slot = "bias" if node.op == "add" else "scale"
+        if slot not in norm.attrs or norm.attrs[slot] or (slot == "scale" and
+                                                         norm.attrs.get("bias")):
+            continue
+        norm_shape = norm_value.shape[norm.attrs["axis"]:]
+        source = _param_source(rw, other)
+        if not rw.is_param(source) or _squeezed(other) != norm_shape or (
+                other.rank > len(norm_shape) and other.shape[-len(norm_shape):] != norm_shape):
+            continue
+        if source.shape != norm_shape:
+            source = rw.emit("reshape", [other], {"shape": norm_shape}, like=node,
+                             shape=norm_shape)
+        inputs = list(norm.inputs)
+        inputs.insert(1 if slot == "scale" else len(inputs), source)
+        attrs = {**norm.attrs, slot: True}
+        rw.replace(node.outputs[0], rw.emit(norm.op, inputs, attrs, like=norm,
+                                            shape=node.outputs[0].shape))
+        return True
+    return False
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if len(node.outputs) != 1 or get_spec(node.op).category not in ("elementwise", "activation"):
+        return False
+    if _fold_affine(rw, node):
+        return True
+    if not node.outputs[0].dtype.startswith(("float", "bfloat")):
+        return False
+    rw.keep(node)
+    cone = arithmetic_cone(rw, node.outputs[0], limit=20)
+    if cone is None:
+        return True
+    free, nodes = cone
+    if len(free) != 1 or free[0].shape != node.outputs[0].shape or len(nodes) < 3:
+        return True
+    x = free[0]
+    if region(rw, node.outputs[0], [x]) is None:
+        return True
+    if any(n.op in ("reduce_mean", "reduce_var") for n in nodes):
+        _try_layer_norm(rw, node, x, nodes)
+    else:
+        _try_batch_norm(rw, node, x, nodes)
+    return True
+
+
+class RaiseNormsPass:
+    """See the module docstring."""
+
+    name = "raise-norms"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

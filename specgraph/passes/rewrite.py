@@ -1,0 +1,143 @@
+"""``Rewriter``: rebuild a graph node by node, replacing matched patterns with new nodes.
+
+A rule sees each node in order, with its inputs already rewritten, and either keeps it or
+emits replacement nodes and redirects the node's outputs to theirs. Nodes left without
+readers are pruned at the end, so a rule never deletes anything by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specgraph.ir import Graph, Node, Value, prune
+from specgraph.ops import get_spec
+
+__all__ = ["Rewriter", "PassResult", "rewrite"]
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass returns: the new graph and whether anything changed."""
+
+    graph: Graph
+    modified: bool
+
+
+class Rewriter:
+    """The mutable state of one rewrite: new nodes so far and value substitutions."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes: list[Node] = []
+        self.subst: dict[Value, Value] = {}
+        self.constants: dict[Value, np.ndarray] = dict(graph.constants)
+        self.producers: dict[Value, Node] = {}
+        self.modified = False
+        self._uses = {v: len(graph.consumers(v)) for n in graph.nodes for v in n.outputs}
+        self._outputs = set(graph.outputs)
+
+    # --- reading ---------------------------------------------------------------------------
+    def resolve(self, value: Value) -> Value:
+        while value in self.subst:
+            value = self.subst[value]
+        return value
+
+    def producer(self, value: Value) -> Node | None:
+        """The (rewritten) node computing ``value``, or None for inputs, params, constants."""
+        return self.producers.get(self.resolve(value))
+
+    def uses(self, value: Value) -> int:
+        """How many nodes of the original graph read ``value`` (graph outputs count once)."""
+        return self._uses.get(value, 0) + (1 if value in self._outputs else 0)
+
+    def constant_value(self, value: Value) -> np.ndarray | None:
+        return self.constants.get(self.resolve(value))
+
+    def is_param(self, value: Value) -> bool:
+        return self.graph.param_name(self.resolve(value)) is not None
+
+    def scalar(self, value: Value) -> float | None:
+        """The number a constant holds if it is a single element, else None."""
+        data = self.constant_value(value)
+        if data is None or data.size != 1:
+            return None
+        return float(data.reshape(()))
+
+    # --- writing ---------------------------------------------------------------------------
+    def keep(self, node: Node) -> Node:
+        self.nodes.append(node)
+        for v in node.outputs:
+            self.producers[v] = node
+        return node
+
+    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *,
+             like: Node, shape: Sequence[int], dtype: str | None = None,
+             scope: str | None = None) -> Value:
+        """A new single-output node placed here; scope, source and origin copied from ``like``."""
+        spec = get_spec(op)
+        normalized = spec.normalize_attrs(attrs or {})
+        out = Value(tuple(int(s) for s in shape), dtype or like.outputs[0].dtype)
+        node = Node(op, tuple(inputs), (out,), _frozen(normalized),
+                    like.scope if scope is None else scope, like.source, like.origin)
+        self.keep(node)
+        self.modified = True
+        return out
+
+    def constant(self, data: Any, dtype: str) -> Value:
+        array = np.array(data)
+        array.setflags(write=False)
+        value = Value(tuple(array.shape), dtype)
+        self.constants[value] = array
+        return value
+
+    def replace(self, old: Value, new: Value) -> None:
+        """Every later reader of ``old`` reads ``new`` instead."""
+        if old is not new:
+            self.subst[old] = new
+            self.modified = True
+            if old in self._uses:  # the new value is read where the old one was
+                self._uses[new] = self._uses.get(new, 0) + self._uses[old]
+            if old in self._outputs:
+                self._outputs.add(new)
+
+    def finish(self) -> Graph:
+        outputs = tuple(self.resolve(v) for v in self.graph.outputs)
+        graph = Graph(
+            inputs=self.graph.inputs, input_names=self.graph.input_names,
+            params=self.graph.params, constants=_proxy(self.constants), nodes=tuple(self.nodes),
+            outputs=outputs, output_names=self.graph.output_names, name=self.graph.name,
+        )
+        return prune(graph.verify())
+
+
+def _frozen(attrs: dict[str, Any]) -> Any:
+    from types import MappingProxyType
+
+    return MappingProxyType(attrs)
+
+
+def _proxy(d: dict[Value, np.ndarray]) -> Any:
+    from types import MappingProxyType
+
+    return MappingProxyType(d)
+
+
+Rule = Callable[[Rewriter, Node], bool]
+
+
+def rewrite(graph: Graph, rule: Rule) -> PassResult:
+    """Apply ``rule`` to every node in order; ``rule`` returns True when it replaced the node."""
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        inputs = tuple(rw.resolve(v) for v in node.inputs)
+        if inputs != node.inputs:
+            node = node.replace(inputs=inputs)
+        if not rule(rw, node):
+            rw.keep(node)
+    if not rw.modified:
+        return PassResult(graph, False)
+    return PassResult(rw.finish(), True)
