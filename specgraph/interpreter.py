@@ -82,6 +82,13 @@ class Interpreter:
             env[v] = _as_reference(data, v, "a constant")
         last_use = _last_uses(g)
         keep = set(g.outputs)
+        with np.errstate(all="ignore"):  # inf/nan are data here; numeric checks report them
+            self._execute(env, last_use, keep)
+        return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
+
+    def _execute(self, env: dict[Value, np.ndarray], last_use: dict[Value, int],
+                 keep: set[Value]) -> None:
+        g = self.graph
         for index, node in enumerate(g.nodes):
             args = [env[v] for v in node.inputs]
             outs = self.run_node(node, args)
@@ -92,7 +99,6 @@ class Interpreter:
             for v in node.inputs:  # free what no later node reads (memory near one pass)
                 if last_use.get(v) == index and v not in keep and g.producer(v) is not None:
                     env.pop(v, None)
-        return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
 
     def run_node(self, node: Node, args: list[np.ndarray]) -> tuple[np.ndarray, ...]:
         """Execute one node with its op's reference; errors name the node."""
