@@ -25,6 +25,11 @@ class TracedModel:
         framework: ``torch``, ``jax``, ``flax``, ``tf``, ``onnx`` or ``spec``.
         reference: the model reference it came from (``file.py:factory``, a path).
         native: the framework's model object, for frontends that run it again.
+        input_layouts: for inputs whose canonical layout differs from the framework's, the
+            permutation that takes the native array to the canonical one (NHWC -> NCHW is
+            (0, 3, 1, 2)).
+        output_layouts: for outputs, the permutation that takes the canonical array back to
+            the framework's (native = canonical.transpose(perm)).
     """
 
     graph: Graph
@@ -34,3 +39,5 @@ class TracedModel:
     framework: str
     reference: str
     native: Any = field(default=None, repr=False)
+    input_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    output_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)

@@ -1,0 +1,85 @@
+"""``canonicalize_model``: a traced model in canonical form, layouts absorbed at its boundary.
+
+Graph passes make the inside canonical; a model whose inputs are channels-last (Keras, Flax)
+still starts with transposes to channels-first. Here such an input becomes channels-first
+itself, with the permutation recorded in ``TracedModel.input_layouts`` (and likewise for
+outputs), so the same network from any framework is the same graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.model import TracedModel
+from specgraph.passes import canonicalize
+
+__all__ = ["canonicalize_model"]
+
+
+def _absorb_input_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    layouts: dict[str, tuple[int, ...]] = {}
+    inputs = list(graph.inputs)
+    replaced: dict[Value, Value] = {}
+    for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
+        users = graph.consumers(v)
+        if not users or any(u.op != "transpose" for u in users):
+            continue
+        perms = {u.attrs["perm"] for u in users}
+        if len(perms) != 1:
+            continue
+        (perm,) = perms
+        new = Value(tuple(v.shape[p] for p in perm), v.dtype)
+        inputs[i] = new
+        layouts[name] = perm
+        for u in users:
+            replaced[u.outputs[0]] = new
+    if not layouts:
+        return graph, layouts
+    nodes = [_remap(n, replaced) for n in graph.nodes if n.outputs[0] not in replaced]
+    outputs = [replaced.get(v, v) for v in graph.outputs]
+    return graph.replace(inputs=inputs, nodes=nodes, outputs=outputs), layouts
+
+
+def _absorb_output_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    layouts: dict[str, tuple[int, ...]] = {}
+    outputs = list(graph.outputs)
+    for i, (name, v) in enumerate(zip(graph.output_names, graph.outputs)):
+        node = graph.producer(v)
+        if node is None or node.op != "transpose" or graph.consumers(v):
+            continue
+        layouts[name] = node.attrs["perm"]  # native = canonical.transpose(perm)
+        outputs[i] = node.inputs[0]
+    if not layouts:
+        return graph, layouts
+    from specgraph.ir import prune
+
+    return prune(graph.replace(outputs=outputs)), layouts
+
+
+def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
+    if any(v in replaced for v in node.inputs):
+        return node.replace(inputs=tuple(replaced.get(v, v) for v in node.inputs))
+    return node
+
+
+def canonicalize_model(traced: TracedModel) -> TracedModel:
+    """``traced`` with its graph canonical and channels-last inputs/outputs made
+    channels-first (their example inputs and outputs permuted to match)."""
+    graph = canonicalize(traced.graph)
+    graph, in_layouts = _absorb_input_transposes(graph)
+    graph, out_layouts = _absorb_output_transposes(graph)
+    if in_layouts or out_layouts:
+        graph = canonicalize(graph)
+    inputs = {k: np.transpose(a, in_layouts[k]) if k in in_layouts else a
+              for k, a in traced.inputs.items()}
+    outputs = {k: np.transpose(a, np.argsort(out_layouts[k])) if k in out_layouts else a
+               for k, a in traced.outputs.items()}
+    weights = {k: w for k, w in traced.weights.items() if k in graph.params}
+    return dataclasses.replace(
+        traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,
+        input_layouts={**traced.input_layouts, **in_layouts},
+        output_layouts={**traced.output_layouts, **out_layouts},
+    )
