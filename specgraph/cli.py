@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="path/to/file.py:factory (the factory returns the model and its "
                            "example inputs)")
     show.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    show.add_argument("--raw", action="store_true",
+                      help="show the graph as traced, before canonicalization")
     show.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     return parser
 
@@ -71,7 +73,12 @@ def _show(args: argparse.Namespace) -> int:
     progress = Progress.for_format(args.format)
     progress.step(f"tracing {args.model}")
     traced = trace(args.model)
-    progress.step(f"traced {len(traced.graph)} nodes with {traced.framework}; writing equations")
+    progress.step(f"traced {len(traced.graph)} nodes with {traced.framework}")
+    if not args.raw:
+        from specgraph.canonical import canonicalize_model
+
+        traced = canonicalize_model(traced)
+        progress.step(f"canonical graph has {len(traced.graph)} nodes; writing equations")
     summary = summarize(traced)
     sys.stdout.write(get_renderer(args.format).render(summary))
     return EXIT_OK
