@@ -208,3 +208,14 @@ def test_transposes_move_through_reductions():
     c = canonicalize(g)
     assert _ops(c) == ["reduce_mean"] and c.nodes[0].attrs["axes"] == (2, 3)
     _same(g, c)
+
+
+def test_einsum_attention_lowers_and_raises_like_matmul_attention():
+    f = B(2, 5, 2, 4)  # b, t, heads, head_dim, as Flax lays it out
+    k = f("mul", f.x, f.c(0.5))
+    scores = f("einsum", f.x, k, equation="bqhd,bkhd->bhqk")
+    p = f("softmax", f("mul", scores, f.c(0.5)), axis=3)
+    g = f.build(f("einsum", p, f("add", f.x, f.c(1.0)), equation="bhqk,bkhd->bqhd"))
+    c = canonicalize(g)
+    assert "attention" in _ops(c) and "einsum" not in _ops(c)
+    _same(g, c)

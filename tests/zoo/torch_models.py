@@ -60,6 +60,41 @@ class PreLNBlock(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with separate q, k, v projections, as most ports write it."""
+
+    def __init__(self, d: int = 16, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = (proj(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for proj in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LN block with separate q/k/v: the golden model every framework writes too."""
+
+    def __init__(self, d: int = 16, heads: int = 4) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = SelfAttention(d, heads)
+        self.ln2 = nn.LayerNorm(d, eps=1e-6)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
 class EmbeddingClassifier(nn.Module):
     def __init__(self, vocab: int = 50, d: int = 12, classes: int = 4) -> None:
         super().__init__()
@@ -176,6 +211,7 @@ MODELS = {
     "mlp": _seeded(lambda: (MLP(), (torch.randn(4, 6),))),
     "cnn": _seeded(lambda: (CNN(), (torch.randn(2, 3, 16, 16),))),
     "preln_block": _seeded(lambda: (PreLNBlock(), (torch.randn(2, 5, 16),))),
+    "transformer_block": _seeded(lambda: (TransformerBlock(), (torch.randn(2, 5, 16),))),
     "embedding_classifier": _seeded(
         lambda: (EmbeddingClassifier(), (torch.randint(0, 50, (3, 7)),))),
     "depthwise_separable": _seeded(lambda: (DepthwiseSeparable(), (torch.randn(2, 8, 9, 9),))),

@@ -1,0 +1,84 @@
+"""Lower two-operand ``einsum`` to transpose, reshape and ``matmul``, the form the other
+raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ.
+
+Requires: a verified graph. Ensures: exact rewrites (the same products and sums in another
+arrangement); einsums with repeated or broadcast subscripts stay as they are.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["LowerEinsumPass"]
+
+
+def _parse(equation: str) -> tuple[str, str, str] | None:
+    if "..." in equation or "->" not in equation:
+        return None
+    ins, out = equation.replace(" ", "").split("->")
+    parts = ins.split(",")
+    if len(parts) != 2:
+        return None
+    a, b = parts
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(out)) != len(out):
+        return None
+    if set(out) - set(a) - set(b):
+        return None
+    return a, b, out
+
+
+def _arrange(rw: Rewriter, v: Value, subs: str, order: str, node: Node) -> Value:
+    perm = tuple(subs.index(c) for c in order)
+    if perm == tuple(range(len(perm))):
+        return v
+    return rw.emit("transpose", [v], {"perm": perm}, like=node,
+                   shape=tuple(v.shape[p] for p in perm))
+
+
+def _reshape(rw: Rewriter, v: Value, shape: tuple[int, ...], node: Node) -> Value:
+    if v.shape == shape:
+        return v
+    return rw.emit("reshape", [v], {"shape": shape}, like=node, shape=shape)
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op != "einsum" or len(node.inputs) != 2:
+        return False
+    parsed = _parse(node.attrs["equation"])
+    if parsed is None:
+        return False
+    a_subs, b_subs, out = parsed
+    a, b = node.inputs
+    size = {c: s for subs, v in ((a_subs, a), (b_subs, b)) for c, s in zip(subs, v.shape)}
+    if any(size[c] != s for subs, v in ((a_subs, a), (b_subs, b)) for c, s in zip(subs, v.shape)):
+        return False
+    batch = "".join(c for c in out if c in a_subs and c in b_subs)
+    contract = "".join(c for c in a_subs if c in b_subs and c not in out)
+    free_a = "".join(c for c in out if c in a_subs and c not in b_subs)
+    free_b = "".join(c for c in out if c in b_subs and c not in a_subs)
+    if set(a_subs) != set(batch + contract + free_a) or set(b_subs) != set(batch + contract
+                                                                          + free_b):
+        return False  # a subscript summed within one operand only
+    bs = tuple(size[c] for c in batch)
+    fa, k, fb = (prod(size[c] for c in g) for g in (free_a, contract, free_b))
+    left = _reshape(rw, _arrange(rw, a, a_subs, batch + free_a + contract, node),
+                    bs + (fa, k), node)
+    right = _reshape(rw, _arrange(rw, b, b_subs, batch + contract + free_b, node),
+                     bs + (k, fb), node)
+    prod_value = rw.emit("matmul", [left, right], like=node, shape=bs + (fa, fb))
+    grouped = batch + free_a + free_b
+    shaped = _reshape(rw, prod_value, tuple(size[c] for c in grouped), node)
+    rw.replace(node.outputs[0], _arrange(rw, shaped, grouped, out, node))
+    return True
+
+
+class LowerEinsumPass:
+    """See the module docstring."""
+
+    name = "lower-einsum"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)
