@@ -1,0 +1,69 @@
+"""Tracing cost: specgraph's trace of a 12-layer transformer against the framework's own
+tracer (torch.export, jax.make_jaxpr, get_concrete_function), measured side by side.
+
+    python bench/trace.py [--layers 12] [--width 256] [--repeat 3]
+
+Prints one line per framework and, last, ``trace: <fw> R.RR, ...`` with each ratio
+(specgraph time / framework tracer time; the target is at most 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+
+def _median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def torch_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[], object]]:
+    import torch
+    import torch.nn as nn
+
+    from specgraph.frontends import torch as frontend
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(width, 8, 4 * width, dropout=0.0, batch_first=True,
+                                       norm_first=True, activation="gelu")
+    model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+    x = (torch.randn(2, 64, width),)
+    return (lambda: torch.export.export(model, x)), (lambda: frontend.trace(model, x))
+
+
+CASES = {"torch": torch_case}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    ratios = []
+    for name, case in CASES.items():
+        try:
+            native, ours = case(args.layers, args.width)
+        except ImportError as err:
+            print(f"{name}: skipped ({err})")
+            continue
+        native()  # warm up both (imports, caches)
+        ours()
+        t_native = _median_time(native, args.repeat)
+        t_ours = _median_time(ours, args.repeat)
+        ratio = t_ours / t_native
+        ratios.append(f"{name} {ratio:.2f}")
+        print(f"{name}: framework tracer {t_native:.3f} s, specgraph trace {t_ours:.3f} s, "
+              f"ratio {ratio:.2f} ({args.layers} layers, width {args.width})")
+    print("trace: " + ", ".join(ratios))
+
+
+if __name__ == "__main__":
+    main()
