@@ -17,7 +17,7 @@ import operator
 import warnings
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,14 +62,29 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def _leaves_with_names(tree: Any, root: str) -> list[tuple[str, Any]]:
-    leaves, _ = pytree.tree_flatten_with_path(tree)
-    out = []
-    for path, leaf in leaves:
-        parts = [root] if root else []
-        for key in path:
-            text = str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
-            parts.append(text)
-        out.append((".".join(parts) or "output", leaf))
+    """Leaves of a pytree with dotted path names ("logits", "hidden_states.1", "0").
+
+    Walks mappings (ModelOutput included), dataclasses, lists and tuples itself, in pytree
+    order, so types registered without key paths still get readable names.
+    """
+    out: list[tuple[str, Any]] = []
+
+    def walk(node: Any, parts: list[str]) -> None:
+        if node is None:
+            return
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                walk(item, [*parts, str(key)])
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            for f in dataclasses.fields(node):
+                walk(getattr(node, f.name), [*parts, f.name])
+        elif isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                walk(item, [*parts, str(i)])
+        else:
+            out.append((".".join(parts) or "output", node))
+
+    walk(tree, [root] if root else [])
     return out
 
 
@@ -146,8 +161,8 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     except Exception as err:
         raise TraceError(
             f"{reference}: torch.export could not trace the model: {_first_line(err)}; "
-            "make forward free of data-dependent Python control flow, or run with --debug "
-            "for torch's full report"
+            "simplify forward (data-dependent Python control flow, outputs that are not "
+            "tensors) or run with --debug for torch's full report"
         ) from err
     from specgraph.frontends import _torch_shape_ops  # noqa: F401  (fills the table)
     from specgraph.frontends._torch_ops import CONVERTERS
@@ -232,6 +247,8 @@ class _Converter:
         self.layouts: dict[str, str] = {}  # param target -> layout of its graph param
         self.param_values: dict[str, Value] = {}
         self.relayouts: dict[tuple[str, str], Value] = {}
+        self.static: dict[str, Any] = {}  # fx name -> value computed by torch at trace time
+        self.folded: dict[str, Value] = {}
         self.current: Any = None
 
     # --- the walk ------------------------------------------------------------------------
@@ -249,13 +266,45 @@ class _Converter:
                     input_name, _ = next(user_inputs)
                     shape, dtype = self.meta(node)[0]
                     self.env[node.name] = self.b.input(input_name, shape, dtype)
+            elif node.op == "get_attr":  # constants and functions held by the module
+                obj = self.ep.graph_module
+                for part in str(node.target).split("."):
+                    obj = getattr(obj, part)
+                self.static[node.name] = obj
             elif node.op == "call_function":
-                self.env[node.name] = self.call(node)
+                if not self._fold(node):
+                    self.env[node.name] = self.call(node)
             elif node.op == "output":
                 self.outputs(node)
         graph = prune(self.b.build())
         weights = self.weights()
         return graph, {k: v for k, v in weights.items() if k in graph.params}
+
+    def _fold(self, node: Any) -> bool:
+        """Compute with torch a node that reads neither inputs nor parameters (a causal mask,
+        position ids, a vmap'd mask builder); its value becomes a graph constant if used."""
+        args = _flat_args(node)
+        for a in args:
+            if hasattr(a, "name") and a.name not in self.static and not (
+                    a.name in self.placeholders and self.placeholders[a.name][0] ==
+                    "CONSTANT_TENSOR"):
+                return False
+
+        def resolve(a: Any) -> Any:
+            if not hasattr(a, "name"):
+                return a
+            if a.name in self.static:
+                return self.static[a.name]
+            return self.ep.constants[self.placeholders[a.name][1]]
+
+        try:
+            with torch.no_grad():
+                value = node.target(*pytree.tree_map(resolve, node.args),
+                                    **pytree.tree_map(resolve, node.kwargs))
+        except Exception:  # not computable here: convert it like any other node
+            return False
+        self.static[node.name] = value
+        return True
 
     def call(self, node: Any) -> Any:
         target = node.target
@@ -338,12 +387,23 @@ class _Converter:
             raise TraceError(f"{self._at()}expected a tensor argument, got {arg!r}")
         if arg.name in self.placeholders:
             return self.param(arg, "native")
+        if arg.name in self.static:
+            if arg.name not in self.folded:
+                tensor = self.static[arg.name]
+                if not isinstance(tensor, torch.Tensor):
+                    raise TraceError(f"{self._at()}expected a tensor, got {type(tensor)}")
+                self.folded[arg.name] = self.b.constant(to_numpy(tensor),
+                                                        dtype_name(tensor.dtype, self._at()))
+            return self.folded[arg.name]
         return self.env[arg.name]
 
     def operand(self, arg: Any, dtype: str) -> Value:
         """A tensor argument, or a Python scalar as a 0-d constant of ``dtype``."""
-        if hasattr(arg, "name"):
+        if hasattr(arg, "name") and not (arg.name in self.static and
+                                         not isinstance(self.static[arg.name], torch.Tensor)):
             return self.value(arg)
+        if hasattr(arg, "name"):
+            arg = self.static[arg.name]
         from specgraph.ops.elementwise import numpy_dtype
 
         np_dtype = numpy_dtype(dtype) if dtype != "bool" else np.bool_
