@@ -105,6 +105,8 @@ _unary("reciprocal", lambda x: 1.0 / np.asarray(x, dtype=np.float64), lambda x: 
        "1 / x.")
 _unary("abs", np.abs, lambda x: call("abs", x), "Abs", "|x|.")
 _unary("erf", special.erf, sympy.erf, "Erf", "The error function.")
+_unary("erfc", special.erfc, sympy.erfc, None,
+       "The complementary error function, 1 - erf(x) (TF writes exact GELU with it).")
 _unary("sin", np.sin, sympy.sin, "Sin", "Sine.")
 _unary("cos", np.cos, sympy.cos, "Cos", "Cosine.")
 _unary("floor", np.floor, sympy.floor, "Floor", "Round toward -inf.")

@@ -57,6 +57,7 @@ _UNARY = {
     "reciprocal": (NZ(2, 3), torch.reciprocal),
     "abs": ((2, 3), torch.abs),
     "erf": (U(2, 3, low=-4, high=4), torch.erf),
+    "erfc": (U(2, 3, low=-6, high=6), torch.erfc),
     "sin": (U(2, 3, low=-7, high=7), torch.sin),
     "cos": (U(2, 3, low=-7, high=7), torch.cos),
     "floor": (A([-1.5, -0.5, -0.0, 0.0, 0.5, 2.0, 2.7]), torch.floor),

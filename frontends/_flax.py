@@ -1,0 +1,142 @@
+"""Flax linen and NNX on top of the JAX frontend: parameter names and module-path scopes.
+
+Scopes. Each submodule call is traced inside ``jax.named_scope`` of a name that carries the
+module's path behind a mark (``_jax_walk.SCOPE_MARK``), and the scope of an equation is the
+innermost marked path (plus any scope the user opened inside that module):
+
+* linen: ``flax.linen.intercept_methods``, Flax's public hook around module methods, opens
+  the scope with ``module.path`` while the trace runs;
+* NNX modules carry no path and ``module(x)`` looks ``__call__`` up on the class, so the
+  trace runs on a private copy (``nnx.merge`` of the module's split state) whose submodules
+  are given, for the duration of the trace, a subclass whose ``__call__`` opens the scope.
+  Only that copy is touched: the user's module and classes are left as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+from flax import linen, nnx
+
+from specgraph.errors import FactoryError
+from specgraph.frontends import jax as jax_frontend
+from specgraph.frontends._jax_walk import SCOPE_MARK
+from specgraph.model import TracedModel
+
+__all__ = ["trace_linen", "trace_nnx"]
+
+
+# --- linen -------------------------------------------------------------------------------
+def _linen_scope(next_fun: Any, args: Any, kwargs: Any, context: Any) -> Any:
+    if context.method_name == "setup":
+        return next_fun(*args, **kwargs)
+    path = ".".join(str(p) for p in context.module.path)
+    with jax.named_scope(SCOPE_MARK + path):
+        return next_fun(*args, **kwargs)
+
+
+def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
+                reference: str = "<model>") -> TracedModel:
+    """See ``specgraph.frontends.jax.trace_linen``."""
+    returns = "(module, variables, example_inputs)"
+    if not isinstance(module, linen.Module):
+        raise FactoryError(f"{reference}: expected a flax.linen.Module first, got "
+                           f"{type(module).__name__}; a linen factory returns {returns}")
+    if not isinstance(variables, dict) and not hasattr(variables, "keys"):
+        raise FactoryError(f"{reference}: variables must be the dict that module.init(...) "
+                           f"returns, got {type(variables).__name__}; return {returns}")
+    args = jax_frontend.as_tuple(example_inputs, reference, returns)
+    named = jax_frontend.checked_params(variables, reference)
+    program = jax_frontend.Program(module.apply, variables, args, [n for n, _ in named],
+                                    jax_frontend.positional_names(module.__call__, 0))
+    return jax_frontend.trace_program(
+        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
+        eager=lambda: module.apply(variables, *args),
+        scopes=linen.intercept_methods(_linen_scope))
+
+
+# --- NNX ---------------------------------------------------------------------------------
+_NNX_PATHS: contextvars.ContextVar[dict[int, str]] = contextvars.ContextVar(
+    "specgraph_nnx_paths", default={})
+_SCOPED_CLASSES: dict[type, type] = {}
+
+
+def _scoped_class(cls: type) -> type:
+    """A subclass of ``cls`` whose ``__call__`` runs inside the named scope of the
+    instance's path (looked up in the paths of the trace in progress)."""
+    scoped = _SCOPED_CLASSES.get(cls)
+    if scoped is None:
+        call = cls.__call__
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            path = _NNX_PATHS.get().get(id(self))
+            if path is None:
+                return call(self, *args, **kwargs)
+            with jax.named_scope(SCOPE_MARK + path):
+                return call(self, *args, **kwargs)
+
+        scoped = type(cls.__name__, (cls,), {"__call__": __call__,
+                                             "__module__": cls.__module__,
+                                             "__qualname__": cls.__qualname__})
+        _SCOPED_CLASSES[cls] = scoped
+    return scoped
+
+
+@contextlib.contextmanager
+def _nnx_scopes(copy: Any) -> Iterator[None]:
+    """Give each submodule of ``copy`` (a private copy) its path as a scope while tracing."""
+    paths: dict[int, str] = {}
+    for path, node in nnx.iter_graph(copy):
+        if isinstance(node, nnx.Module) and path and callable(getattr(type(node), "__call__",
+                                                                       None)):
+            paths.setdefault(id(node), ".".join(str(p) for p in path))
+            node.__class__ = _scoped_class(type(node))
+    token = _NNX_PATHS.set(paths)
+    try:
+        yield
+    finally:
+        _NNX_PATHS.reset(token)
+
+
+def _state_names(state: Any) -> list[str]:
+    """One name per array leaf of an NNX state, by variable path ("." joined)."""
+    names = []
+    for path, variable in jax_frontend.leaves_with_names(
+            state, "", is_leaf=lambda x: isinstance(x, nnx.Variable)):
+        leaves = jax_frontend.leaves_with_names(variable, path)
+        if isinstance(variable, nnx.Variable):
+            leaves = jax_frontend.leaves_with_names(variable.get_value(), path)
+        names.extend(name for name, _ in leaves)
+    return names
+
+
+def _evaluated(graphdef: Any, state: Any) -> Any:
+    copy = nnx.merge(graphdef, state)
+    copy.eval()
+    return copy
+
+
+def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
+    """See ``specgraph.frontends.jax.trace_nnx``."""
+    returns = "(module, example_inputs)"
+    if not isinstance(module, nnx.Module):
+        raise FactoryError(f"{reference}: expected a flax.nnx.Module first, got "
+                           f"{type(module).__name__}; an NNX factory returns {returns}")
+    args = jax_frontend.as_tuple(example_inputs, reference, returns)
+    graphdef, state = nnx.split(module)
+    names = _state_names(state)
+
+    def apply(state: Any, *inputs: Any) -> Any:
+        copy = _evaluated(graphdef, state)
+        with _nnx_scopes(copy):
+            return copy(*inputs)
+
+    program = jax_frontend.Program(apply, state, args, names,
+                                    jax_frontend.positional_names(module.__call__, 0))
+    return jax_frontend.trace_program(
+        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
+        eager=lambda: _evaluated(graphdef, state)(*args))

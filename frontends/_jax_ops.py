@@ -1,0 +1,261 @@
+"""JAX primitive -> canonical op converters: elementwise, casts, reductions and dot_general.
+
+Each converter takes the converter state ``cx`` (``specgraph.frontends._jax_walk``) and one
+jaxpr equation, and returns the IR value(s) of the equation's outputs. The shape, layout
+and pooling primitives are in ``_jax_shape_ops`` and ``_jax_layers``.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import numpy as np
+
+from specgraph.frontends._jax_walk import CONVERTERS, Converter, dtype_name, reg
+from specgraph.ops.elementwise import INT_DTYPES
+
+__all__ = ["CONVERTERS"]
+
+# --- elementwise -------------------------------------------------------------------------
+_UNARY = {
+    "neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
+    "logistic": "sigmoid", "erf": "erf", "abs": "abs", "sign": "sign", "floor": "floor",
+    "ceil": "ceil", "sin": "sin", "cos": "cos", "copy": "identity", "copy_p": "identity",
+    "stop_gradient": "identity", "sharding_constraint": "identity", "mesh_cast": "identity",
+    "reshard": "identity", "pvary": "identity",
+}
+
+
+def _unary(canonical: str) -> Converter:
+    def convert(cx: Any, eqn: Any) -> Any:
+        return cx.emit(canonical, [cx.value(eqn.invars[0])])
+
+    return convert
+
+
+for _name, _canonical in _UNARY.items():
+    CONVERTERS[_name] = _unary(_canonical)
+
+_BINARY = {
+    "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "max": "maximum",
+    "min": "minimum", "pow": "pow", "eq": "equal", "ne": "not_equal", "lt": "less",
+    "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+}
+
+
+def _binary(canonical: str) -> Converter:
+    def convert(cx: Any, eqn: Any) -> Any:
+        a, b = eqn.invars
+        return cx.emit(canonical, [cx.value(a), cx.value(b)])
+
+    return convert
+
+
+for _name, _canonical in _BINARY.items():
+    CONVERTERS[_name] = _binary(_canonical)
+
+
+def _is_bool(var: Any) -> bool:
+    return dtype_name(var.aval.dtype) == "bool"
+
+
+def _is_int(var: Any) -> bool:
+    return dtype_name(var.aval.dtype) in INT_DTYPES
+
+
+@reg("div")
+def _div(cx: Any, eqn: Any) -> Any:
+    a, b = eqn.invars
+    attrs = {"rounding": "trunc"} if _is_int(eqn.outvars[0]) else {}
+    return cx.emit("div", [cx.value(a), cx.value(b)], attrs)
+
+
+_LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "not_equal", "not": "logical_not"}
+
+
+@reg("and", "or", "xor", "not")
+def _logical(cx: Any, eqn: Any) -> Any:
+    """Boolean logic; on integers these primitives are bitwise, which has no canonical op."""
+    if not all(_is_bool(v) for v in eqn.invars):
+        return cx.opaque()
+    return cx.emit(_LOGICAL[eqn.primitive.name], [cx.value(v) for v in eqn.invars])
+
+
+@reg("integer_pow")
+def _integer_pow(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("pow", [x, cx.scalar(eqn.params["y"], x.dtype)])
+
+
+@reg("square")
+def _square(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("mul", [x, x])
+
+
+@reg("exp2")
+def _exp2(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("pow", [cx.scalar(2.0, x.dtype), x])
+
+
+@reg("log1p")
+def _log1p(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    one_plus = cx.emit("add", [x, cx.scalar(1.0, x.dtype)])
+    return cx.emit("log", [one_plus])
+
+
+@reg("expm1")
+def _expm1(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("sub", [cx.emit("exp", [x]), cx.scalar(1.0, x.dtype)])
+
+
+@reg("erfc")
+def _erfc(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("sub", [cx.scalar(1.0, x.dtype), cx.emit("erf", [x])])
+
+
+@reg("select_n")
+def _select_n(cx: Any, eqn: Any) -> Any:
+    """``select_n(p, a, b)`` is ``b`` where ``p`` is true (or 1), else ``a``."""
+    pred, *cases = eqn.invars
+    if len(cases) == 1:
+        return cx.emit("identity", [cx.value(cases[0])])
+    if len(cases) != 2:
+        return cx.opaque()
+    return cx.emit("where", [cx.value(pred), cx.value(cases[1]), cx.value(cases[0])])
+
+
+@reg("clamp")
+def _clamp(cx: Any, eqn: Any) -> Any:
+    lo, x, hi = eqn.invars
+    lo_known, hi_known = cx.known(lo), cx.known(hi)
+    if (lo_known is not None and hi_known is not None and lo_known.size == 1
+            and hi_known.size == 1 and not _is_int(x)):
+        return cx.emit("clip", [cx.value(x)], {"min": float(lo_known), "max": float(hi_known)})
+    low = cx.emit("maximum", [cx.value(x), cx.value(lo)])
+    return cx.emit("minimum", [low, cx.value(hi)])
+
+
+@reg("convert_element_type")
+def _convert(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    shape, dtype = cx.out()
+    if dtype == x.dtype:
+        return cx.emit("identity", [x])
+    return cx.emit("cast", [x], {"dtype": dtype})
+
+
+_PRECISION_BITS = {"float64": (11, 52), "float32": (8, 23), "bfloat16": (8, 7),
+                   "float16": (5, 10)}
+
+
+@reg("reduce_precision")
+def _reduce_precision(cx: Any, eqn: Any) -> Any:
+    """A no-op when it rounds to the precision the value already has."""
+    x = cx.value(eqn.invars[0])
+    bits = (eqn.params["exponent_bits"], eqn.params["mantissa_bits"])
+    if _PRECISION_BITS.get(x.dtype) == bits:
+        return cx.emit("identity", [x])
+    return cx.opaque()
+
+
+@reg("optimization_barrier", "device_put")
+def _pass_through(cx: Any, eqn: Any) -> Any:
+    return tuple(cx.emit("identity", [cx.value(v)], out=cx.aval(v)) for v in eqn.invars)
+
+
+# --- reductions --------------------------------------------------------------------------
+_REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min",
+           "reduce_prod": "reduce_prod"}
+
+
+def _reduction(canonical: str) -> Converter:
+    def convert(cx: Any, eqn: Any) -> Any:
+        axes = tuple(sorted(int(a) for a in eqn.params["axes"]))
+        return cx.emit(canonical, [cx.value(eqn.invars[0])], {"axes": axes, "keepdims": False})
+
+    return convert
+
+
+for _name, _canonical in _REDUCE.items():
+    CONVERTERS[_name] = _reduction(_canonical)
+
+
+@reg("argmax", "argmin")
+def _argmax(cx: Any, eqn: Any) -> Any:
+    axes = eqn.params["axes"]
+    if len(axes) != 1:
+        return cx.opaque()
+    return cx.emit(eqn.primitive.name, [cx.value(eqn.invars[0])],
+                   {"axis": int(axes[0]), "keepdims": False})
+
+
+@reg("cumsum")
+def _cumsum(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    axis = int(eqn.params["axis"])
+    if not eqn.params.get("reverse", False):
+        return cx.emit("cumsum", [x], {"axis": axis})
+    flipped = cx.emit("flip", [x], {"axes": (axis,)})
+    summed = cx.emit("cumsum", [flipped], {"axis": axis})
+    return cx.emit("flip", [summed], {"axes": (axis,)})
+
+
+# --- dot_general -------------------------------------------------------------------------
+def _is_matmul(lhs_rank: int, rhs_rank: int, dims: Any) -> bool:
+    """Whether dot_general with these dimension numbers is NumPy's ``matmul``: batch axes
+    leading on both sides, lhs contracts its last axis with rhs' first non-batch axis."""
+    (lc, rc), (lb, rb) = dims
+    nb = len(lb)
+    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
+        return False
+    if tuple(lc) != (lhs_rank - 1,) or tuple(rc) != (nb,):
+        return False
+    if nb == 0:
+        return rhs_rank in (1, 2) and lhs_rank >= 1
+    return rhs_rank == nb + 2 and lhs_rank == nb + 2
+
+
+def einsum_equation(lhs_rank: int, rhs_rank: int, dims: Any) -> str:
+    """The einsum subscripts of dot_general: output is batch, lhs free, rhs free axes."""
+    (lc, rc), (lb, rb) = dims
+    letters = iter(string.ascii_letters)
+    lhs = [next(letters) for _ in range(lhs_rank)]
+    rhs: list[str] = [""] * rhs_rank
+    for l_axis, r_axis in zip((*lb, *lc), (*rb, *rc)):
+        rhs[int(r_axis)] = lhs[int(l_axis)]
+    for i in range(rhs_rank):
+        rhs[i] = rhs[i] or next(letters)
+    used_l = {int(a) for a in (*lb, *lc)}
+    used_r = {int(a) for a in (*rb, *rc)}
+    out = [lhs[int(a)] for a in lb]
+    out += [lhs[i] for i in range(lhs_rank) if i not in used_l]
+    out += [rhs[i] for i in range(rhs_rank) if i not in used_r]
+    return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
+
+
+@reg("dot_general")
+def _dot_general(cx: Any, eqn: Any) -> Any:
+    lhs, rhs = eqn.invars
+    dims = eqn.params["dimension_numbers"]
+    lr, rr = len(lhs.aval.shape), len(rhs.aval.shape)
+    a, b = cx.value(lhs), cx.value(rhs)
+    if _is_matmul(lr, rr, dims):
+        return cx.emit("matmul", [a, b])
+    return cx.emit("einsum", [a, b], {"equation": einsum_equation(lr, rr, dims)})
+
+
+# --- control flow with a branch known at trace time --------------------------------------
+@reg("cond")
+def _cond(cx: Any, eqn: Any) -> Any:
+    index = cx.known(eqn.invars[0])
+    if index is None:
+        return cx.opaque()
+    branches = eqn.params["branches"]
+    branch = branches[int(np.clip(int(index), 0, len(branches) - 1))]
+    return cx.call_body(branch, [cx.atom(v) for v in eqn.invars[1:]], eqn)

@@ -1,0 +1,190 @@
+"""JAX shape, indexing and array-creation primitives -> canonical ops (part of the table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from specgraph.frontends._jax_walk import reg
+
+__all__: list[str] = []
+
+
+def _shape(var: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in var.aval.shape)
+
+
+def _reshaped(cx: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    if x.shape == shape:
+        return x
+    return cx.emit("reshape", [x], {"shape": shape}, out=(shape, x.dtype))
+
+
+@reg("reshape")
+def _reshape(cx: Any, eqn: Any) -> Any:
+    if eqn.params.get("dimensions") is not None:
+        return cx.opaque()  # a transpose folded into the reshape (deprecated in JAX)
+    x = cx.value(eqn.invars[0])
+    shape = _shape(eqn.outvars[0])
+    if x.shape == shape:
+        return cx.emit("identity", [x])
+    return cx.emit("reshape", [x], {"shape": shape})
+
+
+@reg("squeeze")
+def _squeeze(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    axes = tuple(sorted(int(d) % max(x.rank, 1) for d in eqn.params["dimensions"]))
+    if not axes:
+        return cx.emit("identity", [x])
+    return cx.emit("squeeze", [x], {"axes": axes})
+
+
+@reg("expand_dims")
+def _expand_dims(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    return cx.emit("reshape", [x], {"shape": _shape(eqn.outvars[0])})
+
+
+@reg("broadcast_in_dim")
+def _broadcast_in_dim(cx: Any, eqn: Any) -> Any:
+    """A scalar literal broadcast is ``full``; a broadcast that only adds size-1 axes is a
+    ``reshape``; otherwise the operand is reshaped to the output's rank and ``expand``ed."""
+    operand = eqn.invars[0]
+    shape, dtype = cx.out()
+    known = cx.known(operand)
+    if known is not None and known.size == 1 and not eqn.params["broadcast_dimensions"]:
+        return cx.emit("full", [], {"shape": shape, "value": float(known.reshape(())),
+                                    "dtype": dtype})
+    x = cx.value(operand)
+    aligned = [1] * len(shape)
+    for i, d in enumerate(eqn.params["broadcast_dimensions"]):
+        aligned[int(d)] = x.shape[i]
+    if x.shape == shape:
+        return cx.emit("identity", [x])
+    if int(np.prod(aligned, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64)):
+        return cx.emit("reshape", [x], {"shape": shape})
+    x = _reshaped(cx, x, tuple(aligned))
+    return cx.emit("expand", [x], {"shape": shape})
+
+
+@reg("transpose")
+def _transpose(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    perm = tuple(int(p) for p in eqn.params["permutation"])
+    if perm == tuple(range(len(perm))):
+        return cx.emit("identity", [x])
+    return cx.emit("transpose", [x], {"perm": perm})
+
+
+@reg("concatenate")
+def _concatenate(cx: Any, eqn: Any) -> Any:
+    return cx.emit("concat", [cx.value(v) for v in eqn.invars],
+                   {"axis": int(eqn.params["dimension"])})
+
+
+@reg("split")
+def _split(cx: Any, eqn: Any) -> Any:
+    sizes = tuple(int(s) for s in eqn.params["sizes"])
+    return cx.emit_multi("split", [cx.value(eqn.invars[0])],
+                         {"axis": int(eqn.params["axis"]), "sizes": sizes})
+
+
+def _emit_slice(cx: Any, x: Any, starts: list[int], ends: list[int], steps: list[int]) -> Any:
+    axes = [a for a in range(x.rank) if (starts[a], ends[a], steps[a]) != (0, x.shape[a], 1)]
+    if not axes:
+        return cx.emit("identity", [x])
+    return cx.emit("slice", [x], {"axes": tuple(axes),
+                                  "starts": tuple(starts[a] for a in axes),
+                                  "ends": tuple(ends[a] for a in axes),
+                                  "steps": tuple(steps[a] for a in axes)})
+
+
+@reg("slice")
+def _slice(cx: Any, eqn: Any) -> Any:
+    x = cx.value(eqn.invars[0])
+    starts = [int(s) for s in eqn.params["start_indices"]]
+    ends = [int(s) for s in eqn.params["limit_indices"]]
+    steps = [int(s) for s in (eqn.params.get("strides") or (1,) * x.rank)]
+    return _emit_slice(cx, x, starts, ends, steps)
+
+
+@reg("dynamic_slice")
+def _dynamic_slice(cx: Any, eqn: Any) -> Any:
+    """A slice when every start index is known at trace time (clamped as XLA does)."""
+    operand, *indices = eqn.invars
+    known = [cx.known(v) for v in indices]
+    if any(k is None or k.size != 1 for k in known):
+        return cx.opaque()
+    x = cx.value(operand)
+    sizes = [int(s) for s in eqn.params["slice_sizes"]]
+    starts = [int(np.clip(int(k.reshape(())), 0, x.shape[a] - sizes[a]))
+              for a, k in enumerate(known)]
+    ends = [s + n for s, n in zip(starts, sizes)]
+    return _emit_slice(cx, x, starts, ends, [1] * x.rank)
+
+
+@reg("pad")
+def _pad(cx: Any, eqn: Any) -> Any:
+    operand, padding_value = eqn.invars
+    value = cx.known(padding_value)
+    config = [tuple(int(c) for c in cfg) for cfg in eqn.params["padding_config"]]
+    if value is None or any(interior for _, _, interior in config):
+        return cx.opaque()
+    pads = tuple(lo for lo, _, _ in config) + tuple(hi for _, hi, _ in config)
+    return cx.emit("pad", [cx.value(operand)],
+                   {"pads": pads, "mode": "constant", "value": float(value.reshape(()))})
+
+
+@reg("rev")
+def _rev(cx: Any, eqn: Any) -> Any:
+    axes = tuple(sorted(int(d) for d in eqn.params["dimensions"]))
+    return cx.emit("flip", [cx.value(eqn.invars[0])], {"axes": axes})
+
+
+@reg("iota")
+def _iota(cx: Any, eqn: Any) -> Any:
+    """``arange`` along the iota dimension, reshaped and expanded to the full shape."""
+    shape, dtype = cx.out()
+    axis = int(eqn.params["dimension"])
+    n = shape[axis]
+    line = cx.emit("arange", [], {"start": 0.0, "limit": float(n), "delta": 1.0,
+                                  "dtype": dtype}, out=((n,), dtype))
+    if len(shape) == 1:
+        return line
+    aligned = tuple(n if a == axis else 1 for a in range(len(shape)))
+    line = _reshaped(cx, line, aligned)
+    if aligned == shape:
+        return line
+    return cx.emit("expand", [line], {"shape": shape})
+
+
+@reg("gather")
+def _gather(cx: Any, eqn: Any) -> Any:
+    """Gathers that take whole slices along one axis (``jnp.take``, ``x[ids]``) become
+    ``gather`` (``embedding`` for rows of a 2-D parameter); others stay opaque."""
+    operand, indices = eqn.invars
+    axis = _take_axis(eqn, _shape(operand), _shape(indices))
+    if axis is None:
+        return cx.opaque()
+    batch = _shape(indices)[:-1]
+    ids = _reshaped(cx, cx.value(indices), batch)
+    if cx.is_param(operand) and len(operand.aval.shape) == 2 and axis == 0:
+        cx.set_origin("gather")
+        return cx.emit("embedding", [ids, cx.value(operand)])
+    return cx.emit("gather", [cx.value(operand), ids], {"axis": axis})
+
+
+def _take_axis(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -> int | None:
+    dn = eqn.params["dimension_numbers"]
+    if (len(dn.start_index_map) != 1 or dn.operand_batching_dims or not index_shape
+            or index_shape[-1] != 1):
+        return None
+    axis = int(dn.start_index_map[0])
+    sizes = tuple(int(s) for s in eqn.params["slice_sizes"])
+    if tuple(dn.collapsed_slice_dims) != (axis,) or sizes != shape[:axis] + (1,) + shape[axis + 1:]:
+        return None
+    nb = len(index_shape) - 1
+    expected = tuple(range(axis)) + tuple(range(axis + nb, len(shape) - 1 + nb))
+    return axis if tuple(int(d) for d in dn.offset_dims) == expected else None

@@ -1,0 +1,464 @@
+"""The jaxpr walk of the JAX frontend: one converter call per equation, nested calls inlined.
+
+``Converter`` holds the state every converter in the op tables uses: the IR value of each
+jaxpr variable (``value``), constants known at trace time (``known``), parameters in a
+requested layout (``param``), and ``emit`` / ``opaque`` to add nodes with the equation's
+scope, source and origin.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
+
+from specgraph.errors import TraceError
+from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
+from specgraph.ops import OPAQUE
+
+Converter = Callable[["JaxprConverter", Any], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+# A scope pushed by the frontend itself (Flax module paths) starts with this mark; the scope
+# of an equation is the innermost marked path plus any user scopes opened inside it.
+SCOPE_MARK = "\u00a7"
+
+# Call-like primitives whose body is inlined (after the shortcuts in _jax_fusion had a look).
+CALL_JAXPR_PARAMS = {
+    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr",
+    "remat": "jaxpr", "named_call": "call_jaxpr",
+}
+
+
+def reg(*names: str) -> Callable[[Converter], Converter]:
+    """Decorator: register a converter for the primitives ``names``."""
+
+    def wrap(fn: Converter) -> Converter:
+        for name in names:
+            CONVERTERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _internal_dirs() -> tuple[str, ...]:
+    import importlib.util
+
+    dirs = [os.path.dirname(jax.__file__), os.path.dirname(os.path.abspath(__file__)),
+            sysconfig.get_paths()["stdlib"]]
+    for name in ("jaxlib", "flax"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            dirs.append(os.path.dirname(spec.origin))
+    return tuple(os.path.join(d, "") for d in dirs)
+
+
+_INTERNAL = _internal_dirs()
+_CODE_IS_INTERNAL: dict[Any, bool] = {}
+_SOURCES: dict[tuple[Any, int], str] = {}
+
+
+_DTYPE_NAMES: dict[Any, str | None] = {}
+
+
+def dtype_name(dtype: Any) -> str | None:
+    """The IR dtype name of a NumPy/JAX dtype, or None if the IR has no such dtype."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        name: str | None = np.dtype(dtype).name
+    except TypeError:  # extended dtypes such as PRNG keys
+        name = None
+    name = name if name in DTYPES else None
+    try:
+        _DTYPE_NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+class _Param:
+    """A model parameter: a leaf of the params pytree, created in the graph on first use."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class _Const:
+    """A constant known at trace time (a closed-over array or a literal passed to a call)."""
+
+    __slots__ = ("array", "value")
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        self.value: Value | None = None
+
+
+class JaxprConverter:
+    """Walks a closed jaxpr and builds the IR (see the module docstring)."""
+
+    def __init__(self, reference: str, param_names: Sequence[str],
+                 param_arrays: Sequence[Any], input_names: Sequence[str]) -> None:
+        from specgraph.frontends import _jax_fusion
+
+        self.reference = reference
+        self.fusion = _jax_fusion
+        self.b = GraphBuilder(reference)
+        self.param_names = list(param_names)
+        self.param_arrays = list(param_arrays)
+        self.input_names = list(input_names)
+        self.param_values: dict[int, tuple[Value, tuple[int, ...] | None]] = {}
+        self.relayouts: dict[tuple[int, tuple[int, ...] | None], Value] = {}
+        self.scalars: dict[tuple[str, bytes], Value] = {}
+        self.scope_cache: dict[Any, str] = {}
+        self.uses_cache: dict[int, dict[Any, int]] = {}
+        self.env: dict[Any, Any] = {}
+        self.prefix: Any = None
+        self.eqn: Any = None
+        self.eqns: Sequence[Any] = ()
+        self.jaxpr: Jaxpr | None = None
+        self.outer_source = ""
+        self.index = 0
+        self.skip_next = False
+        self._where: dict[str, str] | None = None
+
+    # --- the walk ------------------------------------------------------------------------
+    def convert(self, closed: ClosedJaxpr, output_names: Sequence[str]) -> tuple[Graph, dict]:
+        jaxpr = closed.jaxpr
+        n_params = len(self.param_names)
+        args: list[Any] = [_Param(i) for i in range(n_params)]
+        for name, var in zip(self.input_names, jaxpr.invars[n_params:]):
+            args.append(self.b.input(name, var.aval.shape, self.dtype(var.aval, f"input {name!r}")))
+        consts = [_Const(np.asarray(c)) for c in closed.consts]
+        outs = self.walk(jaxpr, consts, args, None)
+        for name, out in zip(output_names, outs):
+            self.b.output(name, self.resolve(out, f"output {name!r}"))
+        graph = prune(self.b.build())
+        order = {name: i for i, name in enumerate(self.param_names)}
+        params = dict(sorted(graph.params.items(), key=lambda kv: order[kv[0]]))
+        if list(params) != list(graph.params):
+            graph = graph.replace(params=params)
+        return graph, self.weights(graph)
+
+    def walk(self, jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
+             prefix: Any) -> list[Any]:
+        """Convert ``jaxpr`` with its constvars and invars bound to ``consts`` and ``args``;
+        returns what its outvars are bound to."""
+        caller = self.eqn
+        saved = (self.env, self.prefix, self.eqns, self.index, self.jaxpr, self.outer_source,
+                 self.skip_next)
+        if caller is not None:
+            self.outer_source = self.where()["source"]
+        env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+        self.env, self.prefix, self.eqns, self.jaxpr = env, prefix, jaxpr.eqns, jaxpr
+        try:
+            eqns = jaxpr.eqns
+            i = 0
+            while i < len(eqns):
+                i = self.step(eqns, i)
+            return [self.atom(v) for v in jaxpr.outvars]
+        finally:
+            (self.env, self.prefix, self.eqns, self.index, self.jaxpr, self.outer_source,
+             self.skip_next) = saved
+            self.eqn, self._where = caller, None
+
+    def step(self, eqns: Sequence[Any], i: int) -> int:
+        eqn = eqns[i]
+        self.eqn, self.index, self._where, self.skip_next = eqn, i, None, False
+        name = eqn.primitive.name
+        fused = self.fusion.match_window(self, eqns, i)
+        if fused is not None:
+            return fused
+        if name in CALL_JAXPR_PARAMS:
+            outs = self.fusion.named_call(self) or self.inline(eqn)
+        else:
+            converter = CONVERTERS.get(name)
+            outs = converter(self, eqn) if converter is not None else self.opaque()
+        self.bind(eqn.outvars, outs)
+        return i + 2 if self.skip_next else i + 1
+
+    def bind(self, outvars: Sequence[Any], outs: Any) -> None:
+        if isinstance(outs, (Value, _Param, _Const)):
+            outs = (outs,)
+        for var, out in zip(outvars, outs):
+            self.env[var] = out
+
+    def inline(self, eqn: Any) -> list[Any]:
+        """The outputs of a call equation, its body converted in place."""
+        body = eqn.params[CALL_JAXPR_PARAMS[eqn.primitive.name]]
+        return self.call_body(body, [self.atom(v) for v in eqn.invars], eqn)
+
+    def call_body(self, body: ClosedJaxpr | Jaxpr, args: Sequence[Any], eqn: Any) -> list[Any]:
+        """Convert ``body`` (called by ``eqn``) on ``args``; returns its outputs."""
+        if isinstance(body, ClosedJaxpr):
+            jaxpr, consts = body.jaxpr, [_Const(np.asarray(c)) for c in body.consts]
+        else:
+            jaxpr, consts = body, []
+        return self.walk(jaxpr, consts, args, self.name_stack(eqn))
+
+    def fuse_next(self, value: Value) -> None:
+        """Bind the next equation's output to ``value`` and skip it (a converter fused it)."""
+        self.env[self.eqns[self.index + 1].outvars[0]] = value
+        self.skip_next = True
+
+    def next_eqn(self) -> Any | None:
+        return self.eqns[self.index + 1] if self.index + 1 < len(self.eqns) else None
+
+    def uses(self, var: Any) -> int:
+        """How many times ``var`` is read in the jaxpr being walked (outputs count)."""
+        counts = self.uses_cache.get(id(self.jaxpr))
+        if counts is None:
+            counts = {}
+            for e in self.jaxpr.eqns:
+                for v in e.invars:
+                    if not isinstance(v, Literal):
+                        counts[v] = counts.get(v, 0) + 1
+            for v in self.jaxpr.outvars:
+                if not isinstance(v, Literal):
+                    counts[v] = counts.get(v, 0) + 1
+            self.uses_cache[id(self.jaxpr)] = counts
+        return counts.get(var, 0)
+
+    # --- values --------------------------------------------------------------------------
+    def atom(self, v: Any) -> Any:
+        """What a jaxpr atom is bound to: a Value, a _Param or a _Const (literals too)."""
+        if isinstance(v, Literal):
+            return _Const(np.asarray(v.val, dtype=v.aval.dtype))
+        return self.env[v]
+
+    def value(self, v: Any) -> Value:
+        """The IR value of an atom (parameters in their native layout)."""
+        if isinstance(v, Literal):
+            return self.constant(np.asarray(v.val, dtype=v.aval.dtype))
+        return self.resolve(self.env[v], "an operand")
+
+    def resolve(self, bound: Any, what: str) -> Value:
+        if isinstance(bound, Value):
+            return bound
+        if isinstance(bound, _Param):
+            return self.param_value(bound.index, None)
+        if bound.value is None:
+            bound.value = self.constant(bound.array)
+        return bound.value
+
+    def known(self, v: Any) -> np.ndarray | None:
+        """The value of an atom when it is known at trace time (literals, constants)."""
+        if isinstance(v, Literal):
+            return np.asarray(v.val, dtype=v.aval.dtype)
+        bound = self.env.get(v)
+        return bound.array if isinstance(bound, _Const) else None
+
+    def is_param(self, v: Any) -> bool:
+        return not isinstance(v, Literal) and isinstance(self.env.get(v), _Param)
+
+    def constant(self, array: np.ndarray) -> Value:
+        dtype = self.dtype_of(array.dtype, "a constant")
+        if dtype == "bfloat16":
+            array = array.astype(np.float32)
+        if array.ndim == 0:
+            key = (dtype, array.tobytes())
+            if key not in self.scalars:
+                self.scalars[key] = self.b.constant(array, dtype)
+            return self.scalars[key]
+        return self.b.constant(array, dtype)
+
+    def scalar(self, number: float, dtype: str) -> Value:
+        """A 0-d constant of IR dtype ``dtype``."""
+        np_dtype = np.float32 if dtype == "bfloat16" else np.dtype(dtype)
+        return self.constant(np.asarray(number, dtype=np_dtype))
+
+    def param(self, v: Any, perm: tuple[int, ...] | None) -> Value:
+        """A parameter atom as ``transpose(native, perm)``: the graph parameter is created in
+        the layout of its first use (weights are converted to it); other uses transpose."""
+        bound = self.env[v]
+        if isinstance(bound, _Param):
+            return self.param_value(bound.index, perm)
+        value = self.resolve(bound, "a weight")
+        if perm is None or perm == tuple(range(len(perm))):
+            return value
+        shape = tuple(value.shape[p] for p in perm)
+        return self.emit("transpose", [value], {"perm": perm}, out=(shape, value.dtype))
+
+    def param_value(self, index: int, perm: tuple[int, ...] | None) -> Value:
+        if index not in self.param_values:
+            array = self.param_arrays[index]
+            name = self.param_names[index]
+            shape = tuple(np.shape(array))
+            if perm is not None:
+                shape = tuple(shape[p] for p in perm)
+            dtype = self.dtype_of(array.dtype, f"parameter {name!r}")
+            self.param_values[index] = (self.b.param(name, shape, dtype), perm)
+        value, have = self.param_values[index]
+        if have == perm or (perm is None and have == tuple(range(value.rank))):
+            return value
+        key = (index, perm)
+        if key not in self.relayouts:
+            rank = value.rank
+            inv = _inverse(have or tuple(range(rank)))
+            want = perm or tuple(range(rank))
+            step = tuple(inv[q] for q in want)
+            shape = tuple(value.shape[p] for p in step)
+            self.relayouts[key] = self.emit("transpose", [value], {"perm": step},
+                                            out=(shape, value.dtype))
+        return self.relayouts[key]
+
+    def weights(self, graph: Graph) -> dict[str, np.ndarray]:
+        out = {}
+        for index, (value, perm) in self.param_values.items():
+            name = self.param_names[index]
+            if name not in graph.params:
+                continue
+            array = _to_numpy(self.param_arrays[index])
+            out[name] = np.ascontiguousarray(np.transpose(array, perm)) if perm else array
+        return out
+
+    # --- emitting ------------------------------------------------------------------------
+    def aval(self, v: Any) -> tuple[tuple[int, ...], str]:
+        return tuple(int(s) for s in v.aval.shape), self.dtype(v.aval, "a value")
+
+    def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
+        return self.aval(self.eqn.outvars[index])
+
+    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *,
+             out: tuple[tuple[int, ...], str] | None = None) -> Value:
+        """Add one IR node for the current equation (shape and dtype of its output unless
+        given)."""
+        shape, dtype = out if out is not None else self.out(0)
+        return self.b.add(op, list(inputs), attrs, shape=shape, dtype=dtype, **self.where())
+
+    def emit_multi(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any]) -> tuple:
+        outs = [self.aval(v) for v in self.eqn.outvars]
+        return self.b.add_multi(op, list(inputs), attrs, outputs=outs, **self.where())
+
+    def opaque(self, target: str | None = None) -> tuple:
+        """The current equation as an ``opaque`` node that keeps the primitive's name."""
+        eqn = self.eqn
+        inputs = [self.value(v) for v in eqn.invars]
+        outs = [self.aval(v) for v in eqn.outvars]
+        return self.b.add_multi(OPAQUE, inputs, {"target": target or eqn.primitive.name},
+                                outputs=outs, **self.where())
+
+    def where(self, origin: str | None = None) -> dict[str, str]:
+        if self._where is None:
+            eqn = self.eqn
+            self._where = {"scope": self.scope(eqn),
+                           "source": source(eqn) or self.outer_source,
+                           "origin": eqn.primitive.name}
+        if origin is not None:
+            return {**self._where, "origin": origin}
+        return self._where
+
+    def set_origin(self, origin: str) -> None:
+        self._where = self.where(origin)
+
+    def name_stack(self, eqn: Any) -> Any:
+        stack = eqn.source_info.name_stack
+        return stack if self.prefix is None else self.prefix + stack
+
+    def scope(self, eqn: Any) -> str:
+        stack = self.name_stack(eqn)
+        scope = self.scope_cache.get(stack)
+        if scope is None:
+            scope = self.scope_cache[stack] = _scope_text(stack)
+        return scope
+
+    def dtype(self, aval: Any, what: str) -> str:
+        return self.dtype_of(aval.dtype, what)
+
+    def dtype_of(self, dtype: Any, what: str) -> str:
+        name = dtype_name(dtype)
+        if name is None:
+            where = (f"{self.eqn.primitive.name} at {self.scope(self.eqn) or '<model>'}"
+                     if self.eqn is not None else "the model's signature")
+            raise TraceError(
+                f"{self.reference}: {what} of {where} has dtype {dtype}, which specgraph does "
+                "not support; trace the model in inference mode (no random numbers) with "
+                "float, int or bool arrays"
+            )
+        return name
+
+
+def _scope_text(stack: Any) -> str:
+    parts: list[str] = []
+    for item in stack.stack:
+        name = getattr(item, "name", None)
+        if type(item).__name__ != "Scope" or not isinstance(name, str):
+            continue  # a transform (jvp, vmap, ...) wraps the names, it is not one
+        if name.startswith(SCOPE_MARK):
+            path = name[len(SCOPE_MARK):]
+            parts = [path] if path else []
+        elif name and "->" not in name:  # jnp.einsum names its call by its subscripts
+            parts.append(name.replace("/", "."))
+    return ".".join(parts)
+
+
+def source(eqn: Any) -> str:
+    """``file:line`` of the innermost user frame that created ``eqn`` ("" if none)."""
+    tb = eqn.source_info.traceback
+    if tb is None:
+        return ""
+    codes, lastis = tb.raw_frames()
+    for code, lasti in zip(codes, lastis):
+        internal = _CODE_IS_INTERNAL.get(code)
+        if internal is None:
+            internal = _CODE_IS_INTERNAL[code] = _is_internal(code.co_filename)
+        if internal:
+            continue
+        key = (code, lasti)
+        text = _SOURCES.get(key)
+        if text is None:
+            line = tb.code_addr2line(code, lasti)
+            text = _SOURCES[key] = f"{_relative(code.co_filename)}:{line}"
+        return text
+    return ""
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_INTERNAL) or filename.startswith("<frozen")
+
+
+def _relative(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
+    return _inverse(perm)
+
+
+def _to_numpy(array: Any) -> np.ndarray:
+    out = np.asarray(array)
+    if out.dtype.name == "bfloat16":
+        out = out.astype(np.float32)
+    return out
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    """A NumPy copy of a JAX/NumPy array (bfloat16 widened to float32)."""
+    return np.array(_to_numpy(array), copy=True)
+
+
+__all__ = ["JaxprConverter", "CONVERTERS", "reg", "SCOPE_MARK", "source", "dtype_name",
+           "inverse_perm", "to_numpy"]

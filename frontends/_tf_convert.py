@@ -1,0 +1,449 @@
+"""The walk over a TensorFlow graph for the TF frontend: converter state and its helpers.
+
+Each graph tensor maps to an IR ``Value``, to a NumPy array (a constant, or a small
+computation on constants folded with the ops' references: shape arithmetic), to a variable
+read (turned into a parameter in the layout its consumer asks for), or to ``None`` (a
+tensor the IR cannot hold, such as a string or an unknown shape).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from specgraph.errors import TraceError
+from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
+from specgraph.ops import OPAQUE, get_spec
+
+__all__ = ["Converter", "Unsupported", "flatten_named", "dtype_name", "dtype_of"]
+
+Operand = Any  # Value | np.ndarray
+FOLD_LIMIT = 1 << 16  # largest constant (elements) computed at trace time
+
+
+class Unsupported(Exception):
+    """A tensor the IR cannot hold, or an op form no converter handles: becomes opaque."""
+
+
+@dataclass(frozen=True)
+class VarHandle:
+    key: int  # id of the variable's resource handle
+
+
+@dataclass(frozen=True)
+class VarRead:
+    key: int
+    expand: int | None = None  # read through ExpandDims at this axis (TF's 1-D convs)
+
+
+def _key(t: Any) -> tuple[int, str]:
+    return (id(t.graph), t.name)
+
+
+def flatten_named(tree: Any, root: str) -> list[tuple[str, Any]]:
+    """Leaves of a nest in ``tf.nest`` order (dict keys sorted), named by their path."""
+    out: list[tuple[str, Any]] = []
+
+    def visit(node: Any, parts: list[str]) -> None:
+        if isinstance(node, dict):
+            for k in sorted(node):
+                visit(node[k], parts + [str(k)])
+        elif isinstance(node, tuple) and hasattr(node, "_fields"):
+            for f in node._fields:
+                visit(getattr(node, f), parts + [f])
+        elif isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                visit(item, parts + [str(i)])
+        else:
+            out.append((".".join(parts) or "output", node))
+
+    visit(tree, [root] if root else [])
+    return out
+
+
+def dtype_name(dtype: Any) -> str | None:
+    name = tf.as_dtype(dtype).name
+    return name if name in DTYPES else None
+
+
+def numpy_of(dtype: str) -> np.dtype:
+    return np.dtype("float32" if dtype == "bfloat16" else dtype)
+
+
+# --- parameter layouts: native TF layout -> canonical ----------------------------------
+def _perm_to_oihw(rank: int) -> tuple[int, ...]:
+    return (rank - 1, rank - 2) + tuple(range(rank - 2))
+
+
+def _to_layout(array: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "oihw":  # [*K, I, O] -> [O, I, *K]  (transposed conv: [*K, O, I] -> [I, O, *K])
+        return np.transpose(array, _perm_to_oihw(array.ndim)).copy()
+    if layout == "depthwise":  # [*K, C, M] -> [C*M, 1, *K]
+        r = array.ndim
+        moved = np.transpose(array, (r - 2, r - 1) + tuple(range(r - 2)))
+        return moved.reshape((-1, 1) + moved.shape[2:]).copy()
+    return array
+
+
+def _layout_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
+    return _to_layout(np.empty(shape, dtype=np.int8), layout).shape
+
+
+_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _framework_dirs() -> tuple[str, ...]:
+    """Folders of TensorFlow, Keras, tf_keras and the standard library (read each time:
+    Keras may be imported after this module)."""
+    modules = (tf, sys.modules.get("keras"), sys.modules.get("tf_keras"), os)
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in modules
+                 if m is not None and getattr(m, "__file__", None))
+
+
+def _source(op: Any) -> str:
+    """The innermost frame of the user's model code that created ``op`` (frames outside
+    the model call, before the frontend's own, do not count)."""
+    try:
+        frames = list(op.traceback)
+    except Exception:  # noqa: BLE001  (tracebacks are a courtesy)
+        return ""
+    framework = _framework_dirs()
+    for frame in reversed(frames):
+        file = frame.filename
+        path = os.path.abspath(file)
+        if path.startswith(_FRONTEND_DIR):
+            return ""
+        if file.startswith("<") or "autograph_generated" in file or path.startswith(framework):
+            continue
+        try:
+            rel = os.path.relpath(file)
+        except ValueError:
+            rel = file
+        return f"{file if rel.startswith('..') else rel}:{frame.lineno}"
+    return ""
+
+
+class Converter:
+    """Walks a concrete function's graph and builds the IR, one converter call per op."""
+
+    def __init__(self, concrete: Any, reference: str, variables: dict[int, tuple[str, Any]],
+                 scopes: Any) -> None:
+        from specgraph.frontends import _tf_shape_ops  # noqa: F401  (fills the table)
+        from specgraph.frontends._tf_ops import CONVERTERS
+
+        self.cf = concrete
+        self.reference = reference
+        self.variables = variables
+        self.scopes = scopes
+        self.converters = CONVERTERS
+        self.b = GraphBuilder(reference)
+        self.env: dict[tuple[int, str], Any] = {}
+        self.constants: dict[int, tuple[np.ndarray, Value]] = {}
+        self.params: dict[int, Value] = {}
+        self.layouts: dict[int, str] = {}
+        self.relayouts: dict[tuple[int, str], Value] = {}
+        self.origins: dict[Value, Value] = {}  # reshape-like result -> value before them
+        self.op: Any = None
+        self.prefix: list[str] = []
+        self._where: dict[str, str] | None = None
+
+    # --- the walk ------------------------------------------------------------------------
+    def convert(self, input_names: list[str]) -> tuple[Graph, dict[str, np.ndarray]]:
+        """The graph (pruned, constants only where used) and its weights by param name."""
+        graph = self.cf.graph
+        captured = {}
+        for external, internal in graph.captures:
+            captured[_key(internal)] = self._capture(external)
+        user = [t for t in graph.inputs if _key(t) not in captured]
+        if len(user) != len(input_names):
+            raise TraceError(f"{self.reference}: the traced function takes {len(user)} inputs "
+                             f"but the example inputs have {len(input_names)} arrays; pass "
+                             "arrays (or nests of arrays) only")
+        for name, t in zip(input_names, user):
+            dtype = dtype_name(t.dtype)
+            if dtype is None:
+                raise TraceError(f"{self.reference}: input {name!r} has dtype {t.dtype.name}, "
+                                 "which specgraph does not support; pass numeric arrays")
+            self.env[_key(t)] = self.b.input(name, tuple(t.shape.as_list()), dtype)
+        self.env.update(captured)
+        self.walk(graph)
+        for name, t in flatten_named(self.cf.structured_outputs, ""):
+            if isinstance(t, tf.Tensor):
+                self.b.output(name, self._graph_output(name, t))
+        built = prune(self.b.build())
+        used = {v for n in built.nodes for v in n.inputs} | set(built.outputs)
+        built = built.replace(constants={v: d for v, d in built.constants.items() if v in used})
+        return built, self._weights(built)
+
+    def _capture(self, external: Any) -> Any:
+        if external.dtype == tf.resource:
+            return VarHandle(id(external)) if id(external) in self.variables else None
+        array = np.asarray(external.numpy())
+        return array if dtype_name(external.dtype) and array.dtype.name in DTYPES else None
+
+    def _graph_output(self, name: str, t: Any) -> Value:
+        try:
+            return self.materialize(self.value(t))
+        except Unsupported:
+            raise TraceError(f"{self.reference}: output {name!r} ({t.dtype.name}, shape "
+                             f"{t.shape}) cannot be represented; return numeric tensors with "
+                             "static shapes") from None
+
+    def walk(self, graph: Any) -> None:
+        for op in graph.get_operations():
+            if op.type != "Placeholder" and op.outputs:
+                self.convert_op(op)
+
+    def convert_op(self, op: Any) -> None:
+        self.op, self._where = op, None
+        converter = self.converters.get(op.type)
+        try:
+            result = converter(self, op) if converter is not None else self.opaque(op)
+        except Unsupported:
+            self.op, self._where = op, None
+            result = self.opaque(op)
+        if not isinstance(result, tuple):
+            result = (result,)
+        for t, r in zip(op.outputs, result):
+            self.env[_key(t)] = r
+
+    def inline(self, op: Any) -> tuple:
+        """A call of another traced function: its body converted in place."""
+        try:
+            body = op.graph._get_function(op.get_attr("f").name).graph
+        except Exception:  # noqa: BLE001  (no body to read: the call stays opaque)
+            body = None
+        if body is None:
+            return self.opaque(op)
+        for inner, outer in zip(body.inputs, op.inputs):
+            self.env[_key(inner)] = self.env.get(_key(outer))
+        saved = self.prefix
+        self.prefix = saved + op.name.split("/")[:-1]
+        self.walk(body)
+        self.prefix = saved
+        self.op, self._where = op, None
+        return tuple(self.env.get(_key(t)) for t in body.outputs)
+
+    # --- reading tensors -----------------------------------------------------------------
+    def entry(self, t: Any) -> Any:
+        return self.env.get(_key(t))
+
+    def value(self, t: Any) -> Operand:
+        """The IR operand of tensor ``t`` (variables as parameters in their native layout)."""
+        entry = self.env.get(_key(t))
+        if isinstance(entry, VarRead):
+            return self._read(entry, "native")
+        if entry is None or isinstance(entry, VarHandle):
+            raise Unsupported(t.name)
+        return entry
+
+    def const(self, t: Any) -> np.ndarray | None:
+        """The value of ``t`` if it is known at trace time (constants, shape arithmetic)."""
+        entry = self.env.get(_key(t))
+        return entry if isinstance(entry, np.ndarray) else None
+
+    def const_ints(self, t: Any) -> list[int]:
+        array = self.const(t)
+        if array is None:
+            raise Unsupported(f"{t.name} is not a constant")
+        return [int(v) for v in np.ravel(array)]
+
+    def weight(self, t: Any, layout: str) -> Value:
+        """Tensor ``t`` in ``layout``: a parameter stored so, or a value re-laid out."""
+        entry = self.env.get(_key(t))
+        if isinstance(entry, VarRead) and entry.expand in (None, 0):
+            return self._read(entry, layout)
+        value = self.materialize(self.value(t))
+        return self._relayout(value, "native", layout, id(value))
+
+    def _read(self, entry: VarRead, layout: str) -> Value:
+        """A variable in ``layout``; read through ExpandDims(axis 0), the new axis goes
+        where the canonical layout keeps it (before the kernel: [O, I, 1, K])."""
+        value = self.param(entry.key, layout)
+        if entry.expand is None:
+            return value
+        memo = (entry.key, f"{layout}+{entry.expand}")
+        if memo not in self.relayouts:
+            axis = entry.expand if layout == "native" else 2
+            shape = value.shape[:axis] + (1,) + value.shape[axis:]
+            self.relayouts[memo] = self.emit("unsqueeze", [value], {"axes": (axis,)},
+                                             out=(shape, value.dtype))
+        return self.relayouts[memo]
+
+    def reshape(self, x: Operand, op: str, attrs: dict[str, Any]) -> Operand:
+        """A reshape-like node (reshape, squeeze, unsqueeze); a chain of them that comes
+        back to the shape it started from is the value it started from."""
+        shape = self.out()[0]
+        origin = self.origins.get(x, x) if isinstance(x, Value) else x
+        if isinstance(origin, Value) and origin.shape == shape:
+            return origin
+        y = self.emit(op, [x], attrs)
+        if isinstance(y, Value):
+            self.origins[y] = origin
+        return y
+
+    def shape(self, t: Any) -> tuple[int, ...]:
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        if dims is None or any(d is None for d in dims):
+            raise Unsupported(f"{t.name} has no static shape")
+        return tuple(int(d) for d in dims)
+
+    def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
+        t = self.op.outputs[index]
+        dtype = dtype_name(t.dtype)
+        if dtype is None:
+            raise Unsupported(f"{t.name} has dtype {t.dtype.name}")
+        return self.shape(t), dtype
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        try:
+            value = self.op.get_attr(name)
+        except ValueError:
+            return default
+        if isinstance(value, bytes):
+            return value.decode()
+        return value
+
+    def layer(self) -> Any:
+        return self.scopes.resolve("/".join(self.prefix + [self.op.name]))[1]
+
+    def where(self) -> dict[str, str]:
+        if self._where is None:
+            scope = self.scopes.resolve("/".join(self.prefix + [self.op.name]))[0]
+            self._where = {"scope": scope, "source": _source(self.op), "origin": self.op.type}
+        return self._where
+
+    # --- writing nodes -------------------------------------------------------------------
+    def materialize(self, operand: Operand) -> Value:
+        if isinstance(operand, Value):
+            return operand
+        array = np.asarray(operand)
+        if id(array) not in self.constants:
+            if array.dtype.name not in DTYPES:
+                raise Unsupported(f"constant of dtype {array.dtype}")
+            self.constants[id(array)] = (array, self.b.constant(array))
+        return self.constants[id(array)][1]
+
+    def emit(self, op: str, inputs: Sequence[Operand], attrs: dict[str, Any] | None = None, *,
+             out: tuple[tuple[int, ...], str] | None = None) -> Operand:
+        """One IR node for the current op (shape and dtype of its first output unless
+        given); computed right away when every input is a small constant."""
+        shape, dtype = out if out is not None else self.out(0)
+        if (all(isinstance(i, np.ndarray) for i in inputs)
+                and int(np.prod(shape, dtype=np.int64)) <= FOLD_LIMIT
+                and all(i.size <= FOLD_LIMIT for i in inputs)):
+            spec = get_spec(op)
+            result = np.asarray(spec.reference(*inputs, **spec.normalize_attrs(attrs)))
+            if result.shape == tuple(shape):
+                return result.astype(numpy_of(dtype))
+        values = [self.materialize(i) for i in inputs]
+        return self.b.add(op, values, attrs, shape=shape, dtype=dtype, **self.where())
+
+    def emit_multi(self, op: str, inputs: Sequence[Operand], attrs: dict[str, Any],
+                   outs: Sequence[tuple[tuple[int, ...], str]]) -> tuple:
+        values = [self.materialize(i) for i in inputs]
+        return self.b.add_multi(op, values, attrs, outputs=list(outs), **self.where())
+
+    def opaque(self, op: Any) -> tuple:
+        """An op no converter handles, kept with its native name; outputs the IR cannot
+        hold are left undefined (their consumers become opaque in turn)."""
+        inputs = []
+        for t in op.inputs:
+            try:
+                inputs.append(self.materialize(self.value(t)))
+            except Unsupported:
+                continue
+        outs, keep = [], []
+        for i in range(len(op.outputs)):
+            try:
+                outs.append(self.out(i))
+                keep.append(i)
+            except Unsupported:
+                continue
+        result: list[Any] = [None] * len(op.outputs)
+        if outs:
+            values = self.b.add_multi(OPAQUE, inputs, {"target": op.type}, outputs=outs,
+                                      **self.where())
+            for i, v in zip(keep, values):
+                result[i] = v
+        return tuple(result)
+
+    def transpose(self, x: Operand, perm: Sequence[int]) -> Operand:
+        shape = tuple(_shape_of(x)[p] for p in perm)
+        return self.emit("transpose", [x], {"perm": tuple(perm)}, out=(shape, dtype_of(x)))
+
+    def channels_first(self, x: Operand) -> Operand:
+        r = len(_shape_of(x))
+        return self.transpose(x, (0, r - 1) + tuple(range(1, r - 1)))
+
+    def channels_last(self, x: Operand) -> Operand:
+        r = len(_shape_of(x))
+        return self.transpose(x, (0,) + tuple(range(2, r)) + (1,))
+
+    # --- parameters ----------------------------------------------------------------------
+    def param(self, key: int, layout: str) -> Value:
+        if key not in self.params:
+            name, variable = self.variables[key]
+            dtype = dtype_name(variable.dtype)
+            if dtype is None:
+                raise Unsupported(f"variable {name} of dtype {variable.dtype}")
+            shape = tuple(int(s) for s in variable.shape)
+            self.layouts[key] = layout
+            self.params[key] = self.b.param(name, _layout_shape(shape, layout), dtype)
+        return self._relayout(self.params[key], self.layouts[key], layout, key)
+
+    def _relayout(self, value: Value, have: str, want: str, key: int) -> Value:
+        if have == want:
+            return value
+        if (key, want) not in self.relayouts:
+            native = self._from_layout(value, have)
+            self.relayouts[(key, want)] = self.materialize(self._into_layout(native, want))
+        return self.relayouts[(key, want)]
+
+    def _into_layout(self, x: Operand, layout: str) -> Operand:
+        r = len(_shape_of(x))
+        if layout == "oihw":
+            return self.transpose(x, _perm_to_oihw(r))
+        if layout == "depthwise":
+            moved = self.transpose(x, (r - 2, r - 1) + tuple(range(r - 2)))
+            shape = _shape_of(moved)
+            return self.emit("reshape", [moved], {"shape": (shape[0] * shape[1], 1) + shape[2:]},
+                             out=((shape[0] * shape[1], 1) + shape[2:], dtype_of(x)))
+        return x
+
+    def _from_layout(self, x: Operand, layout: str) -> Operand:
+        r = len(_shape_of(x))
+        if layout == "oihw":
+            return self.transpose(x, tuple(np.argsort(_perm_to_oihw(r))))
+        if layout == "depthwise":
+            key = next(k for k, v in self.params.items() if v is x)
+            native = tuple(int(s) for s in self.variables[key][1].shape)
+            moved = native[-2:] + native[:-2]
+            x = self.emit("reshape", [x], {"shape": moved}, out=(moved, dtype_of(x)))
+            return self.transpose(x, tuple(range(2, r)) + (0, 1))
+        return x
+
+    def _weights(self, graph: Graph) -> dict[str, np.ndarray]:
+        out = {}
+        for key, value in self.params.items():
+            name, variable = self.variables[key]
+            if name in graph.params:
+                array = np.asarray(variable.numpy())
+                if array.dtype.name == "bfloat16":
+                    array = array.astype(np.float32)
+                out[name] = _to_layout(array, self.layouts[key])
+        return out
+
+
+def _shape_of(x: Operand) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def dtype_of(x: Operand) -> str:
+    return x.dtype if isinstance(x, Value) else np.asarray(x).dtype.name

@@ -1,0 +1,445 @@
+"""TF op -> canonical op converters for the TF frontend: arithmetic, activations, matmul,
+reductions and layers (convolutions, pools, fused batch norm), kept as a table of data.
+
+Each converter takes the converter state ``cx`` and one ``tf.Operation``; it reads inputs
+with ``cx.value`` (constants come back as NumPy arrays), attributes with ``cx.attr``, and
+emits canonical nodes with ``cx.emit``. Raising ``Unsupported`` makes the op opaque.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from specgraph.frontends._tf_convert import Unsupported, dtype_of, numpy_of
+
+Converter = Callable[[Any, Any], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def _reg(*names: str) -> Callable[[Converter], Converter]:
+    def wrap(fn: Converter) -> Converter:
+        for name in names:
+            CONVERTERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _scalar(value: float, dtype: str) -> np.ndarray:
+    return np.array(value, dtype=numpy_of(dtype))
+
+
+# --- elementwise -------------------------------------------------------------------------
+_UNARY = {
+    "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Neg": "neg", "Exp": "exp",
+    "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Reciprocal": "reciprocal",
+    "Inv": "reciprocal", "Abs": "abs", "Erf": "erf", "Erfc": "erfc", "Sin": "sin", "Cos": "cos",
+    "Floor": "floor", "Ceil": "ceil", "Sign": "sign", "LogicalNot": "logical_not",
+    "Softplus": "softplus", "Elu": "elu",
+}
+_BINARY = {
+    "AddV2": "add", "Add": "add", "Sub": "sub", "Mul": "mul", "RealDiv": "div",
+    "Maximum": "maximum", "Minimum": "minimum", "Pow": "pow", "Equal": "equal",
+    "NotEqual": "not_equal", "Less": "less", "LessEqual": "less_equal", "Greater": "greater",
+    "GreaterEqual": "greater_equal", "LogicalAnd": "logical_and", "LogicalOr": "logical_or",
+}
+
+
+def _unary(canonical: str) -> Converter:
+    def convert(cx: Any, op: Any) -> Any:
+        return cx.emit(canonical, [cx.value(op.inputs[0])])
+
+    return convert
+
+
+def _binary(canonical: str, attrs: dict[str, Any] | None = None) -> Converter:
+    def convert(cx: Any, op: Any) -> Any:
+        return cx.emit(canonical, [cx.value(op.inputs[0]), cx.value(op.inputs[1])], attrs)
+
+    return convert
+
+
+for _name, _canonical in _UNARY.items():
+    CONVERTERS[_name] = _unary(_canonical)
+for _name, _canonical in _BINARY.items():
+    CONVERTERS[_name] = _binary(_canonical)
+CONVERTERS["FloorDiv"] = _binary("div", {"rounding": "floor"})
+CONVERTERS["TruncateDiv"] = _binary("div", {"rounding": "trunc"})
+
+
+@_reg("Div")
+def _div(cx: Any, op: Any) -> Any:
+    floating = cx.out()[1].startswith(("float", "bfloat"))
+    attrs = None if floating else {"rounding": "trunc"}  # TF's Div truncates integers
+    return cx.emit("div", [cx.value(op.inputs[0]), cx.value(op.inputs[1])], attrs)
+
+
+@_reg("FloorMod")
+def _floor_mod(cx: Any, op: Any) -> Any:
+    a, b = cx.value(op.inputs[0]), cx.value(op.inputs[1])
+    quotient = cx.emit("div", [a, b], {"rounding": "floor"})
+    return cx.emit("sub", [a, cx.emit("mul", [quotient, b])])
+
+
+@_reg("DivNoNan", "MulNoNan")
+def _no_nan(cx: Any, op: Any) -> Any:
+    a, b = cx.value(op.inputs[0]), cx.value(op.inputs[1])
+    shape, dtype = cx.out()
+    zero = _scalar(0, dtype)
+    is_zero = cx.emit("equal", [b, zero], out=(cx.shape(op.inputs[1]), "bool"))
+    result = cx.emit("div" if op.type == "DivNoNan" else "mul", [a, b])
+    return cx.emit("where", [is_zero, zero, result])
+
+
+@_reg("Square")
+def _square(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    return cx.emit("mul", [x, x])
+
+
+@_reg("SquaredDifference")
+def _squared_difference(cx: Any, op: Any) -> Any:
+    d = cx.emit("sub", [cx.value(op.inputs[0]), cx.value(op.inputs[1])])
+    return cx.emit("mul", [d, d])
+
+
+@_reg("BiasAdd", "BiasAddV1")
+def _bias_add(cx: Any, op: Any) -> Any:
+    x, bias = cx.value(op.inputs[0]), cx.value(op.inputs[1])
+    rank = len(cx.shape(op.inputs[0]))
+    if cx.attr("data_format", "NHWC").startswith("NC") and rank > 2:
+        shape = (bias.shape[0],) + (1,) * (rank - 2)
+        bias = cx.emit("reshape", [bias], {"shape": shape}, out=(shape, cx.out()[1]))
+    return cx.emit("add", [x, bias])
+
+
+@_reg("AddN")
+def _add_n(cx: Any, op: Any) -> Any:
+    total = cx.value(op.inputs[0])
+    for t in op.inputs[1:]:
+        total = cx.emit("add", [total, cx.value(t)])
+    return total
+
+
+@_reg("Relu6")
+def _relu6(cx: Any, op: Any) -> Any:
+    return cx.emit("clip", [cx.value(op.inputs[0])], {"min": 0.0, "max": 6.0})
+
+
+@_reg("LeakyRelu")
+def _leaky_relu(cx: Any, op: Any) -> Any:
+    return cx.emit("leaky_relu", [cx.value(op.inputs[0])], {"alpha": float(cx.attr("alpha"))})
+
+
+@_reg("Selu")
+def _selu(cx: Any, op: Any) -> Any:
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    elu = cx.emit("elu", [cx.value(op.inputs[0])], {"alpha": alpha})
+    return cx.emit("mul", [elu, _scalar(scale, cx.out()[1])])
+
+
+@_reg("Softsign")
+def _softsign(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    one = _scalar(1, cx.out()[1])
+    return cx.emit("div", [x, cx.emit("add", [one, cx.emit("abs", [x])])])
+
+
+@_reg("Log1p", "Expm1")
+def _log1p_expm1(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    one = _scalar(1, cx.out()[1])
+    if op.type == "Log1p":
+        return cx.emit("log", [cx.emit("add", [x, one])])
+    return cx.emit("sub", [cx.emit("exp", [x]), one])
+
+
+@_reg("Gelu")
+def _gelu(cx: Any, op: Any) -> Any:
+    approximate = "tanh" if cx.attr("approximate", False) else "none"
+    return cx.emit("gelu", [cx.value(op.inputs[0])], {"approximate": approximate})
+
+
+@_reg("Softmax", "LogSoftmax")
+def _softmax(cx: Any, op: Any) -> Any:
+    canonical = "softmax" if op.type == "Softmax" else "log_softmax"
+    return cx.emit(canonical, [cx.value(op.inputs[0])], {"axis": len(cx.out()[0]) - 1})
+
+
+@_reg("ClipByValue")
+def _clip(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    lo, hi = cx.const(op.inputs[1]), cx.const(op.inputs[2])
+    if lo is not None and hi is not None and lo.size == 1 and hi.size == 1:
+        return cx.emit("clip", [x], {"min": float(lo.item()), "max": float(hi.item())})
+    low = cx.emit("maximum", [x, cx.value(op.inputs[1])])
+    return cx.emit("minimum", [low, cx.value(op.inputs[2])])
+
+
+@_reg("Cast")
+def _cast(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    dtype = cx.out()[1]
+    if dtype_of(x) == dtype:
+        return x
+    return cx.emit("cast", [x], {"dtype": dtype})
+
+
+@_reg("Select", "SelectV2")
+def _select(cx: Any, op: Any) -> Any:
+    cond = cx.value(op.inputs[0])
+    shape = cx.out()[0]
+    cond_shape = cx.shape(op.inputs[0])
+    if op.type == "Select" and len(cond_shape) == 1 and len(shape) > 1:
+        rows = cond_shape + (1,) * (len(shape) - 1)  # v1 Select picks whole rows
+        cond = cx.emit("reshape", [cond], {"shape": rows}, out=(rows, "bool"))
+    return cx.emit("where", [cond, cx.value(op.inputs[1]), cx.value(op.inputs[2])])
+
+
+# --- matmul and einsum -------------------------------------------------------------------
+def _swap_last(cx: Any, x: Any) -> Any:
+    r = len(x.shape)
+    return cx.transpose(x, tuple(range(r - 2)) + (r - 1, r - 2))
+
+
+@_reg("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+def _matmul(cx: Any, op: Any) -> Any:
+    a, b = cx.value(op.inputs[0]), cx.value(op.inputs[1])
+    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
+    if cx.attr(flags[0], False):
+        a = _swap_last(cx, a)
+    if cx.attr(flags[1], False):
+        b = _swap_last(cx, b)
+    shape, dtype = cx.out()
+    a_dtype = dtype_of(a)
+    if a_dtype != dtype:  # BatchMatMulV3 may widen
+        product = cx.emit("matmul", [a, b], out=(shape, a_dtype))
+        return cx.emit("cast", [product], {"dtype": dtype})
+    return cx.emit("matmul", [a, b])
+
+
+def _explicit_einsum(equation: str, ranks: list[int]) -> str:
+    """``equation`` without ellipses and with its output spelled out."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    used = set(equation) - set(".,->")
+    spare = [c for c in string.ascii_letters if c not in used]
+    widest = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t),
+                 default=0)
+    fill = "".join(spare[:widest])
+    terms = [t.replace("...", fill[widest - (r - len(t.replace("...", ""))):]) if "..." in t
+             else t for t, r in zip(terms, ranks)]
+    if arrow:
+        rhs = rhs.replace("...", fill)
+    else:
+        letters = "".join(terms)
+        rhs = fill + "".join(sorted(c for c in set(letters) - set(fill)
+                                    if letters.count(c) == 1))
+    return ",".join(terms) + "->" + rhs
+
+
+@_reg("Einsum")
+def _einsum(cx: Any, op: Any) -> Any:
+    ranks = [len(cx.shape(t)) for t in op.inputs]
+    equation = _explicit_einsum(cx.attr("equation"), ranks)
+    return cx.emit("einsum", [cx.value(t) for t in op.inputs], {"equation": equation})
+
+
+# --- reductions --------------------------------------------------------------------------
+_REDUCE = {"Mean": "reduce_mean", "Sum": "reduce_sum", "Max": "reduce_max",
+           "Min": "reduce_min", "Prod": "reduce_prod", "All": "reduce_min",
+           "Any": "reduce_max"}
+
+
+def _axes(cx: Any, t: Any, rank: int) -> tuple[int, ...]:
+    return tuple(sorted({a % rank for a in cx.const_ints(t)})) if rank else ()
+
+
+def _reduction(canonical: str) -> Converter:
+    def convert(cx: Any, op: Any) -> Any:
+        x = cx.value(op.inputs[0])
+        axes = _axes(cx, op.inputs[1], len(cx.shape(op.inputs[0])))
+        if not axes:
+            return x
+        return cx.emit(canonical, [x], {"axes": axes, "keepdims": bool(cx.attr("keep_dims"))})
+
+    return convert
+
+
+for _name, _canonical in _REDUCE.items():
+    CONVERTERS[_name] = _reduction(_canonical)
+
+
+@_reg("ArgMax", "ArgMin")
+def _argmax(cx: Any, op: Any) -> Any:
+    rank = len(cx.shape(op.inputs[0]))
+    (axis,) = _axes(cx, op.inputs[1], rank)
+    shape, dtype = cx.out()
+    canonical = "argmax" if op.type == "ArgMax" else "argmin"
+    index = cx.emit(canonical, [cx.value(op.inputs[0])], {"axis": axis}, out=(shape, "int64"))
+    return index if dtype == "int64" else cx.emit("cast", [index], {"dtype": dtype})
+
+
+@_reg("Cumsum")
+def _cumsum(cx: Any, op: Any) -> Any:
+    if cx.attr("exclusive", False) or cx.attr("reverse", False):
+        raise Unsupported("exclusive or reverse cumsum")
+    (axis,) = _axes(cx, op.inputs[1], len(cx.shape(op.inputs[0])))
+    return cx.emit("cumsum", [cx.value(op.inputs[0])], {"axis": axis})
+
+
+# --- convolutions, pools, batch norm (NHWC wrapped in transposes to NCHW) ----------------
+def _layout(cx: Any, rank: int) -> tuple[bool, list[int]]:
+    """Whether the op's data format is channels-last, and the positions of spatial axes."""
+    last = not cx.attr("data_format", "NHWC").startswith("NC")
+    return last, list(range(1, rank - 1)) if last else list(range(2, rank))
+
+
+def _pick(values: list[int], positions: list[int], n: int) -> tuple[int, ...]:
+    return tuple(int(values[p]) for p in positions) if values else (1,) * n
+
+
+def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """TF's SAME padding of one axis: the odd pixel goes at the end."""
+    extent = (kernel - 1) * dilation + 1
+    out = -(-size // stride)
+    total = max((out - 1) * stride + extent - size, 0)
+    return total // 2, total - total // 2
+
+
+def _padding(cx: Any, sizes: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
+             dilation: tuple[int, ...], positions: list[int]) -> tuple[int, ...]:
+    mode = cx.attr("padding")
+    if mode == "VALID":
+        return (0,) * (2 * len(sizes))
+    if mode == "EXPLICIT":
+        pairs = [int(p) for p in cx.attr("explicit_paddings")]
+        return tuple(pairs[2 * p] for p in positions) + tuple(pairs[2 * p + 1] for p in positions)
+    pads = [_same_pads(*args) for args in zip(sizes, kernel, stride, dilation)]
+    return tuple(b for b, _ in pads) + tuple(e for _, e in pads)
+
+
+def _nchw_out(cx: Any, last: bool) -> tuple[tuple[int, ...], str]:
+    shape, dtype = cx.out()
+    if last:
+        shape = (shape[0], shape[-1]) + shape[1:-1]
+    return shape, dtype
+
+
+@_reg("Conv2D", "Conv3D", "DepthwiseConv2dNative")
+def _conv(cx: Any, op: Any) -> Any:
+    x_shape, w_shape = cx.shape(op.inputs[0]), cx.shape(op.inputs[1])
+    last, positions = _layout(cx, len(x_shape))
+    n = len(positions)
+    stride = _pick(cx.attr("strides"), positions, n)
+    dilation = _pick(cx.attr("dilations"), positions, n)
+    sizes = tuple(x_shape[p] for p in positions)
+    padding = _padding(cx, sizes, w_shape[:n], stride, dilation, positions)
+    channels = x_shape[-1] if last else x_shape[1]
+    depthwise = op.type == "DepthwiseConv2dNative"
+    groups = channels if depthwise else channels // w_shape[n]
+    weight = cx.weight(op.inputs[1], "depthwise" if depthwise else "oihw")
+    x = cx.value(op.inputs[0])
+    if last:
+        x = cx.channels_first(x)
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
+             "bias": False}
+    y = cx.emit("conv", [x, weight], attrs, out=_nchw_out(cx, last))
+    return cx.channels_last(y) if last else y
+
+
+@_reg("Conv2DBackpropInput", "Conv3DBackpropInputV2")
+def _conv_transpose(cx: Any, op: Any) -> Any:
+    w_shape, x_shape = cx.shape(op.inputs[1]), cx.shape(op.inputs[2])
+    last, positions = _layout(cx, len(x_shape))
+    n = len(positions)
+    stride = _pick(cx.attr("strides"), positions, n)
+    dilation = _pick(cx.attr("dilations"), positions, n)
+    out_shape = cx.out()[0]
+    outs = tuple(out_shape[p] for p in positions)
+    if cx.attr("padding") == "SAME":  # the forward convolution's padding, out -> in
+        pads = [_same_pads(o, k, s, d) for o, k, s, d in zip(outs, w_shape[:n], stride, dilation)]
+        padding = tuple(b for b, _ in pads) + tuple(e for _, e in pads)
+    else:
+        padding = _padding(cx, outs, w_shape[:n], stride, dilation, positions)
+    extra = []
+    for i in range(n):
+        full = (x_shape[positions[i]] - 1) * stride[i] + (w_shape[i] - 1) * dilation[i] + 1
+        extra.append(outs[i] - (full - padding[i] - padding[n + i]))
+    if min(extra) < 0:
+        raise Unsupported("transposed convolution that crops more than its padding")
+    x = cx.value(op.inputs[2])
+    if last:
+        x = cx.channels_first(x)
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": 1,
+             "bias": False, "output_padding": tuple(extra)}
+    y = cx.emit("conv_transpose", [x, cx.weight(op.inputs[1], "oihw")], attrs,
+                out=_nchw_out(cx, last))
+    return cx.channels_last(y) if last else y
+
+
+@_reg("MaxPool", "MaxPoolV2", "MaxPool3D", "AvgPool", "AvgPool3D")
+def _pool(cx: Any, op: Any) -> Any:
+    x_shape = cx.shape(op.inputs[0])
+    last, positions = _layout(cx, len(x_shape))
+    n = len(positions)
+    if op.type == "MaxPoolV2":
+        ksize, strides = cx.const_ints(op.inputs[1]), cx.const_ints(op.inputs[2])
+    else:
+        ksize, strides = list(cx.attr("ksize")), list(cx.attr("strides"))
+    kernel, stride = _pick(ksize, positions, n), _pick(strides, positions, n)
+    sizes = tuple(x_shape[p] for p in positions)
+    attrs = {"kernel": kernel, "stride": stride, "dilation": (1,) * n, "ceil_mode": False,
+             "padding": _padding(cx, sizes, kernel, stride, (1,) * n, positions)}
+    if op.type.startswith("Avg"):
+        attrs["count_include_pad"] = False  # TF divides by the valid elements only
+    x = cx.value(op.inputs[0])
+    if last:
+        x = cx.channels_first(x)
+    canonical = "avg_pool" if op.type.startswith("Avg") else "max_pool"
+    y = cx.emit(canonical, [x], attrs, out=_nchw_out(cx, last))
+    return cx.channels_last(y) if last else y
+
+
+@_reg("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+def _fused_batch_norm(cx: Any, op: Any) -> Any:
+    x_shape = cx.shape(op.inputs[0])
+    last, _ = _layout(cx, len(x_shape))
+    x, scale, offset, mean, var = (cx.value(t) for t in op.inputs[:5])
+    if cx.attr("is_training", False):
+        y = _batch_statistics_norm(cx, x, scale, offset, last)
+        return (y,) + (None,) * (len(op.outputs) - 1)
+    momentum = getattr(cx.layer(), "momentum", None)
+    attrs = {"eps": float(cx.attr("epsilon")), "scale": True, "bias": True,
+             "momentum": 1.0 - float(momentum) if isinstance(momentum, float) else 0.1}
+    if last:
+        x = cx.channels_first(x)
+    shape, dtype = cx.out()
+    nchw = (shape[0], shape[-1]) + shape[1:-1] if last else shape
+    y = cx.emit("batch_norm", [x, mean, var, scale, offset], attrs, out=(nchw, dtype))
+    y = cx.channels_last(y) if last else y
+    return (y,) + (None,) * (len(op.outputs) - 1)
+
+
+def _batch_statistics_norm(cx: Any, x: Any, scale: Any, offset: Any, last: bool) -> Any:
+    """A fused batch norm in training mode normalizes with the batch's own statistics
+    (tf_keras' LayerNormalization is written so): mean and biased variance as primitives."""
+    shape, dtype = cx.out()
+    channel = len(shape) - 1 if last else 1
+    axes = tuple(a for a in range(len(shape)) if a != channel)
+    stat = tuple(1 if a != channel else shape[a] for a in range(len(shape)))
+    mean = cx.emit("reduce_mean", [x], {"axes": axes, "keepdims": True}, out=(stat, dtype))
+    centered = cx.emit("sub", [x, mean])
+    var = cx.emit("reduce_mean", [cx.emit("mul", [centered, centered])],
+                  {"axes": axes, "keepdims": True}, out=(stat, dtype))
+    eps = _scalar(float(cx.attr("epsilon")), dtype)
+    inv = cx.emit("rsqrt", [cx.emit("add", [var, eps], out=(stat, dtype))], out=(stat, dtype))
+    scale = cx.emit("reshape", [scale], {"shape": stat}, out=(stat, dtype))
+    offset = cx.emit("reshape", [offset], {"shape": stat}, out=(stat, dtype))
+    return cx.emit("add", [cx.emit("mul", [centered, cx.emit("mul", [inv, scale],
+                                                              out=(stat, dtype))]), offset])

@@ -1,0 +1,392 @@
+"""TF shape, indexing, tensor-creation and plumbing ops -> canonical ops (part of the table).
+
+Shape queries (``Shape``, ``Size``, ``Rank``) become constants from the static shapes the
+model was traced with; arithmetic on them folds into constants as it is emitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from specgraph.frontends._tf_convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
+from specgraph.frontends._tf_ops import _reg
+
+
+# --- plumbing ----------------------------------------------------------------------------
+@_reg("Identity", "StopGradient", "PreventGradient", "Snapshot", "EnsureShape",
+      "CheckNumerics", "CheckNumericsV2")
+def _identity(cx: Any, op: Any) -> Any:
+    return cx.entry(op.inputs[0])
+
+
+@_reg("IdentityN")
+def _identity_n(cx: Any, op: Any) -> Any:
+    return tuple(cx.entry(t) for t in op.inputs)
+
+
+@_reg("ReadVariableOp")
+def _read_variable(cx: Any, op: Any) -> Any:
+    handle = cx.entry(op.inputs[0])
+    if not isinstance(handle, VarHandle):
+        raise Unsupported("a read of an unknown resource")
+    return VarRead(handle.key)
+
+
+@_reg("PartitionedCall", "StatefulPartitionedCall")
+def _call(cx: Any, op: Any) -> Any:
+    return cx.inline(op)
+
+
+@_reg("Const")
+def _const(cx: Any, op: Any) -> Any:
+    dtype = dtype_name(op.outputs[0].dtype)
+    if dtype is None:
+        return None
+    array = tf.make_ndarray(op.get_attr("value"))
+    if dtype == "bfloat16":
+        return cx.b.constant(array.astype(np.float32), "bfloat16")
+    return array
+
+
+def _shape_const(cx: Any, values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.dtype(cx.out()[1]))
+
+
+@_reg("Shape")
+def _shape(cx: Any, op: Any) -> Any:
+    return _shape_const(cx, cx.shape(op.inputs[0]))
+
+
+@_reg("ShapeN")
+def _shape_n(cx: Any, op: Any) -> Any:
+    return tuple(_shape_const(cx, cx.shape(t)) for t in op.inputs)
+
+
+@_reg("Size")
+def _size(cx: Any, op: Any) -> Any:
+    return _shape_const(cx, int(np.prod(cx.shape(op.inputs[0]), dtype=np.int64)))
+
+
+@_reg("Rank")
+def _rank(cx: Any, op: Any) -> Any:
+    return _shape_const(cx, len(cx.shape(op.inputs[0])))
+
+
+@_reg("BroadcastArgs")
+def _broadcast_args(cx: Any, op: Any) -> Any:
+    shapes = [tuple(cx.const_ints(t)) for t in op.inputs]
+    return _shape_const(cx, np.broadcast_shapes(*shapes))
+
+
+# --- tensor creation ---------------------------------------------------------------------
+def _full(cx: Any, value: Any) -> Any:
+    shape, dtype = cx.out()
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return cx.emit("full", [], {"shape": shape, "value": float(value.item()), "dtype": dtype})
+    return cx.emit("expand", [value], {"shape": shape})
+
+
+@_reg("Fill")
+def _fill(cx: Any, op: Any) -> Any:
+    return _full(cx, cx.value(op.inputs[1]))
+
+
+@_reg("ZerosLike", "OnesLike")
+def _zeros_like(cx: Any, op: Any) -> Any:
+    return _full(cx, np.array(0.0 if op.type == "ZerosLike" else 1.0))
+
+
+@_reg("Range")
+def _range(cx: Any, op: Any) -> Any:
+    start, limit, delta = (cx.const(t) for t in op.inputs)
+    if start is None or limit is None or delta is None:
+        raise Unsupported("a range with computed bounds")
+    attrs = {"start": float(start), "limit": float(limit), "delta": float(delta),
+             "dtype": cx.out()[1]}
+    return cx.emit("arange", [], attrs)
+
+
+# --- shape ops ---------------------------------------------------------------------------
+def _same_or(cx: Any, x: Any, op_name: str, attrs: dict[str, Any]) -> Any:
+    if tuple(x.shape) == cx.out()[0]:
+        return x
+    return cx.emit(op_name, [x], attrs)
+
+
+@_reg("Reshape")
+def _reshape(cx: Any, op: Any) -> Any:
+    return cx.reshape(cx.value(op.inputs[0]), "reshape", {"shape": cx.out()[0]})
+
+
+@_reg("Transpose")
+def _transpose(cx: Any, op: Any) -> Any:
+    perm = tuple(cx.const_ints(op.inputs[1]))
+    x = cx.value(op.inputs[0])
+    return x if perm == tuple(range(len(perm))) else cx.emit("transpose", [x], {"perm": perm})
+
+
+@_reg("ExpandDims")
+def _expand_dims(cx: Any, op: Any) -> Any:
+    rank = len(cx.out()[0])
+    (axis,) = cx.const_ints(op.inputs[1])
+    entry = cx.entry(op.inputs[0])
+    if isinstance(entry, VarRead) and entry.expand is None and axis % rank == 0:
+        return VarRead(entry.key, 0)  # a 1-D conv's kernel: its layout is the consumer's
+    return cx.reshape(cx.value(op.inputs[0]), "unsqueeze", {"axes": (axis % rank,)})
+
+
+@_reg("Squeeze")
+def _squeeze(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    dims = [d % len(shape) for d in cx.attr("squeeze_dims", [])]
+    axes = tuple(sorted(set(dims))) or tuple(i for i, s in enumerate(shape) if s == 1)
+    x = cx.value(op.inputs[0])
+    return cx.reshape(x, "squeeze", {"axes": axes}) if axes else x
+
+
+@_reg("ConcatV2", "Concat")
+def _concat(cx: Any, op: Any) -> Any:
+    values = list(op.inputs[:-1]) if op.type == "ConcatV2" else list(op.inputs[1:])
+    axis_t = op.inputs[-1] if op.type == "ConcatV2" else op.inputs[0]
+    (axis,) = cx.const_ints(axis_t)
+    rank = len(cx.out()[0])
+    parts = [cx.value(t) for t in values]
+    if len(parts) == 1:
+        return parts[0]
+    return cx.emit("concat", parts, {"axis": axis % rank})
+
+
+@_reg("Pack")
+def _pack(cx: Any, op: Any) -> Any:
+    shape, dtype = cx.out()
+    axis = int(cx.attr("axis", 0)) % len(shape)
+    parts = []
+    for t in op.inputs:
+        piece = shape[:axis] + (1,) + shape[axis + 1:]
+        parts.append(cx.emit("unsqueeze", [cx.value(t)], {"axes": (axis,)}, out=(piece, dtype)))
+    return parts[0] if len(parts) == 1 else cx.emit("concat", parts, {"axis": axis})
+
+
+def _split(cx: Any, x: Any, axis: int, sizes: tuple[int, ...]) -> tuple:
+    if isinstance(x, np.ndarray):
+        return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+    if len(sizes) == 1:
+        return (x,)
+    outs = [cx.out(i) for i in range(len(sizes))]
+    return cx.emit_multi("split", [x], {"axis": axis, "sizes": sizes}, outs)
+
+
+@_reg("Split", "SplitV")
+def _split_op(cx: Any, op: Any) -> Any:
+    x_t = op.inputs[1] if op.type == "Split" else op.inputs[0]
+    axis_t = op.inputs[0] if op.type == "Split" else op.inputs[2]
+    (axis,) = cx.const_ints(axis_t)
+    axis %= len(cx.shape(x_t))
+    sizes = tuple(cx.shape(t)[axis] for t in op.outputs)
+    return _split(cx, cx.value(x_t), axis, sizes)
+
+
+@_reg("Unpack")
+def _unpack(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    axis = int(cx.attr("axis", 0)) % len(shape)
+    x = cx.value(op.inputs[0])
+    if isinstance(x, np.ndarray):
+        return tuple(np.take(x, i, axis=axis) for i in range(shape[axis]))
+    piece = (shape[:axis] + (1,) + shape[axis + 1:], cx.out()[1])
+    parts = cx.emit_multi("split", [x], {"axis": axis, "sizes": (1,) * shape[axis]},
+                          [piece] * shape[axis])
+    return tuple(cx.emit("squeeze", [p], {"axes": (axis,)}, out=cx.out(i))
+                 for i, p in enumerate(parts))
+
+
+def _slice_nodes(cx: Any, x: Any, shape: tuple[int, ...], specs: list[tuple[int, int, int]]
+                 ) -> Any:
+    """x[start:end:step] per axis as one ``slice`` node (full axes left out)."""
+    axes, starts, ends, steps = [], [], [], []
+    for axis, (start, end, step) in enumerate(specs):
+        if (start, end, step) == (0, shape[axis], 1):
+            continue
+        if step < 0 and end < 0:
+            end = -shape[axis] - 1  # "through index 0" (a bare -1 would mean the last element)
+        axes.append(axis)
+        starts.append(start)
+        ends.append(end)
+        steps.append(step)
+    if not axes:
+        return x
+    sliced = tuple(len(range(*spec)) for spec in specs)
+    return cx.emit("slice", [x], {"axes": axes, "starts": starts, "ends": ends, "steps": steps},
+                   out=(sliced, dtype_of(x)))
+
+
+def _bit(mask: int, i: int) -> bool:
+    return bool((mask >> i) & 1)
+
+
+def _dense_slices(cx: Any, shape: tuple[int, ...], begin: list[int], end: list[int],
+                  strides: list[int]) -> tuple[list[tuple[int, int, int]], list[int], list[int]]:
+    """StridedSlice's sparse spec as one (start, end, step) per input axis, the input axes
+    it removes (shrink_axis_mask) and the output axes it adds (new_axis_mask)."""
+    masks = {m: int(cx.attr(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask",
+                                             "new_axis_mask", "shrink_axis_mask")}
+    consumed = sum(1 for i in range(len(begin))
+                   if not _bit(masks["ellipsis_mask"], i) and not _bit(masks["new_axis_mask"], i))
+    specs: list[tuple[int, int, int]] = []
+    shrink: list[int] = []
+    new: list[int] = []
+    for i in range(len(begin)):
+        if _bit(masks["ellipsis_mask"], i):
+            specs.extend((0, shape[len(specs) + j], 1) for j in range(len(shape) - consumed))
+            continue
+        if _bit(masks["new_axis_mask"], i):
+            new.append(len(specs) - len(shrink) + len(new))
+            continue
+        size = shape[len(specs)]
+        if _bit(masks["shrink_axis_mask"], i):
+            index = begin[i] + size if begin[i] < 0 else begin[i]
+            shrink.append(len(specs))
+            specs.append((index, index + 1, 1))
+            continue
+        start = None if _bit(masks["begin_mask"], i) else begin[i]
+        stop = None if _bit(masks["end_mask"], i) else end[i]
+        specs.append(slice(start, stop, strides[i]).indices(size))
+    specs.extend((0, shape[a], 1) for a in range(len(specs), len(shape)))
+    return specs, shrink, new
+
+
+@_reg("StridedSlice")
+def _strided_slice(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    begin, end, strides = (cx.const_ints(t) for t in op.inputs[1:4])
+    specs, shrink, new = _dense_slices(cx, shape, begin, end, strides)
+    x = cx.value(op.inputs[0])
+    out_shape, dtype = cx.out()
+    if isinstance(x, np.ndarray):
+        index = tuple(slice(b, None if e < 0 and s < 0 else e, s) for b, e, s in specs)
+        return x[index].reshape(out_shape)
+    full = [a for a, spec in enumerate(specs) if spec == (0, shape[a], 1)]
+    if len(shrink) == 1 and len(full) == len(shape) - 1 and not new:
+        index = np.array(specs[shrink[0]][0], dtype=np.int64)  # x[:, i]: one entry of an axis
+        return cx.emit("gather", [x, index], {"axis": shrink[0]})
+    y = _slice_nodes(cx, x, shape, specs)
+    sliced = tuple(y.shape)
+    if sliced == out_shape:
+        return y
+    if not new:
+        return cx.emit("squeeze", [y], {"axes": tuple(shrink)})
+    if not shrink:
+        return cx.emit("unsqueeze", [y], {"axes": tuple(new)})
+    return cx.emit("reshape", [y], {"shape": out_shape})
+
+
+@_reg("Slice")
+def _slice(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    begin, size = cx.const_ints(op.inputs[1]), cx.const_ints(op.inputs[2])
+    specs = [(b, shape[a] if s == -1 else b + s, 1) for a, (b, s) in enumerate(zip(begin, size))]
+    x = cx.value(op.inputs[0])
+    if isinstance(x, np.ndarray):
+        return x[tuple(slice(*s) for s in specs)]
+    return _slice_nodes(cx, x, shape, specs)
+
+
+# --- gathers and embeddings --------------------------------------------------------------
+@_reg("GatherV2", "Gather", "ResourceGather")
+def _gather(cx: Any, op: Any) -> Any:
+    """A gather from a variable along axis 0 is an embedding lookup."""
+    if int(cx.attr("batch_dims", 0)) != 0:
+        raise Unsupported("gather with batch dimensions")
+    axis = cx.const_ints(op.inputs[2])[0] if op.type == "GatherV2" else 0
+    indices = cx.value(op.inputs[1])
+    entry = cx.entry(op.inputs[0])
+    if isinstance(entry, (VarHandle, VarRead)):
+        axis %= len(cx.variables[entry.key][1].shape)
+        table = cx.param(entry.key, "native")
+        if axis == 0:
+            return cx.emit("embedding", [indices, table])
+        return cx.emit("gather", [table, indices], {"axis": axis})
+    axis %= len(cx.shape(op.inputs[0]))
+    return cx.emit("gather", [cx.value(op.inputs[0]), indices], {"axis": axis})
+
+
+# --- padding, tiling, broadcasting -------------------------------------------------------
+def _pads(cx: Any, t: Any) -> tuple[int, ...]:
+    pairs = np.asarray(cx.const_ints(t)).reshape(-1, 2)
+    return tuple(int(p) for p in pairs[:, 0]) + tuple(int(p) for p in pairs[:, 1])
+
+
+@_reg("Pad", "PadV2", "MirrorPad")
+def _pad(cx: Any, op: Any) -> Any:
+    attrs: dict[str, Any] = {"pads": _pads(cx, op.inputs[1]), "mode": "constant"}
+    if op.type == "PadV2":
+        value = cx.const(op.inputs[2])
+        if value is None:
+            raise Unsupported("a pad value computed in the graph")
+        attrs["value"] = float(value.item())
+    if op.type == "MirrorPad":
+        if cx.attr("mode") != "REFLECT":
+            raise Unsupported("symmetric mirror padding")
+        attrs["mode"] = "reflect"
+    return cx.emit("pad", [cx.value(op.inputs[0])], attrs)
+
+
+@_reg("Tile")
+def _tile(cx: Any, op: Any) -> Any:
+    repeats = tuple(cx.const_ints(op.inputs[1]))
+    return _same_or(cx, cx.value(op.inputs[0]), "tile", {"repeats": repeats})
+
+
+@_reg("BroadcastTo")
+def _broadcast_to(cx: Any, op: Any) -> Any:
+    return _same_or(cx, cx.value(op.inputs[0]), "expand", {"shape": cx.out()[0]})
+
+
+# --- space-to-batch (TF's dilated convolutions) as pad, reshape and transpose -----------
+def _reshape_to(cx: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    return cx.emit("reshape", [x], {"shape": shape}, out=(shape, dtype_of(x)))
+
+
+@_reg("SpaceToBatchND")
+def _space_to_batch(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    block = cx.const_ints(op.inputs[1])
+    pads = np.asarray(cx.const_ints(op.inputs[2])).reshape(-1, 2)
+    m, rest = len(block), shape[1 + len(block):]
+    full = [0] * len(shape)
+    begins, ends = list(full), list(full)
+    for i in range(m):
+        begins[1 + i], ends[1 + i] = int(pads[i, 0]), int(pads[i, 1])
+    padded = tuple(s + b + e for s, b, e in zip(shape, begins, ends))
+    dtype = cx.out()[1]
+    x = cx.emit("pad", [cx.value(op.inputs[0])], {"pads": tuple(begins + ends)},
+                out=(padded, dtype))
+    split = (shape[0],) + sum(((padded[1 + i] // block[i], block[i]) for i in range(m)), ()) + rest
+    x = _reshape_to(cx, x, split)
+    perm = (tuple(2 + 2 * i for i in range(m)) + (0,) + tuple(1 + 2 * i for i in range(m))
+            + tuple(range(1 + 2 * m, len(split))))
+    x = cx.transpose(x, perm)
+    return _reshape_to(cx, x, cx.out()[0])
+
+
+@_reg("BatchToSpaceND")
+def _batch_to_space(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    block = cx.const_ints(op.inputs[1])
+    crops = np.asarray(cx.const_ints(op.inputs[2])).reshape(-1, 2)
+    m = len(block)
+    batch, spatial, rest = shape[0] // int(np.prod(block)), shape[1:1 + m], shape[1 + m:]
+    x = _reshape_to(cx, cx.value(op.inputs[0]), tuple(block) + (batch,) + spatial + rest)
+    perm = (m,) + sum(((m + 1 + i, i) for i in range(m)), ()) + tuple(
+        range(2 * m + 1, 2 * m + 1 + len(rest)))
+    x = cx.transpose(x, perm)
+    merged = (batch,) + tuple(spatial[i] * block[i] for i in range(m)) + rest
+    x = _reshape_to(cx, x, merged)
+    specs = [(0, s, 1) for s in merged]
+    for i in range(m):
+        specs[1 + i] = (int(crops[i, 0]), merged[1 + i] - int(crops[i, 1]), 1)
+    return _slice_nodes(cx, x, merged, specs)
+

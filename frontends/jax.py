@@ -1,0 +1,256 @@
+"""JAX and Flax frontend: the closed jaxpr of ``apply(params, *inputs)``, onto the shared IR.
+
+``jax.make_jaxpr`` traces the apply function with the parameters as explicit arguments, so
+every leaf of the params pytree (Flax: of ``variables`` or of the NNX state) becomes a graph
+parameter named by its key path joined with "." (``hidden.kernel``,
+``params.Dense_0.kernel``, ``batch_stats.BatchNorm_0.mean``, ``layers.0.kernel``). Nested
+calls (jit, custom_jvp/vjp, remat) are inlined, except library functions that are canonical
+ops (``jax.nn.relu``, ``gelu``, ``softmax``, ``jnp.take``, ...), which become that op; each
+primitive has a small converter in ``_jax_ops``, ``_jax_shape_ops`` and ``_jax_layers``, and
+one none knows becomes ``opaque``. ``scope`` comes from the equations' name stack
+(``jax.named_scope``; Flax module paths, see ``_flax``), ``source`` from the innermost user
+frame of their traceback.
+
+The framework's own outputs (``TracedModel.outputs``) are computed by running the apply
+function once, eagerly, when they are first read: tracing costs one ``make_jaxpr``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from specgraph.errors import FactoryError, TraceError
+from specgraph.frontends._jax_walk import JaxprConverter, to_numpy
+from specgraph.model import TracedModel
+
+__all__ = ["trace", "trace_linen", "trace_nnx", "accepts", "FRAMEWORK", "FLAX_FRAMEWORK",
+           "leaves_with_names"]
+
+FRAMEWORK = "jax"
+FLAX_FRAMEWORK = "flax"
+
+
+def accepts(model: Any) -> bool:
+    return callable(model)
+
+
+# --- names -------------------------------------------------------------------------------
+def _key_text(key: Any) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def leaves_with_names(tree: Any, root: str, is_leaf: Callable[[Any], bool] | None = None,
+                      bare: str = "output") -> list[tuple[str, Any]]:
+    """The leaves of ``tree`` with their key paths joined by "." under ``root`` (``bare``
+    for a lone leaf without a root)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)
+    out = []
+    for path, leaf in flat:
+        parts = ([root] if root else []) + [_key_text(k) for k in path]
+        out.append((".".join(parts) or bare, leaf))
+    return out
+
+
+def positional_names(fn: Any, skip: int) -> list[str]:
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+    return params[skip:]
+
+
+def _is_array(leaf: Any) -> bool:
+    return isinstance(leaf, (jax.Array, np.ndarray, np.generic))
+
+
+# --- checking what the factory returned ----------------------------------------------------
+def as_tuple(example_inputs: Any, reference: str, returns: str) -> tuple[Any, ...]:
+    if _is_array(example_inputs):
+        return (example_inputs,)
+    if not isinstance(example_inputs, tuple):
+        raise FactoryError(
+            f"{reference}: example_inputs must be a tuple of arrays (or one array), got "
+            f"{type(example_inputs).__name__}; return {returns} from the factory"
+        )
+    return example_inputs
+
+
+def checked_params(params: Any, reference: str) -> list[tuple[str, Any]]:
+    """The leaves of ``params`` by name; a leaf that is not an array is a FactoryError."""
+    named = leaves_with_names(params, "", bare="params")
+    for name, leaf in named:
+        if not _is_array(leaf) and not isinstance(leaf, (bool, int, float)):
+            raise FactoryError(
+                f"{reference}: parameter {name!r} is a {type(leaf).__name__}, not an array; "
+                "params must be a pytree (dicts, lists, tuples) of JAX or NumPy arrays"
+            )
+    return named
+
+
+# --- the trace -----------------------------------------------------------------------------
+class Program:
+    """What every JAX-family trace shares: ``fn(params, *inputs)`` and how to name things."""
+
+    def __init__(self, fn: Callable[..., Any], params: Any, args: tuple[Any, ...],
+                 param_names: list[str], arg_names: Sequence[str]) -> None:
+        self.fn = fn
+        self.params = params
+        self.args = args
+        self.param_names = param_names
+        flat, self.args_tree = jax.tree_util.tree_flatten(args)
+        self.dynamic = [_is_array(leaf) for leaf in flat]
+        self.flat_args = flat
+        self.input_names = []
+        for i, arg in enumerate(args):
+            root = arg_names[i] if i < len(arg_names) else f"input{i}"
+            self.input_names.extend(n for n, leaf in leaves_with_names(arg, root)
+                                    if _is_array(leaf))
+
+    def call(self, params: Any, arrays: Sequence[Any]) -> Any:
+        """``fn`` with the array leaves of the inputs replaced by ``arrays`` (other leaves,
+        such as Python flags, are passed as given: they are not traced)."""
+        it = iter(arrays)
+        leaves = [next(it) if dyn else leaf for dyn, leaf in zip(self.dynamic, self.flat_args)]
+        return self.fn(params, *jax.tree_util.tree_unflatten(self.args_tree, leaves))
+
+    def arrays(self) -> list[Any]:
+        return [leaf for dyn, leaf in zip(self.dynamic, self.flat_args) if dyn]
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return " ".join(text[0].split()).rstrip(".:") if text else type(err).__name__
+
+
+def _make_jaxpr(program: Program, reference: str) -> tuple[Any, Any]:
+    try:
+        return jax.make_jaxpr(program.call, return_shape=True)(program.params, program.arrays())
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+            jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError) as err:
+        raise TraceError(
+            f"{reference}: jax.make_jaxpr could not trace the model: {_first_line(err)}; keep "
+            "Python control flow off array values (use jnp.where or jax.lax.cond), or run "
+            "with --debug for JAX's full report"
+        ) from err
+    except Exception as err:
+        raise TraceError(
+            f"{reference}: the model raised {type(err).__name__} while JAX traced it on its "
+            f"example inputs: {_first_line(err)}; call it on those inputs directly to debug"
+        ) from err
+
+
+class _LazyOutputs(Mapping[str, np.ndarray]):
+    """The framework's own outputs by graph output name, computed on first read (one eager
+    run of the model), so that tracing costs no more than ``make_jaxpr``."""
+
+    def __init__(self, run: Callable[[], Any], names: Sequence[str], reference: str) -> None:
+        self._run = run
+        self._names = list(names)
+        self._reference = reference
+        self._values: dict[str, np.ndarray] | None = None
+
+    def _load(self) -> dict[str, np.ndarray]:
+        if self._values is None:
+            try:
+                result = self._run()
+            except Exception as err:
+                raise TraceError(
+                    f"{self._reference}: the model raised {type(err).__name__} when run on "
+                    f"its example inputs: {_first_line(err)}"
+                ) from err
+            leaves = jax.tree_util.tree_leaves(result)
+            self._values = {name: to_numpy(leaf) for name, leaf in zip(self._names, leaves)}
+        return self._values
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        state = "computed" if self._values is not None else "computed on first read"
+        return f"<outputs {self._names} ({state})>"
+
+
+def trace_program(program: Program, *, reference: str, framework: str, native: Any,
+                  eager: Callable[[], Any], scopes: Any = None) -> TracedModel:
+    """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel."""
+    import contextlib
+
+    from specgraph.frontends import _jax_layers, _jax_ops, _jax_shape_ops  # noqa: F401
+
+    with scopes if scopes is not None else contextlib.nullcontext():
+        closed, out_shape = _make_jaxpr(program, reference)
+    output_names = [name for name, _ in leaves_with_names(out_shape, "")]
+    param_arrays = jax.tree_util.tree_leaves(program.params)
+    converter = JaxprConverter(reference, program.param_names, param_arrays,
+                               program.input_names)
+    graph, weights = converter.convert(closed, output_names)
+    inputs = {name: to_numpy(a) for name, a in zip(program.input_names, program.arrays())}
+    outputs = _LazyOutputs(eager, output_names, reference)
+    return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native)
+
+
+def _numbers_as_arrays(params: Any) -> Any:
+    return jax.tree_util.tree_map(
+        lambda x: jax.numpy.asarray(x) if isinstance(x, (bool, int, float)) else x, params)
+
+
+def trace(apply_fn: Any, params: Any, example_inputs: Any, *,
+          reference: str = "<model>") -> TracedModel:
+    """Trace a plain JAX function ``apply_fn(params, *inputs)`` into a TracedModel.
+
+    Args:
+        apply_fn: the model as a function of its parameters and inputs.
+        params: a pytree of arrays (dicts, lists, tuples); each leaf becomes a graph
+            parameter named by its key path joined with "." (a bare array: ``params``).
+        example_inputs: a tuple of inputs (arrays or pytrees of arrays), or one array.
+        reference: the model reference, for messages.
+
+    Raises:
+        FactoryError: the factory's values have the wrong kind.
+        TraceError: JAX could not trace the function (its reason is in the message).
+    """
+    returns = "(apply_fn, params, example_inputs)"
+    if not callable(apply_fn):
+        raise FactoryError(f"{reference}: expected a function apply_fn(params, *inputs) first, "
+                           f"got {type(apply_fn).__name__}; a jax factory returns {returns}")
+    args = as_tuple(example_inputs, reference, returns)
+    names = [name for name, _ in checked_params(params, reference)]
+    params = _numbers_as_arrays(params)
+    program = Program(apply_fn, params, args, names, positional_names(apply_fn, 1))
+    return trace_program(program, reference=reference, framework=FRAMEWORK, native=apply_fn,
+                         eager=lambda: apply_fn(params, *args))
+
+
+def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
+                reference: str = "<model>") -> TracedModel:
+    """Trace a Flax linen module applied to ``variables`` (``module.apply(variables, *x)``).
+
+    Parameters are the leaves of ``variables`` named by their collection and module path
+    (``params.Dense_0.kernel``, ``batch_stats.BatchNorm_0.mean``); scopes are module paths.
+    """
+    from specgraph.frontends import _flax
+
+    return _flax.trace_linen(module, variables, example_inputs, reference=reference)
+
+
+def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
+    """Trace a Flax NNX module in eval mode; parameters are named by their state paths
+    (``linear1.kernel``, ``bn.mean``) and scopes are the submodules' attribute paths."""
+    from specgraph.frontends import _flax
+
+    return _flax.trace_nnx(module, example_inputs, reference=reference)

@@ -1,0 +1,69 @@
+"""The fp64 reference interpreter, run on the traced graph with the model's own weights,
+reproduces JAX, Flax linen and Flax NNX: within 1e-5 relative of the float32 model, and to
+~1e-9 of the same model run by JAX in float64. This is the proof that the IR is complete
+and faithful."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from specgraph.frontends import jax as jax_frontend
+from specgraph.interpreter import run
+from tests.zoo.jax_models import MODELS, trace
+
+
+def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    scale = max(float(np.max(np.abs(want))), 1e-30)
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
+
+
+def _float64(tree: Any) -> Any:
+    return jax.tree_util.tree_map(
+        lambda a: jnp.asarray(a, jnp.float64) if jnp.issubdtype(jnp.asarray(a).dtype,
+                                                                 jnp.floating) else a, tree)
+
+
+def _run_float64(name: str) -> Any:
+    """The zoo model ``name`` run by JAX in float64 on the same weights and inputs."""
+    framework = name.split("/")[1]
+    factory = MODELS[name]()
+    with jax.enable_x64(True):
+        if framework == "jax":
+            apply_fn, params, inputs = factory
+            return apply_fn(_float64(params), *_float64(inputs))
+        if framework == "linen":
+            module, variables, inputs = factory
+            return module.apply(_float64(variables), *_float64(inputs))
+        module, inputs = factory
+        graphdef, state = nnx.split(module)
+        copy = nnx.merge(graphdef, _float64(state))
+        copy.eval()
+        return copy(*_float64(inputs))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_reference_reproduces_float32_model(name: str) -> None:
+    traced = trace(name)
+    assert not [n for n in traced.graph.nodes if n.op == "opaque"]
+    got = run(traced.graph, traced.inputs, traced.weights)
+    assert set(got) == set(traced.outputs)
+    for key, want in traced.outputs.items():
+        assert got[key].shape == want.shape, key
+        assert _rel_err(got[key], want) < 1e-5, (name, key, _rel_err(got[key], want))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_reference_matches_float64_model_tightly(name: str) -> None:
+    traced = trace(name)
+    want = dict(jax_frontend.leaves_with_names(_run_float64(name), ""))
+    assert set(want) == set(traced.graph.output_names)
+    got = run(traced.graph, traced.inputs, traced.weights)
+    for key, value in want.items():
+        assert np.asarray(value).dtype == np.float64
+        assert _rel_err(got[key], np.asarray(value)) < 1e-9, (name, key)
