@@ -13,6 +13,7 @@ from specgraph.errors import GraphError
 from specgraph.ir import Graph
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.identities import DropIdentitiesPass
+from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
 from specgraph.passes.raise_activations import RaiseActivationsPass
 from specgraph.passes.raise_attention import RaiseAttentionPass
@@ -30,6 +31,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     DropIdentitiesPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
+    FoldPaddingPass(),
     DropIdentitiesPass(),
     RaiseActivationsPass(),
     RaiseNormsPass(),

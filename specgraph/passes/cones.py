@@ -6,7 +6,7 @@ from specgraph.ir import Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import Rewriter
 
-__all__ = ["arithmetic_cone"]
+__all__ = ["arithmetic_cone", "inputs_to_try"]
 
 _ARITHMETIC = frozenset({"elementwise", "activation", "reduction"})
 
@@ -32,8 +32,14 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
         node = rw.producer(v)
         if rw.is_param(v) or rw.constant_value(v) is not None:
             continue
-        if node is not None and node.op in ("reshape", "expand") and _fixed(rw, node.inputs[0]):
-            nodes[id(node)] = node  # a parameter laid out for broadcasting: part of the region
+        if node is not None and node.op in ("reshape", "expand", "transpose") and rw.is_fixed(
+                node.inputs[0]):
+            nodes[id(node)] = node  # parameters laid out for broadcasting: part of the region
+            stack.extend(node.inputs)
+            continue
+        if node is not None and node.op == "reshape" and _unit_reshape(node):
+            nodes[id(node)] = node  # adds or drops size-1 axes only: a broadcasting view
+            stack.extend(node.inputs)
             continue
         if node is None or get_spec(node.op).category not in _ARITHMETIC or (
                 node.op in ("cast",)):
@@ -48,5 +54,20 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
     return free, [n for n in rw.nodes if id(n) in nodes]
 
 
-def _fixed(rw: Rewriter, value: Value) -> bool:
-    return rw.is_param(value) or rw.constant_value(value) is not None
+
+def _unit_reshape(node: Node) -> bool:
+    before = [s for s in node.inputs[0].shape if s != 1]
+    after = [s for s in node.outputs[0].shape if s != 1]
+    return before == after
+
+
+def inputs_to_try(free: list[Value], nodes: list[Node], y: Value) -> list[Value]:
+    """The cone's only free tensor, then values read twice inside it (x in x·sigmoid(x)),
+    earliest first so that the largest region wins."""
+    readers: dict[Value, int] = {}
+    for n in nodes:
+        for v in set(n.inputs):
+            readers[v] = readers.get(v, 0) + 1
+    out = [free[0]] if len(free) == 1 else []
+    out += [v for n in nodes for v in n.outputs if readers.get(v, 0) >= 2 and v not in out]
+    return [v for v in out if v.shape == y.shape]

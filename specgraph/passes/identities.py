@@ -27,6 +27,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
+    if node.op == "where":
+        return _index_wrap(rw, node)
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
     return False
@@ -68,6 +70,30 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
     else:
         rw.replace(node.outputs[0], rw.emit("reshape", [source], {"shape": shape}, like=node,
                                             shape=shape))
+    return True
+
+
+def _index_wrap(rw: Rewriter, node: Node) -> bool:
+    """where(i < 0, i + N, i) feeding only gathers over N rows: they wrap negative indices
+    themselves, so the select changes nothing (Keras' Embedding writes it)."""
+    cond, wrapped, i = node.inputs
+    cmp_node, add_node = rw.producer(cond), rw.producer(wrapped)
+    if cmp_node is None or cmp_node.op != "less" or add_node is None or add_node.op != "add":
+        return False
+    if cmp_node.inputs[0] is not i or rw.scalar(cmp_node.inputs[1]) != 0:
+        return False
+    others = [v for v in add_node.inputs if v is not i]
+    n = rw.scalar(others[0]) if len(others) == 1 else None
+    users = rw.graph.consumers(node.outputs[0])
+    if n is None or not users:
+        return False
+    for user in users:
+        rows = {"embedding": lambda u: u.inputs[1].shape[0],
+                "gather": lambda u: u.inputs[0].shape[u.attrs["axis"]]}.get(user.op)
+        if rows is None or user.inputs[-1 if user.op == "gather" else 0] is not node.outputs[0] \
+                or rows(user) != n:
+            return False
+    rw.replace(node.outputs[0], i)
     return True
 
 

@@ -1,6 +1,7 @@
 """Normalize pooling and global reductions: ceil_mode and count_include_pad where they
-cannot change the result, global pools as means or maxima over the spatial axes, and a
-keepdims reduction followed by a reshape that drops those axes as one reduction.
+cannot change the result, global pools as means or maxima over the spatial axes, a sum
+divided by its count as a mean, and a keepdims reduction followed by a reshape that drops
+those axes as one reduction.
 
 Requires: a verified graph. Ensures: exact rewrites only.
 """
@@ -49,23 +50,47 @@ def _global_pool(rw: Rewriter, node: Node) -> bool:
 
 
 def _reduce_then_reshape(rw: Rewriter, node: Node) -> bool:
-    """reduce(keepdims=True) then a reshape that only drops the reduced axes."""
+    """A reduction then a reshape that only drops, or puts back, the reduced axes."""
     inner = rw.producer(node.inputs[0])
-    if inner is None or not inner.op.startswith("reduce_") or not inner.attrs["keepdims"]:
+    if inner is None or not inner.op.startswith("reduce_"):
         return False
     if rw.uses(node.inputs[0]) != 1:
         return False
     source = inner.inputs[0]
     axes = inner.attrs["axes"] or tuple(range(source.rank))
     dropped = tuple(s for i, s in enumerate(source.shape) if i not in axes)
-    if node.outputs[0].shape != dropped:
+    kept = tuple(1 if i in axes else s for i, s in enumerate(source.shape))
+    shape = node.outputs[0].shape
+    if shape not in (dropped, kept) or inner.attrs["keepdims"] == (shape == kept):
         return False
-    attrs = {**inner.attrs, "keepdims": False}
-    rw.replace(node.outputs[0], rw.emit(inner.op, [source], attrs, like=inner, shape=dropped))
+    attrs = {**inner.attrs, "keepdims": shape == kept}
+    rw.replace(node.outputs[0], rw.emit(inner.op, [source], attrs, like=inner, shape=shape))
+    return True
+
+
+def _sum_over_count(rw: Rewriter, node: Node) -> bool:
+    """reduce_sum(x)/N or reduce_sum(x)·(1/N), N the number of summed elements: a mean."""
+    total, other = node.inputs
+    inner = rw.producer(total)
+    c = rw.scalar(other)
+    if inner is None or inner.op != "reduce_sum" or c is None or rw.uses(total) != 1:
+        return False
+    source = inner.inputs[0]
+    axes = inner.attrs["axes"] or tuple(range(source.rank))
+    count = 1
+    for a in axes:
+        count *= source.shape[a]
+    n = c if node.op == "div" else 1.0 / c if c else 0.0
+    if abs(n - count) > 1e-6 * count:
+        return False
+    rw.replace(node.outputs[0], rw.emit("reduce_mean", [source], dict(inner.attrs), like=inner,
+                                        shape=node.outputs[0].shape))
     return True
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op in ("div", "mul") and len(node.inputs) == 2:
+        return _sum_over_count(rw, node)
     if node.op in ("max_pool", "avg_pool"):
         return _pool(rw, node)
     if node.op in ("adaptive_avg_pool", "adaptive_max_pool"):

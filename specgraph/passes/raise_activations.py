@@ -9,9 +9,9 @@ constant, another approximation) do not match and stay as arithmetic.
 
 from __future__ import annotations
 
-from specgraph.ir import Graph, Node, Value
+from specgraph.ir import Graph, Node
 from specgraph.ops import get_spec
-from specgraph.passes.cones import arithmetic_cone
+from specgraph.passes.cones import arithmetic_cone, inputs_to_try
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -59,7 +59,7 @@ def _raise(rw: Rewriter, node: Node) -> None:
     free, nodes = cone
     if len(nodes) == 1 and node.op in _TARGETS:
         return
-    for x in _inputs_to_try(free, nodes, y):
+    for x in inputs_to_try(free, nodes, y):
         inner = region(rw, y, [x])
         if inner is None:
             continue
@@ -73,18 +73,6 @@ def _raise(rw: Rewriter, node: Node) -> None:
             if agrees(rw, inner, y, [x], candidate):
                 rw.replace(y, rw.emit(op, [x], attrs, like=node, shape=y.shape))
                 return
-
-
-def _inputs_to_try(free: list[Value], nodes: list[Node], y: Value) -> list[Value]:
-    """The cone's only free tensor, then values read twice inside it (x in x·sigmoid(x)),
-    earliest first so that the largest region wins."""
-    readers: dict[Value, int] = {}
-    for n in nodes:
-        for v in set(n.inputs):
-            readers[v] = readers.get(v, 0) + 1
-    out = [free[0]] if len(free) == 1 else []
-    out += [v for n in nodes for v in n.outputs if readers.get(v, 0) >= 2 and v not in out]
-    return [v for v in out if v.shape == y.shape]
 
 
 _TARGETS = frozenset({"relu", "gelu", "silu", "softmax", "log_softmax"})

@@ -10,13 +10,14 @@ different eps survives as the attribute, never vanishes.
 from __future__ import annotations
 
 import itertools
+from math import prod
 from typing import Any
 
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.passes.cones import arithmetic_cone
+from specgraph.passes.cones import arithmetic_cone, inputs_to_try
 from specgraph.passes.regions import agrees, params_in, region, scalar_constants
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -109,40 +110,26 @@ def _raise(rw: Rewriter, node: Node, op: str, x: Value, nodes: list[Node],
     return True
 
 
-def _channel_axis(rw: Rewriter, nodes: list[Node], x: Value) -> int | None:
-    for p in params_in(rw, nodes):
-        if len(_squeezed(p)) != 1:
-            return None
-    for n in nodes:
-        if n.op == "reshape" and rw.is_param(n.inputs[0]):
-            shape = n.outputs[0].shape
-            full = (1,) * (x.rank - len(shape)) + shape
-            non_unit = [i for i, s in enumerate(full) if s != 1]
-            if len(non_unit) == 1:
-                return non_unit[0]
-    return x.rank - 1  # rank-1 parameters broadcast against the last axis
-
-
 def _try_batch_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
     if any(n.op.startswith("reduce") for n in nodes) or x.rank < 2:
         return False
     if not any(n.op in ("rsqrt", "sqrt") for n in nodes):
         return False
-    axis = _channel_axis(rw, nodes, x)
     params = params_in(rw, nodes)
-    if axis is None or len(params) not in (2, 3, 4):
+    if len(params) not in (2, 4) or any(len(_squeezed(p)) != 1 for p in params):
         return False
-    c = x.shape[axis]
+    c = _squeezed(params[0])[0]
     if any(_squeezed(p) != (c,) for p in params):
         return False
     y = node.outputs[0]
-    perm = tuple([0, axis] + [i for i in range(1, x.rank) if i != axis])
-    inv = tuple(perm.index(i) for i in range(x.rank))
-    for eps in _eps_candidates(rw, nodes):
-        for roles in itertools.permutations(params):
-            if _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv):
-                _emit_batch_norm(rw, node, x, roles, _nice(eps), perm, inv)
-                return True
+    for axis in [a for a in range(1, x.rank) if x.shape[a] == c]:
+        perm = tuple([0, axis] + [i for i in range(1, x.rank) if i != axis])
+        inv = tuple(perm.index(i) for i in range(x.rank))
+        for eps in _eps_candidates(rw, nodes):
+            for roles in itertools.permutations(params):
+                if _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv):
+                    _emit_batch_norm(rw, node, x, roles, _nice(eps), perm, inv)
+                    return True
     return False
 
 
@@ -182,28 +169,42 @@ def _emit_batch_norm(rw, node, x, roles, eps, perm, inv) -> None:
     rw.replace(y, out)
 
 
+def _broadcast_axes(other: Value, rank: int) -> tuple[int, ...]:
+    """Axes of a rank-``rank`` tensor that ``other`` varies along when broadcast to it."""
+    full = (1,) * (rank - other.rank) + other.shape
+    return tuple(i for i, s in enumerate(full) if s != 1)
+
+
 def _fold_affine(rw: Rewriter, node: Node) -> bool:
     """norm(x)·γ + β written after a norm without them: the norm's own scale and bias."""
     if node.op not in ("add", "mul") or len(node.inputs) != 2:
         return False
     for norm_value, other in (node.inputs, node.inputs[::-1]):
         norm = rw.producer(norm_value)
-        if norm is None or norm.op not in ("layer_norm", "rms_norm") or rw.uses(norm_value) != 1:
+        if norm is None or norm.op not in ("layer_norm", "rms_norm", "batch_norm") or \
+                rw.uses(norm_value) != 1 or other.rank > norm_value.rank:
             continue
         slot = "bias" if node.op == "add" else "scale"
         if slot not in norm.attrs or norm.attrs[slot] or (slot == "scale" and
                                                          norm.attrs.get("bias")):
             continue
-        norm_shape = norm_value.shape[norm.attrs["axis"]:]
+        rank = norm_value.rank
+        if norm.op == "batch_norm":
+            norm_axes, first = (1,), 3
+        else:
+            norm_axes, first = tuple(range(norm.attrs["axis"], rank)), 1
+        norm_shape = tuple(norm_value.shape[a] for a in norm_axes)
         source = _param_source(rw, other)
-        if not rw.is_param(source) or _squeezed(other) != norm_shape or (
-                other.rank > len(norm_shape) and other.shape[-len(norm_shape):] != norm_shape):
+        varies = _broadcast_axes(other, rank)
+        if not rw.is_param(source) or not set(varies) <= set(norm_axes) or \
+                source.size != prod(norm_shape) or len(varies) != len(
+                    [s for s in norm_shape if s != 1]):
             continue
         if source.shape != norm_shape:
             source = rw.emit("reshape", [other], {"shape": norm_shape}, like=node,
                              shape=norm_shape)
         inputs = list(norm.inputs)
-        inputs.insert(1 if slot == "scale" else len(inputs), source)
+        inputs.insert(first if slot == "scale" else len(inputs), source)
         attrs = {**norm.attrs, slot: True}
         rw.replace(node.outputs[0], rw.emit(norm.op, inputs, attrs, like=norm,
                                             shape=node.outputs[0].shape))
@@ -223,15 +224,17 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if cone is None:
         return True
     free, nodes = cone
-    if len(free) != 1 or free[0].shape != node.outputs[0].shape or len(nodes) < 3:
+    if len(nodes) < 3:
         return True
-    x = free[0]
-    if region(rw, node.outputs[0], [x]) is None:
-        return True
-    if any(n.op in ("reduce_mean", "reduce_var") for n in nodes):
-        _try_layer_norm(rw, node, x, nodes)
-    else:
-        _try_batch_norm(rw, node, x, nodes)
+    for x in inputs_to_try(free, nodes, node.outputs[0]):
+        inner = region(rw, node.outputs[0], [x])
+        if inner is None or len(inner) < 3:
+            continue
+        if any(n.op in ("reduce_mean", "reduce_var") for n in inner):
+            if _try_layer_norm(rw, node, x, inner):
+                return True
+        elif _try_batch_norm(rw, node, x, inner):
+            return True
     return True
 
 

@@ -39,6 +39,7 @@ class Rewriter:
         self.modified = False
         self._uses = {v: len(graph.consumers(v)) for n in graph.nodes for v in n.outputs}
         self._outputs = set(graph.outputs)
+        self._fixed: dict[Value, bool] = {}
 
     # --- reading ---------------------------------------------------------------------------
     def resolve(self, value: Value) -> Value:
@@ -59,6 +60,21 @@ class Rewriter:
 
     def is_param(self, value: Value) -> bool:
         return self.graph.param_name(self.resolve(value)) is not None
+
+    def is_fixed(self, value: Value) -> bool:
+        """Whether ``value`` depends on parameters and constants only, not on any input."""
+        value = self.resolve(value)
+        known = self._fixed.get(value)
+        if known is not None:
+            return known
+        if self.is_param(value) or value in self.constants:
+            result = True
+        else:
+            node = self.producers.get(value)
+            result = node is not None and bool(node.inputs) and all(
+                self.is_fixed(v) for v in node.inputs)
+        self._fixed[value] = result
+        return result
 
     def scalar(self, value: Value) -> float | None:
         """The number a constant holds if it is a single element, else None."""

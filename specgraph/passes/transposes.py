@@ -39,7 +39,7 @@ def _relayout_operand(rw: Rewriter, value: Value, perm: tuple[int, ...], rank: i
     """``value`` as it must be read after the transpose moves past: broadcast operand only."""
     if value.rank == 0 or all(s == 1 for s in value.shape):
         return value
-    if not (rw.is_param(value) or rw.constant_value(value) is not None):
+    if not rw.is_fixed(value):
         return None
     full = (1,) * (rank - value.rank) + value.shape
     inv = _inverse(perm)

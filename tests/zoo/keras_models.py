@@ -46,6 +46,29 @@ def mlp():
     return model, (_normal(np.random.default_rng(0), 4, 6),)
 
 
+def cnn_golden():
+    """The CNN of every zoo, written so it computes what PyTorch's does: explicit symmetric
+    padding before the strided conv (Keras' "same" pads only the end there) and PyTorch's
+    BatchNorm eps."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((16, 16, 3)),
+        layers.Conv2D(8, 3, padding="same", name="conv1"),
+        layers.BatchNormalization(epsilon=1e-5, name="bn1"),
+        layers.ReLU(name="relu1"),
+        layers.MaxPooling2D(2, name="pool1"),
+        layers.ZeroPadding2D(1, name="pad2"),
+        layers.Conv2D(12, 3, strides=2, padding="valid", use_bias=False, name="conv2"),
+        layers.BatchNormalization(epsilon=1e-3, name="bn2"),
+        layers.ReLU(name="relu2"),
+        layers.AveragePooling2D(2, name="pool2"),
+        layers.GlobalAveragePooling2D(name="gap"),
+        layers.Dense(5, name="head"),
+    ], name="cnn")
+    _randomize(model)
+    return model, (_normal(np.random.default_rng(0), 2, 16, 16, 3),)
+
+
 def cnn():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([
@@ -128,7 +151,7 @@ def embedding_classifier():
     ids = keras.Input((7,), dtype="int32", name="ids")
     h = layers.Embedding(50, 12, name="embed")(ids)
     h = ops.mean(h, axis=1)
-    h = layers.LayerNormalization(name="norm")(h)
+    h = layers.LayerNormalization(epsilon=1e-5, name="norm")(h)
     h = layers.Dense(4, name="classifier")(h)
     model = keras.Model(ids, ops.log_softmax(h, axis=-1), name="embedding_classifier")
     _randomize(model)
@@ -256,6 +279,7 @@ def op_variety():
 MODELS = {
     "mlp": mlp,
     "cnn": cnn,
+    "cnn_golden": cnn_golden,
     "preln_block": _block(False),
     "preln_block_mha": _block(True),
     "embedding_classifier": embedding_classifier,

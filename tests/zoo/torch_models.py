@@ -98,7 +98,7 @@ class TransformerBlock(nn.Module):
 class EmbeddingClassifier(nn.Module):
     def __init__(self, vocab: int = 50, d: int = 12, classes: int = 4) -> None:
         super().__init__()
-        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.embed = nn.Embedding(vocab, d)
         self.norm = nn.LayerNorm(d)
         self.classifier = nn.Linear(d, classes)
 
