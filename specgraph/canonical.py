@@ -3,7 +3,9 @@
 Graph passes make the inside canonical; a model whose inputs are channels-last (Keras, Flax)
 still starts with transposes to channels-first. Here such an input becomes channels-first
 itself, with the permutation recorded in ``TracedModel.input_layouts`` (and likewise for
-outputs), so the same network from any framework is the same graph.
+outputs), and a parameter read only through a reshape or transpose is stored in that layout
+(recorded in ``TracedModel.param_layouts``), so the same network from any framework is the
+same graph.
 """
 
 from __future__ import annotations
@@ -59,6 +61,39 @@ def _absorb_output_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int,
     return prune(graph.replace(outputs=outputs)), layouts
 
 
+def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
+                        ) -> tuple[Graph, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
+    """A parameter read only through one reshape or transpose is stored in that layout (a
+    Flax DenseGeneral kernel [d, h, k] read as [d, h·k] becomes a [d, h·k] parameter)."""
+    steps: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
+    params = dict(graph.params)
+    replaced: dict[Value, Value] = {}
+    dropped: set[int] = set()
+    for name, v in graph.params.items():
+        users = graph.consumers(v)
+        if not users or any(u.op not in ("reshape", "transpose") for u in users):
+            continue
+        kinds = {(u.op, u.attrs.get("shape", u.attrs.get("perm"))) for u in users}
+        if len(kinds) != 1:
+            continue
+        ((op, arg),) = kinds
+        if op == "reshape" and [d for d in arg if d != 1] == [d for d in v.shape if d != 1]:
+            continue  # a broadcasting view ([C] read as [1, 1, C]): the layout is fine
+        new = Value(users[0].outputs[0].shape, v.dtype)
+        params[name] = new
+        for u in users:
+            replaced[u.outputs[0]] = new
+            dropped.add(id(u))
+        data = weights[name]
+        weights[name] = np.reshape(data, arg) if op == "reshape" else np.transpose(data, arg)
+        steps[name] = ((op, tuple(arg)),)
+    if not steps:
+        return graph, steps
+    nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
+    outputs = [replaced.get(v, v) for v in graph.outputs]
+    return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
+
+
 def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
     if any(v in replaced for v in node.inputs):
         return node.replace(inputs=tuple(replaced.get(v, v) for v in node.inputs))
@@ -69,6 +104,15 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
     """``traced`` with its graph canonical and channels-last inputs/outputs made
     channels-first (their example inputs and outputs permuted to match)."""
     graph = canonicalize(traced.graph)
+    weights = dict(traced.weights)
+    param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
+    for _ in range(4):
+        graph, steps = _fold_param_layouts(graph, weights)
+        if not steps:
+            break
+        for name, chain in steps.items():
+            param_layouts[name] = param_layouts.get(name, ()) + chain
+        graph = canonicalize(graph)
     graph, in_layouts = _absorb_input_transposes(graph)
     graph, out_layouts = _absorb_output_transposes(graph)
     if in_layouts or out_layouts:
@@ -77,9 +121,10 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
               for k, a in traced.inputs.items()}
     outputs = {k: np.transpose(a, np.argsort(out_layouts[k])) if k in out_layouts else a
                for k, a in traced.outputs.items()}
-    weights = {k: w for k, w in traced.weights.items() if k in graph.params}
+    weights = {k: w for k, w in weights.items() if k in graph.params}
     return dataclasses.replace(
         traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,
+        param_layouts=param_layouts,
         input_layouts={**traced.input_layouts, **in_layouts},
         output_layouts={**traced.output_layouts, **out_layouts},
     )

@@ -30,6 +30,9 @@ class TracedModel:
             (0, 3, 1, 2)).
         output_layouts: for outputs, the permutation that takes the canonical array back to
             the framework's (native = canonical.transpose(perm)).
+        param_layouts: for parameters whose canonical layout was found by canonicalization,
+            the steps from the frontend's array to the canonical one, in order:
+            ``("reshape", shape)`` or ``("transpose", perm)``.
     """
 
     graph: Graph
@@ -41,3 +44,5 @@ class TracedModel:
     native: Any = field(default=None, repr=False)
     input_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     output_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    param_layouts: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(
+        default_factory=dict)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from specgraph.errors import GraphError
 from specgraph.ir import Graph
+from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.padding import FoldPaddingPass
@@ -27,6 +28,7 @@ __all__ = ["PassResult", "DEFAULT_PASSES", "canonicalize", "run_passes"]
 Pass = Callable[[Graph], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
+    FoldConstantsPass(),
     LowerEinsumPass(),
     DropIdentitiesPass(),
     NormalizePoolsPass(),

@@ -1,5 +1,6 @@
 """Lower two-operand ``einsum`` to transpose, reshape and ``matmul``, the form the other
-raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ.
+raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ; and
+orient a product of two transposed operands so that the plain one comes first.
 
 Requires: a verified graph. Ensures: exact rewrites (the same products and sums in another
 arrangement); einsums with repeated or broadcast subscripts stay as they are.
@@ -44,7 +45,39 @@ def _reshape(rw: Rewriter, v: Value, shape: tuple[int, ...], node: Node) -> Valu
     return rw.emit("reshape", [v], {"shape": shape}, like=node, shape=shape)
 
 
+def _swap(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 2)) + (rank - 1, rank - 2)
+
+
+def _orient(rw: Rewriter, node: Node) -> bool:
+    """matmul(transpose(a), bᵀ) = (b·transpose(a)ᵀ)ᵀ: put the un-transposed operand first,
+    as attention is written (softmax(q·kᵀ)·v, not (vᵀ·softmaxᵀ)ᵀ)."""
+    x, y = node.inputs
+    tx, ty = rw.producer(x), rw.producer(y)
+    if tx is None or ty is None or tx.op != "transpose" or ty.op != "transpose":
+        return False
+    rank = x.rank
+    if y.rank != rank or rank < 2 or ty.attrs["perm"] != _swap(rank):
+        return False
+    users = rw.graph.consumers(node.outputs[0])
+    if len(users) != 1 or users[0].op != "transpose":
+        return False  # only where the transposed result is transposed again anyway
+    swap = _swap(rank)
+    px = tuple(tx.attrs["perm"][i] for i in swap)
+    source = tx.inputs[0]
+    x2 = rw.emit("transpose", [source], {"perm": px}, like=node,
+                 shape=tuple(source.shape[i] for i in px))
+    out_shape = node.outputs[0].shape
+    inner = rw.emit("matmul", [ty.inputs[0], x2], like=node,
+                    shape=tuple(out_shape[i] for i in swap))
+    rw.replace(node.outputs[0], rw.emit("transpose", [inner], {"perm": swap}, like=node,
+                                        shape=out_shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "matmul":
+        return _orient(rw, node)
     if node.op != "einsum" or len(node.inputs) != 2:
         return False
     parsed = _parse(node.attrs["equation"])

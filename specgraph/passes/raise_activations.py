@@ -19,6 +19,7 @@ __all__ = ["RaiseActivationsPass"]
 
 _ANCHORS = {
     "erf": [("gelu", {"approximate": "none"})],
+    "erfc": [("gelu", {"approximate": "none"})],
     "tanh": [("gelu", {"approximate": "tanh"})],
     "sigmoid": [("silu", {})],
     "maximum": [("relu", {})],

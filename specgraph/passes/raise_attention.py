@@ -44,22 +44,44 @@ def _peel_scores(rw: Rewriter, s: Value) -> tuple[Value, list[float], list[Value
     return None
 
 
-def _qk(rw: Rewriter, product: Value) -> tuple[Value, Value, Value | None, float] | None:
-    """q and k (as [..., S, E]) of q·kᵀ, the transpose feeding it, and any q or k scale."""
+def _scaled(rw: Rewriter, value: Value) -> tuple[Value, float]:
+    """``value`` without the scalar multiplications and divisions that produced it."""
+    scale = 1.0
+    node = rw.producer(value)
+    while node is not None and node.op in ("mul", "div"):
+        consts = [rw.scalar(v) for v in node.inputs]
+        if node.op == "div" and consts[1] is not None:
+            scale /= consts[1]
+            value = node.inputs[0]
+        elif node.op == "mul" and any(c is not None for c in consts):
+            scale *= next(c for c in consts if c is not None)
+            value = next(v for v, c in zip(node.inputs, consts) if c is None)
+        else:
+            break
+        node = rw.producer(value)
+    return value, scale
+
+
+def _qk(rw: Rewriter, product: Value):
+    """q (and the transpose to apply to it), k or kᵀ, and the scale folded into q."""
     mm = rw.producer(product)
     q, kt = mm.inputs
-    scale = 1.0
+    perm = None
     q_node = rw.producer(q)
-    if q_node is not None and q_node.op == "mul" and any(rw.scalar(v) is not None
-                                                         for v in q_node.inputs):
-        scale *= next(rw.scalar(v) for v in q_node.inputs if rw.scalar(v) is not None)
-        q = next(v for v in q_node.inputs if rw.scalar(v) is None)
+    if q_node is not None and q_node.op == "transpose":
+        base, scale = _scaled(rw, q_node.inputs[0])
+        if scale != 1.0:
+            q, perm = base, q_node.attrs["perm"]
+        else:
+            scale = 1.0
+    else:
+        q, scale = _scaled(rw, q)
     t = rw.producer(kt)
     rank = kt.rank
     swap = tuple(range(rank - 2)) + (rank - 1, rank - 2)
     if t is not None and t.op == "transpose" and t.attrs["perm"] == swap:
-        return q, t.inputs[0], None, scale
-    return q, kt, kt, scale
+        return q, perm, t.inputs[0], None, scale
+    return q, perm, kt, kt, scale
 
 
 def _causal(mask: np.ndarray, where: bool) -> bool:
@@ -83,7 +105,7 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
     if peeled is None or len(peeled[2]) > 1:
         return None
     product, scales, masks = peeled
-    q, k, kt, q_scale = _qk(rw, product)
+    q, q_perm, k, kt, q_scale = _qk(rw, product)
     causal = False
     if masks:
         mask_node = rw.producer(sm.inputs[0])
@@ -92,7 +114,7 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
                                               mask_node.op == "where")
         if not causal:
             return None  # a general constant mask: kept as written
-    return q, k, kt, v, q_scale * math.prod(scales), causal
+    return q, q_perm, k, kt, v, q_scale * math.prod(scales), causal
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
@@ -101,7 +123,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     found = _pattern(rw, node)
     if found is None:
         return False
-    q, k, kt, v, scale, causal = found
+    q, q_perm, k, kt, v, scale, causal = found
     y = node.outputs[0]
     rw.keep(node)  # the root must be visible to the region walk
     free = [q, kt if kt is not None else k, v]
@@ -113,10 +135,14 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 
     def candidate(env):
         kk = np.swapaxes(env[kt], -1, -2) if kt is not None else env[k]
-        return spec.reference(env[q], kk, env[v], **attrs)
+        qq = np.transpose(env[q], q_perm) if q_perm is not None else env[q]
+        return spec.reference(qq, kk, env[v], **attrs)
 
     if not agrees(rw, nodes, y, free, candidate):
         return True
+    if q_perm is not None:
+        q = rw.emit("transpose", [q], {"perm": q_perm}, like=node,
+                    shape=tuple(q.shape[i] for i in q_perm))
     if kt is not None:
         perm = tuple(range(kt.rank - 2)) + (kt.rank - 1, kt.rank - 2)
         k = rw.emit("transpose", [kt], {"perm": perm}, like=node,

@@ -8,6 +8,8 @@ a bias that broadcasts over any axis other than the layer's output features stay
 
 from __future__ import annotations
 
+from math import prod
+
 from specgraph.ir import Graph, Node, Value
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -62,11 +64,74 @@ def _bias_add(rw: Rewriter, node: Node) -> bool:
     return False
 
 
+def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
+    """reshape(linear(reshape(x, [N, d])), S): a linear acts on the last axis, so flattening
+    the leading axes around it (TF's Tensordot, Flax's DenseGeneral) changes nothing."""
+    lin_value = node.inputs[0]
+    lin = rw.producer(lin_value)
+    if lin is None or lin.op != "linear" or rw.uses(lin_value) != 1:
+        return False
+    flat = rw.producer(lin.inputs[0])
+    if flat is None or flat.op != "reshape" or rw.uses(lin.inputs[0]) != 1:
+        return False
+    x = flat.inputs[0]
+    d = lin.inputs[0].shape[-1]
+    k = next((k for k in range(x.rank, -1, -1) if prod(x.shape[k:]) == d), None)
+    if k is None:
+        return False
+    lead = x.shape[:k]
+    out_features = lin_value.shape[-1]
+    if prod(lead) != prod(lin_value.shape[:-1]):
+        return False
+    target = node.outputs[0].shape
+    if target[: len(lead)] != lead or prod(target[len(lead):]) != out_features:
+        return False
+    if x.shape != lead + (d,):  # trailing axes merged into the features: keep that merge
+        x = rw.emit("reshape", [x], {"shape": lead + (d,)}, like=flat, shape=lead + (d,))
+    out = rw.emit("linear", [x, *lin.inputs[1:]], dict(lin.attrs), like=lin,
+                  shape=lead + (out_features,))
+    if target != out.shape:
+        out = rw.emit("reshape", [out], {"shape": target}, like=node, shape=target)
+    rw.replace(node.outputs[0], out)
+    return True
+
+
+def _bias_through_split(rw: Rewriter, node: Node) -> bool:
+    """add(reshape(linear(x), [..., h, d]), b[h, d]): the bias of the linear, before the
+    reshape that splits its output features."""
+    for split_value, other in (node.inputs, node.inputs[::-1]):
+        split = rw.producer(split_value)
+        if split is None or split.op != "reshape" or rw.uses(split_value) != 1:
+            continue
+        lin_value = split.inputs[0]
+        lin = rw.producer(lin_value)
+        if lin is None or lin.op != "linear" or lin.attrs["bias"] or rw.uses(lin_value) != 1:
+            continue
+        lead = lin_value.shape[:-1]
+        tail = split_value.shape[len(lead):]
+        if split_value.shape[: len(lead)] != lead or not rw.is_fixed(other):
+            continue
+        full = (1,) * (split_value.rank - other.rank) + other.shape
+        if any(s != 1 for s in full[: len(lead)]) or full[len(lead):] != tail:
+            continue
+        out_features = lin_value.shape[-1]
+        bias = rw.emit("reshape", [other], {"shape": (out_features,)}, like=node,
+                       shape=(out_features,))
+        new = rw.emit("linear", [*lin.inputs, bias], {**lin.attrs, "bias": True}, like=lin,
+                      shape=lin_value.shape)
+        rw.replace(node.outputs[0], rw.emit("reshape", [new], {"shape": split_value.shape},
+                                            like=split, shape=split_value.shape))
+        return True
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul":
         return _matmul(rw, node)
     if node.op == "add":
-        return _bias_add(rw, node)
+        return _bias_add(rw, node) or _bias_through_split(rw, node)
+    if node.op == "reshape":
+        return _linear_through_reshape(rw, node)
     return False
 
 

@@ -30,21 +30,27 @@ def _float64(tree: Any) -> Any:
 
 
 def _run_float64(name: str) -> Any:
-    """The zoo model ``name`` run by JAX in float64 on the same weights and inputs."""
+    """The zoo model ``name`` run by JAX (under jit) in float64 on the same weights and
+    inputs."""
     framework = name.split("/")[1]
     factory = MODELS[name]()
     with jax.enable_x64(True):
         if framework == "jax":
             apply_fn, params, inputs = factory
-            return apply_fn(_float64(params), *_float64(inputs))
+            return jax.jit(apply_fn)(_float64(params), *_float64(inputs))
         if framework == "linen":
             module, variables, inputs = factory
-            return module.apply(_float64(variables), *_float64(inputs))
+            return jax.jit(module.apply)(_float64(variables), *_float64(inputs))
         module, inputs = factory
         graphdef, state = nnx.split(module)
-        copy = nnx.merge(graphdef, _float64(state))
-        copy.eval()
-        return copy(*_float64(inputs))
+
+        def apply(state: Any, *xs: Any) -> Any:
+            copy = nnx.merge(graphdef, state)
+            copy.eval()  # NNX layers fix their computation dtype when built: widen it too
+            copy.set_attributes(dtype=jnp.float64, raise_if_not_found=False)
+            return copy(*xs)
+
+        return jax.jit(apply)(_float64(state), *_float64(inputs))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -58,6 +64,11 @@ def test_reference_reproduces_float32_model(name: str) -> None:
         assert _rel_err(got[key], want) < 1e-5, (name, key, _rel_err(got[key], want))
 
 
+# jax.nn.dot_product_attention (NNX's attention) takes its softmax in float32 even on
+# float64 inputs, so JAX's own float64 run is only that close to exact.
+_FLOAT64_TOLERANCE = {"preln/nnx": 1e-7}
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_reference_matches_float64_model_tightly(name: str) -> None:
     traced = trace(name)
@@ -66,4 +77,5 @@ def test_reference_matches_float64_model_tightly(name: str) -> None:
     got = run(traced.graph, traced.inputs, traced.weights)
     for key, value in want.items():
         assert np.asarray(value).dtype == np.float64
-        assert _rel_err(got[key], np.asarray(value)) < 1e-9, (name, key)
+        err = _rel_err(got[key], np.asarray(value))
+        assert err < _FLOAT64_TOLERANCE.get(name, 1e-9), (name, key, err)
