@@ -239,7 +239,8 @@ def prune(graph: Graph) -> Graph:
             keep.append(node)
             live.update(node.inputs)
     keep.reverse()
-    if len(keep) == len(graph.nodes) and all(v in live for v in graph.params.values()):
+    if len(keep) == len(graph.nodes) and all(v in live for v in graph.params.values()) and \
+            all(v in live for v in graph.constants):
         return graph
     return graph.replace(
         nodes=keep,

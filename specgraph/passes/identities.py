@@ -29,6 +29,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _transpose(rw, node)
     if node.op == "where":
         return _index_wrap(rw, node)
+    if node.op == "reshape" and _batched_transpose(rw, node):
+        return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
     return False
@@ -51,6 +53,30 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
                                                 like=node, shape=node.outputs[0].shape))
         return True
     return False
+
+
+def _batched_transpose(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(reshape(x, [B, *T]), p), S) with p keeping the merged batch axis
+    first, S splitting it back: one transpose of x (exporters flatten batch and heads)."""
+    t = rw.producer(node.inputs[0])
+    if t is None or t.op != "transpose" or t.attrs["perm"][0] != 0:
+        return False
+    merge = rw.producer(t.inputs[0])
+    if merge is None or merge.op != "reshape":
+        return False
+    x = merge.inputs[0]
+    tail = merge.outputs[0].shape[1:]
+    lead = x.shape[: x.rank - len(tail)]
+    if x.shape[x.rank - len(tail):] != tail or not lead:
+        return False
+    perm = t.attrs["perm"]
+    permuted = tuple(tail[p - 1] for p in perm[1:])
+    if node.outputs[0].shape != lead + permuted:
+        return False
+    full = tuple(range(len(lead))) + tuple(len(lead) + p - 1 for p in perm[1:])
+    rw.replace(node.outputs[0], rw.emit("transpose", [x], {"perm": full}, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
 
 
 def _reshape_chain(rw: Rewriter, node: Node) -> bool:

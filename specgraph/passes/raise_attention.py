@@ -62,26 +62,24 @@ def _scaled(rw: Rewriter, value: Value) -> tuple[Value, float]:
     return value, scale
 
 
-def _qk(rw: Rewriter, product: Value):
-    """q (and the transpose to apply to it), k or kᵀ, and the scale folded into q."""
-    mm = rw.producer(product)
-    q, kt = mm.inputs
-    perm = None
-    q_node = rw.producer(q)
-    if q_node is not None and q_node.op == "transpose":
-        base, scale = _scaled(rw, q_node.inputs[0])
+def _operand(rw: Rewriter, value: Value) -> tuple[Value, tuple[int, ...] | None, float]:
+    """An operand of q·kᵀ as (base, transpose to apply to it or None, scalar folded in)."""
+    node = rw.producer(value)
+    if node is not None and node.op == "transpose":
+        base, scale = _scaled(rw, node.inputs[0])
         if scale != 1.0:
-            q, perm = base, q_node.attrs["perm"]
-        else:
-            scale = 1.0
-    else:
-        q, scale = _scaled(rw, q)
-    t = rw.producer(kt)
-    rank = kt.rank
-    swap = tuple(range(rank - 2)) + (rank - 1, rank - 2)
-    if t is not None and t.op == "transpose" and t.attrs["perm"] == swap:
-        return q, perm, t.inputs[0], None, scale
-    return q, perm, kt, kt, scale
+            return base, node.attrs["perm"], scale
+        return value, None, 1.0
+    base, scale = _scaled(rw, value)
+    return base, None, scale
+
+
+def _qk(rw: Rewriter, product: Value):
+    """q and kᵀ of the scores product, each as (base, perm or None), and the folded scale."""
+    mm = rw.producer(product)
+    q, q_perm, q_scale = _operand(rw, mm.inputs[0])
+    kt, kt_perm, k_scale = _operand(rw, mm.inputs[1])
+    return q, q_perm, kt, kt_perm, q_scale * k_scale
 
 
 def _causal(mask: np.ndarray, where: bool) -> bool:
@@ -105,7 +103,7 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
     if peeled is None or len(peeled[2]) > 1:
         return None
     product, scales, masks = peeled
-    q, q_perm, k, kt, q_scale = _qk(rw, product)
+    q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
     causal = False
     if masks:
         mask_node = rw.producer(sm.inputs[0])
@@ -114,7 +112,11 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
                                               mask_node.op == "where")
         if not causal:
             return None  # a general constant mask: kept as written
-    return q, q_perm, k, kt, v, q_scale * math.prod(scales), causal
+    return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal
+
+
+def _apply(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
+    return array if perm is None else np.transpose(array, perm)
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
@@ -123,30 +125,31 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     found = _pattern(rw, node)
     if found is None:
         return False
-    q, q_perm, k, kt, v, scale, causal = found
+    q, q_perm, kt, kt_perm, v, scale, causal = found
     y = node.outputs[0]
     rw.keep(node)  # the root must be visible to the region walk
-    free = [q, kt if kt is not None else k, v]
-    nodes = region(rw, y, free)
+    nodes = region(rw, y, [q, kt, v])
     if nodes is None:
         return True
     spec = get_spec("attention")
     attrs = spec.normalize_attrs({"scale": float(f"{scale:.9g}"), "causal": causal})
 
     def candidate(env):
-        kk = np.swapaxes(env[kt], -1, -2) if kt is not None else env[k]
-        qq = np.transpose(env[q], q_perm) if q_perm is not None else env[q]
-        return spec.reference(qq, kk, env[v], **attrs)
+        kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
+        return spec.reference(_apply(env[q], q_perm), kk, env[v], **attrs)
 
-    if not agrees(rw, nodes, y, free, candidate):
+    if not agrees(rw, nodes, y, [q, kt, v], candidate):
         return True
     if q_perm is not None:
         q = rw.emit("transpose", [q], {"perm": q_perm}, like=node,
                     shape=tuple(q.shape[i] for i in q_perm))
-    if kt is not None:
-        perm = tuple(range(kt.rank - 2)) + (kt.rank - 1, kt.rank - 2)
-        k = rw.emit("transpose", [kt], {"perm": perm}, like=node,
-                    shape=tuple(kt.shape[i] for i in perm))
+    rank = y.rank
+    swap = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+    k_perm = tuple((kt_perm or tuple(range(rank)))[i] for i in swap)  # kᵀ = T(kt_base)
+    k = kt
+    if k_perm != tuple(range(rank)):
+        k = rw.emit("transpose", [kt], {"perm": k_perm}, like=node,
+                    shape=tuple(kt.shape[i] for i in k_perm))
     rw.replace(y, rw.emit("attention", [q, k, v], attrs, like=node, shape=y.shape))
     return True
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from specgraph.ir import Graph, Node, Value
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -125,7 +127,20 @@ def _bias_through_split(rw: Rewriter, node: Node) -> bool:
     return False
 
 
+def _zero_bias(rw: Rewriter, node: Node) -> bool:
+    """A bias that is a constant of zeros (exporters write one for bias=False) is no bias."""
+    data = rw.constant_value(node.inputs[-1])
+    if not node.attrs["bias"] or data is None or np.any(data):
+        return False
+    attrs = {**node.attrs, "bias": False}
+    rw.replace(node.outputs[0], rw.emit(node.op, list(node.inputs[:-1]), attrs, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op in _WITH_BIAS and _zero_bias(rw, node):
+        return True
     if node.op == "matmul":
         return _matmul(rw, node)
     if node.op == "add":

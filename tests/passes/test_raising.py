@@ -174,7 +174,7 @@ def test_bias_on_the_wrong_axis_stays_an_add():
 
 def _attention(scale: float, causal: bool) -> Graph:
     f = B(2, 2, 5, 4)
-    q, k, v = f.x, f("mul", f.x, f.c(0.5)), f("add", f.x, f.c(1.0))
+    q, k, v = f.x, f("sub", f.x, f.c(0.5)), f("add", f.x, f.c(1.0))
     s = f("mul", f("matmul", q, f("transpose", k, perm=(0, 1, 3, 2))), f.c(scale))
     if causal:
         keep = np.tril(np.ones((5, 5), dtype=bool))
@@ -207,6 +207,18 @@ def test_transposes_move_through_reductions():
     g = f.build(f("reduce_mean", t, axes=(1, 2), keepdims=False))
     c = canonicalize(g)
     assert _ops(c) == ["reduce_mean"] and c.nodes[0].attrs["axes"] == (2, 3)
+    _same(g, c)
+
+
+def test_scale_split_between_q_and_k_is_one_attention_scale():
+    f = B(2, 2, 5, 4)  # torch.onnx writes softmax((q·√s)·(kᵀ·√s))·v
+    k = f("transpose", f("sub", f.x, f.c(0.5)), perm=(0, 1, 3, 2))
+    q = f("mul", f.x, f.c(math.sqrt(0.125)))
+    s = f("matmul", q, f("mul", k, f.c(math.sqrt(0.125))))
+    g = f.build(f("matmul", f("softmax", s, axis=3), f("add", f.x, f.c(1.0))))
+    c = canonicalize(g)
+    (att,) = [n for n in c.nodes if n.op == "attention"]
+    assert att.attrs["scale"] == pytest.approx(0.125)
     _same(g, c)
 
 
