@@ -51,6 +51,9 @@ _NUMPY_NAMES = {np.dtype(v): k for k, v in _NUMPY.items()}
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _FRAMEWORK_FILE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:torch|onnxscript|onnx)[/\\]")
 # Inputs in these slots hold weights: an initializer there is a parameter whatever its size.
+# names exporters give to tensors they made up (masks, folded constants), not to weights
+_GENERATED_NAME = re.compile(r"^(val_\d+|_val_\d+|onnx::|_tensor_constant|const_|/.*Constant)")
+
 _WEIGHT_SLOTS = {
     "Gemm": (1, 2), "MatMul": (0, 1), "Conv": (1, 2), "ConvTranspose": (1, 2),
     "BatchNormalization": (1, 2, 3, 4), "LayerNormalization": (1, 2),
@@ -384,8 +387,9 @@ class _Converter:
             dtype = _DTYPES.get(tensor.data_type, "")
             if dtype == "bfloat16":
                 array = array.astype(np.float32)
-            if dtype.startswith(("float", "bfloat")) and (array.size > 1
-                                                         or tensor.name in weight_slots):
+            generated = bool(_GENERATED_NAME.match(tensor.name))
+            if dtype.startswith(("float", "bfloat")) and (
+                    tensor.name in weight_slots or array.size > 1 and not generated):
                 self.inits[tensor.name] = array
                 self.init_dtypes[tensor.name] = dtype
             else:
