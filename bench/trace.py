@@ -38,7 +38,60 @@ def torch_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[
     return (lambda: torch.export.export(model, x)), (lambda: frontend.trace(model, x))
 
 
-CASES = {"torch": torch_case}
+def jax_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[], object]]:
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    from specgraph.frontends import jax as frontend
+
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.LayerNorm()(x)
+            x = x + nn.MultiHeadDotProductAttention(num_heads=8)(h, h)
+            h = nn.Dense(4 * width)(nn.LayerNorm()(x))
+            return x + nn.Dense(width)(nn.gelu(h))
+
+    class Encoder(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            for _ in range(layers):
+                x = Block()(x)
+            return x
+
+    model = Encoder()
+    x = jnp.ones((2, 64, width))
+    variables = model.init(jax.random.PRNGKey(0), x)
+    return (lambda: jax.make_jaxpr(model.apply)(variables, x)), (
+        lambda: frontend.trace_linen(model, variables, (x,)))
+
+
+def tf_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[], object]]:
+    import keras
+    import tensorflow as tf
+
+    from specgraph.frontends import tf as frontend
+
+    inputs = keras.Input((64, width), batch_size=2)
+    x = inputs
+    for _ in range(layers):
+        h = keras.layers.LayerNormalization(epsilon=1e-5)(x)
+        x = x + keras.layers.MultiHeadAttention(8, width // 8)(h, h)
+        h = keras.layers.Dense(4 * width, activation="gelu")(
+            keras.layers.LayerNormalization(epsilon=1e-5)(x))
+        x = x + keras.layers.Dense(width)(h)
+    model = keras.Model(inputs, x)
+    data = (tf.ones((2, 64, width)),)
+    spec = tf.TensorSpec((2, 64, width), tf.float32)
+
+    def native():
+        return tf.function(lambda a: model(a, training=False)).get_concrete_function(spec)
+
+    return native, (lambda: frontend.trace(model, data))
+
+
+CASES = {"torch": torch_case, "jax": jax_case, "tf": tf_case}
 
 
 def main() -> None:

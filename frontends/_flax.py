@@ -7,9 +7,10 @@ innermost marked path (plus any scope the user opened inside that module):
 * linen: ``flax.linen.intercept_methods``, Flax's public hook around module methods, opens
   the scope with ``module.path`` while the trace runs;
 * NNX modules carry no path and ``module(x)`` looks ``__call__`` up on the class, so the
-  trace runs on a private copy (``nnx.merge`` of the module's split state) whose submodules
-  are given, for the duration of the trace, a subclass whose ``__call__`` opens the scope.
-  Only that copy is touched: the user's module and classes are left as they are.
+  trace runs on a private copy (``nnx.merge`` of the module's split state, put in eval mode
+  as ``Module.eval()`` does) whose submodules are given a subclass whose ``__call__`` opens
+  the scope of the instance's path. Only that copy is touched: the user's module and
+  classes are left as they are (the subclasses are cached, one per class).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
                                     jax_frontend.positional_names(module.__call__, 0))
     return jax_frontend.trace_program(
         program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
-        eager=lambda: module.apply(variables, *args),
         scopes=linen.intercept_methods(_linen_scope))
 
 
@@ -86,15 +86,29 @@ def _scoped_class(cls: type) -> type:
     return scoped
 
 
-@contextlib.contextmanager
-def _nnx_scopes(copy: Any) -> Iterator[None]:
-    """Give each submodule of ``copy`` (a private copy) its path as a scope while tracing."""
+# what Module.eval() sets, on every module that has the attribute
+_EVAL_ATTRIBUTES = ("deterministic", "use_running_average")
+
+
+def _prepared(graphdef: Any, state: Any) -> tuple[Any, dict[int, str]]:
+    """A private copy of the module in eval mode whose submodules open their path as a scope
+    when called, and the path of each (one walk over the graph does both)."""
+    copy = nnx.merge(graphdef, state)
     paths: dict[int, str] = {}
     for path, node in nnx.iter_graph(copy):
-        if isinstance(node, nnx.Module) and path and callable(getattr(type(node), "__call__",
-                                                                       None)):
+        if not isinstance(node, nnx.Module):
+            continue
+        for name in _EVAL_ATTRIBUTES:
+            if hasattr(node, name):
+                setattr(node, name, True)
+        if path and callable(getattr(type(node), "__call__", None)):
             paths.setdefault(id(node), ".".join(str(p) for p in path))
             node.__class__ = _scoped_class(type(node))
+    return copy, paths
+
+
+@contextlib.contextmanager
+def _scopes(paths: dict[int, str]) -> Iterator[None]:
     token = _NNX_PATHS.set(paths)
     try:
         yield
@@ -114,12 +128,6 @@ def _state_names(state: Any) -> list[str]:
     return names
 
 
-def _evaluated(graphdef: Any, state: Any) -> Any:
-    copy = nnx.merge(graphdef, state)
-    copy.eval()
-    return copy
-
-
 def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
     """See ``specgraph.frontends.jax.trace_nnx``."""
     returns = "(module, example_inputs)"
@@ -131,12 +139,11 @@ def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -
     names = _state_names(state)
 
     def apply(state: Any, *inputs: Any) -> Any:
-        copy = _evaluated(graphdef, state)
-        with _nnx_scopes(copy):
+        copy, paths = _prepared(graphdef, state)
+        with _scopes(paths):
             return copy(*inputs)
 
     program = jax_frontend.Program(apply, state, args, names,
                                     jax_frontend.positional_names(module.__call__, 0))
     return jax_frontend.trace_program(
-        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
-        eager=lambda: _evaluated(graphdef, state)(*args))
+        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module)

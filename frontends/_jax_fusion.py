@@ -15,6 +15,7 @@ Anything that does not match is inlined primitive by primitive: a shortcut is ne
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 from collections.abc import Callable, Sequence
@@ -75,33 +76,32 @@ def _body_key(jaxpr: Jaxpr) -> tuple:
     return fingerprint(jaxpr.eqns, jaxpr.outvars, [*jaxpr.constvars, *jaxpr.invars])
 
 
-def _spec(var: Any) -> Any:
-    aval = var.aval
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type",
-                                                                          False))
-
-
 def _avals_key(atoms: Sequence[Any]) -> tuple:
     return tuple((tuple(a.aval.shape), str(a.aval.dtype), getattr(a.aval, "weak_type", False))
                  for a in atoms)
 
 
 @functools.lru_cache(maxsize=1024)
-def _template(kind: str, attrs: tuple, avals: tuple) -> Any:
-    """The closed jaxpr of library function ``kind`` with ``attrs`` on operands ``avals``."""
+def _template(kind: str, attrs: tuple, avals: tuple) -> Any | None:
+    """The closed jaxpr of library function ``kind`` with ``attrs`` on operands ``avals``
+    (None if the function does not take such operands: then nothing matches it)."""
     fn = _TEMPLATE_FNS[kind](dict(attrs))
     specs = [jax.ShapeDtypeStruct(s, np.dtype(d), weak_type=w) for s, d, w in avals]
-    with _template_context(kind):
-        return jax.make_jaxpr(fn)(*specs)
+    try:
+        with _template_context(kind):
+            return jax.make_jaxpr(fn)(*specs)
+    except Exception:  # noqa: BLE001  (any failure only means: no shortcut)
+        return None
 
 
 def _template_context(kind: str) -> Any:
     if kind == "_softmax":  # jax.nn.softmax is a named custom_jvp only under this flag
-        from jax._src import config
+        try:
+            from jax._src import config
 
-        return config.softmax_custom_jvp(True)
-    import contextlib
-
+            return config.softmax_custom_jvp(True)
+        except (ImportError, AttributeError):
+            pass
     return contextlib.nullcontext()
 
 
@@ -152,14 +152,26 @@ def _slope(default: float) -> Callable[[Any, Any, Jaxpr], dict[str, Any] | None]
         value = cx.known(eqn.invars[1])
         if len(eqn.invars) != 2 or value is None or value.size != 1:
             return None
-        return {"alpha": _float32_text(float(value)), "_explicit": True}
+        return {"alpha": _shortest(value), "_explicit": True}
 
     return attrs
 
 
-def _float32_text(value: float) -> float:
-    """The shortest decimal that rounds to the same float32 (0.2, not 0.20000000298)."""
-    return float(np.format_float_positional(np.float32(value), unique=True, trim="-"))
+def _shortest(value: np.ndarray) -> float:
+    """The shortest decimal that rounds to the same number in its own precision (a float32
+    0.2 is 0.2, not 0.20000000298)."""
+    scalar = value.reshape(()).astype(value.dtype if value.dtype.kind == "f" else np.float64)[()]
+    return float(np.format_float_positional(scalar, unique=True, trim="-"))
+
+
+def _clip_bounds(cx: Any, eqn: Any, body: Jaxpr) -> dict[str, Any] | None:
+    """jnp.clip(x, lo, hi) with both bounds known scalars (``None`` bounds are not passed)."""
+    if len(eqn.invars) != 3:
+        return None
+    bounds = [cx.known(v) for v in eqn.invars[1:]]
+    if any(b is None or b.size != 1 for b in bounds):
+        return None
+    return {"min": float(bounds[0].reshape(())), "max": float(bounds[1].reshape(()))}
 
 
 def _trilu_k(cx: Any, eqn: Any, body: Jaxpr) -> dict[str, Any] | None:
@@ -217,6 +229,7 @@ SHORTCUTS: dict[str, Shortcut] = {
                             _emit_softmax("log_softmax")),
     "_softmax": Shortcut("custom_jvp_call", "jax.nn.softmax", _reduce_axis,
                          _emit_softmax("softmax")),
+    "clip": Shortcut("jit", "jax.numpy.clip", _clip_bounds, _unary("clip")),
     "tril": Shortcut("jit", "jax.numpy.tril", _trilu_k, _emit_trilu(False)),
     "triu": Shortcut("jit", "jax.numpy.triu", _trilu_k, _emit_trilu(True)),
     "_take": Shortcut("jit", "jax.numpy.take", _take_axis, _emit_take),
@@ -244,6 +257,7 @@ _TEMPLATE_FNS: dict[str, Callable[[dict[str, Any]], Callable[..., Any]]] = {
     "_softmax": lambda a: functools.partial(jax.nn.softmax, axis=a["axis"]),
     "softmax": lambda a: functools.partial(jax.nn.softmax, axis=a["axis"]),
     "gelu": lambda a: functools.partial(jax.nn.gelu, approximate=a["approximate"] == "tanh"),
+    "clip": lambda a: lambda x, lo, hi: jnp.clip(x, lo, hi),
     "tril": lambda a: functools.partial(jnp.tril, k=a["k"]),
     "triu": lambda a: functools.partial(jnp.triu, k=a["k"]),
     "_take": lambda a: functools.partial(jnp.take, axis=a["axis"]),
@@ -266,6 +280,8 @@ def named_call(cx: Any) -> Any | None:
     if attrs is None:
         return None
     template = _template(name, tuple(sorted(attrs.items())), _avals_key(eqn.invars))
+    if template is None:
+        return None
     call = [e for e in template.jaxpr.eqns if call_name(e) == name]
     if len(call) != 1 or _param_key(body_param) != _param_key(
             call[0].params.get("jaxpr", call[0].params.get("call_jaxpr"))):
@@ -296,12 +312,14 @@ class Inlined:
         arity: how many array operands it reads.
         variants: the attribute sets to try, given the run of equations it produced.
         emit: adds the canonical node(s), given the operands in argument order.
+        dtypes: the operand dtypes for which the canonical op is exact (None: all).
     """
 
     kind: str
     arity: int
     variants: Callable[[Sequence[Any]], list[dict[str, Any]]]
     emit: Callable[[Any, list[Any], dict[str, Any], Any], Any]
+    dtypes: tuple[str, ...] | None = None
 
 
 def _gelu_variants(run: Sequence[Any]) -> list[dict[str, Any]]:
@@ -346,10 +364,13 @@ _INLINED: dict[Any, Inlined] = {}
 for _fn, _spec in ((jax.nn.gelu, Inlined("gelu", 1, _gelu_variants, _emit_one("gelu"))),
                    (jax.nn.softmax, Inlined("softmax", 1, _softmax_variants,
                                             _emit_one("softmax"))),
+                   # it always takes the softmax in float32: exact up to float32 inputs
                    (jax.nn.dot_product_attention,
-                    Inlined("dot_product_attention", 3, _attention_variants, _emit_attention))):
+                    Inlined("dot_product_attention", 3, _attention_variants, _emit_attention,
+                            ("float32", "float16", "bfloat16")))):
     if hasattr(_fn, "__code__"):  # a plain Python function in this JAX version
         _INLINED[_fn.__code__] = _spec
+_INLINED_IDS = frozenset(id(code) for code in _INLINED)
 _TEMPLATE_FNS["dot_product_attention"] = lambda a: functools.partial(
     jax.nn.dot_product_attention, is_causal=a["causal"])
 
@@ -362,7 +383,7 @@ def match_window(cx: Any, eqns: Sequence[Any], i: int) -> int | None:
     if tb is None:
         return None
     codes, lastis = tb.raw_frames()
-    if not any(code in codes for code in _INLINED):
+    if _INLINED_IDS.isdisjoint(map(id, codes)):
         return None
     for j in range(len(codes) - 1, -1, -1):
         spec = _INLINED.get(codes[j])
@@ -425,7 +446,8 @@ def _externals(run: Sequence[Any], count: int) -> list[Any]:
 
 def _match(cx: Any, eqns: Sequence[Any], i: int, spec: Inlined, run: list[Any]) -> int | None:
     externals = _externals(run, spec.arity)
-    if len(externals) != spec.arity:
+    if len(externals) != spec.arity or (spec.dtypes is not None and any(
+            str(v.aval.dtype) not in spec.dtypes for v in externals)):
         return None
     orders = [tuple(range(spec.arity))]
     if len({_avals_key([v]) for v in externals}) > 1:
@@ -436,6 +458,8 @@ def _match(cx: Any, eqns: Sequence[Any], i: int, spec: Inlined, run: list[Any]) 
         for order in orders:
             args = [externals[k] for k in order]
             template = _template(spec.kind, tuple(sorted(attrs.items())), _avals_key(args))
+            if template is None:
+                continue
             t_eqns = template.jaxpr.eqns
             window = run[:len(t_eqns)]
             if len(window) != len(t_eqns) or not window:

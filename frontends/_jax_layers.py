@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._jax_walk import inverse_perm, reg
+from specgraph.frontends._jax_walk import PARAM_LAYOUTS, inverse_perm, reg
 
 __all__: list[str] = []
 
@@ -31,6 +31,18 @@ def _from_canonical(cx: Any, y: Any, perm: tuple[int, ...]) -> Any:
     if back == tuple(range(len(back))):
         return y
     return cx.emit("transpose", [y], {"perm": back})
+
+
+def _kernel_layout(eqn: Any) -> dict[int, tuple[int, ...]]:
+    """The canonical layout of the kernel operand: [out, in/groups, *kernel] for a conv,
+    [in, out, *kernel] for the transposed conv an input dilation makes."""
+    rhs_spec = tuple(int(a) for a in eqn.params["dimension_numbers"][1])
+    if all(int(d) == 1 for d in eqn.params["lhs_dilation"]):
+        return {1: rhs_spec}
+    return {1: (rhs_spec[1], rhs_spec[0], *rhs_spec[2:])}
+
+
+PARAM_LAYOUTS["conv_general_dilated"] = _kernel_layout
 
 
 @reg("conv_general_dilated")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._jax_walk import CONVERTERS, Converter, dtype_name, reg
+from specgraph.frontends._jax_walk import CONVERTERS, FOLDERS, Converter, dtype_name, reg
 from specgraph.ops.elementwise import INT_DTYPES
 
 __all__ = ["CONVERTERS"]
@@ -259,3 +259,25 @@ def _cond(cx: Any, eqn: Any) -> Any:
     branches = eqn.params["branches"]
     branch = branches[int(np.clip(int(index), 0, len(branches) - 1))]
     return cx.call_body(branch, [cx.atom(v) for v in eqn.invars[1:]], eqn)
+
+
+# --- small constants known at trace time (see _jax_walk.FOLDERS) -------------------------
+def _fold_broadcast(a: np.ndarray, shape: Any, broadcast_dimensions: Any, **_: Any) -> Any:
+    aligned = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        aligned[int(d)] = a.shape[i]
+    return np.broadcast_to(np.reshape(a, aligned), tuple(shape))
+
+
+FOLDERS.update({
+    "convert_element_type": lambda a, new_dtype, **_: a.astype(new_dtype),
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "max": lambda a, b: np.maximum(a, b), "min": lambda a, b: np.minimum(a, b),
+    "neg": lambda a: -a, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "select_n": lambda p, *cases: np.choose(p.astype(np.int64), cases),
+    "broadcast_in_dim": _fold_broadcast,
+    "reshape": lambda a, new_sizes, **_: np.reshape(a, tuple(new_sizes)),
+    "squeeze": lambda a, dimensions: np.squeeze(a, tuple(int(d) for d in dimensions)),
+    "copy": lambda a: a, "copy_p": lambda a: a,
+})

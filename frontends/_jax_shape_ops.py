@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,7 @@ def _broadcast_in_dim(cx: Any, eqn: Any) -> Any:
         aligned[int(d)] = x.shape[i]
     if x.shape == shape:
         return cx.emit("identity", [x])
-    if int(np.prod(aligned, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64)):
+    if math.prod(aligned) == math.prod(shape):
         return cx.emit("reshape", [x], {"shape": shape})
     x = _reshaped(cx, x, tuple(aligned))
     return cx.emit("expand", [x], {"shape": shape})
@@ -93,12 +94,14 @@ def _split(cx: Any, eqn: Any) -> Any:
 
 def _emit_slice(cx: Any, x: Any, starts: list[int], ends: list[int], steps: list[int]) -> Any:
     axes = [a for a in range(x.rank) if (starts[a], ends[a], steps[a]) != (0, x.shape[a], 1)]
+    shape = tuple(len(range(b, e, st)) for b, e, st in zip(starts, ends, steps))
     if not axes:
-        return cx.emit("identity", [x])
+        return cx.emit("identity", [x], out=(shape, x.dtype))
     return cx.emit("slice", [x], {"axes": tuple(axes),
                                   "starts": tuple(starts[a] for a in axes),
                                   "ends": tuple(ends[a] for a in axes),
-                                  "steps": tuple(steps[a] for a in axes)})
+                                  "steps": tuple(steps[a] for a in axes)},
+                   out=(shape, x.dtype))
 
 
 @reg("slice")
@@ -112,17 +115,28 @@ def _slice(cx: Any, eqn: Any) -> Any:
 
 @reg("dynamic_slice")
 def _dynamic_slice(cx: Any, eqn: Any) -> Any:
-    """A slice when every start index is known at trace time (clamped as XLA does)."""
+    """A slice on the axes whose start is known at trace time (clamped as XLA does); an
+    axis with a computed start must be cut to size 1, which is a ``gather`` of that index."""
     operand, *indices = eqn.invars
-    known = [cx.known(v) for v in indices]
-    if any(k is None or k.size != 1 for k in known):
-        return cx.opaque()
     x = cx.value(operand)
     sizes = [int(s) for s in eqn.params["slice_sizes"]]
-    starts = [int(np.clip(int(k.reshape(())), 0, x.shape[a] - sizes[a]))
-              for a, k in enumerate(known)]
-    ends = [s + n for s, n in zip(starts, sizes)]
-    return _emit_slice(cx, x, starts, ends, [1] * x.rank)
+    known = [cx.known(v) for v in indices]
+    dynamic = [a for a, k in enumerate(known) if k is None or k.size != 1]
+    if any(sizes[a] != 1 for a in dynamic):
+        return cx.opaque()
+    starts, ends = [0] * x.rank, list(x.shape)
+    for a, k in enumerate(known):
+        if a not in dynamic:
+            starts[a] = int(np.clip(int(k.reshape(())), 0, x.shape[a] - sizes[a]))
+            ends[a] = starts[a] + sizes[a]
+    y = x
+    if any((b, e) != (0, n) for b, e, n in zip(starts, ends, x.shape)):
+        y = _emit_slice(cx, x, starts, ends, [1] * x.rank)
+    for a in dynamic:
+        index = _reshaped(cx, cx.value(indices[a]), (1,))
+        shape = y.shape[:a] + (1,) + y.shape[a + 1:]
+        y = cx.emit("gather", [y, index], {"axis": a}, out=(shape, y.dtype))
+    return y
 
 
 @reg("pad")
@@ -171,7 +185,6 @@ def _gather(cx: Any, eqn: Any) -> Any:
     batch = _shape(indices)[:-1]
     ids = _reshaped(cx, cx.value(indices), batch)
     if cx.is_param(operand) and len(operand.aval.shape) == 2 and axis == 0:
-        cx.set_origin("gather")
         return cx.emit("embedding", [ids, cx.value(operand)])
     return cx.emit("gather", [cx.value(operand), ids], {"axis": axis})
 

@@ -1,13 +1,14 @@
 """The jaxpr walk of the JAX frontend: one converter call per equation, nested calls inlined.
 
-``Converter`` holds the state every converter in the op tables uses: the IR value of each
-jaxpr variable (``value``), constants known at trace time (``known``), parameters in a
-requested layout (``param``), and ``emit`` / ``opaque`` to add nodes with the equation's
-scope, source and origin.
+``JaxprConverter`` holds the state every converter in the op tables uses: the IR value of
+each jaxpr variable (``value``), constants known at trace time (``known``), parameters in
+their canonical layout (``param``), and ``emit`` / ``opaque`` to add nodes with the
+equation's scope, source and origin.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sysconfig
 from collections.abc import Callable, Sequence
@@ -21,8 +22,18 @@ from specgraph.errors import TraceError
 from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
 from specgraph.ops import OPAQUE
 
+__all__ = ["JaxprConverter", "CONVERTERS", "FOLDERS", "PARAM_LAYOUTS", "reg", "SCOPE_MARK",
+           "source", "dtype_name", "inverse_perm", "to_numpy"]
+
 Converter = Callable[["JaxprConverter", Any], Any]
 CONVERTERS: dict[str, Converter] = {}
+# NumPy versions of primitives that plumb small constants (index arithmetic, pad values):
+# their results are known at trace time, for converters that need a static value.
+FOLDERS: dict[str, Callable[..., Any]] = {}
+_FOLD_LIMIT = 64  # elements; larger constant results stay graph computations only
+# primitive -> the canonical layout (a permutation) of its operands that are weights, by
+# operand index: a parameter read there is stored in that layout (conv kernels as OIHW)
+PARAM_LAYOUTS: dict[str, Callable[[Any], dict[int, tuple[int, ...]]]] = {}
 
 # A scope pushed by the frontend itself (Flax module paths) starts with this mark; the scope
 # of an equation is the innermost marked path plus any user scopes opened inside it.
@@ -62,9 +73,6 @@ def _internal_dirs() -> tuple[str, ...]:
 
 _INTERNAL = _internal_dirs()
 _CODE_IS_INTERNAL: dict[Any, bool] = {}
-_SOURCES: dict[tuple[Any, int], str] = {}
-
-
 _DTYPE_NAMES: dict[Any, str | None] = {}
 
 
@@ -122,8 +130,10 @@ class JaxprConverter:
         self.relayouts: dict[tuple[int, tuple[int, ...] | None], Value] = {}
         self.scalars: dict[tuple[str, bytes], Value] = {}
         self.scope_cache: dict[Any, str] = {}
+        self.sources: dict[tuple[Any, int], str] = {}  # per trace: relative to the cwd
         self.uses_cache: dict[int, dict[Any, int]] = {}
         self.env: dict[Any, Any] = {}
+        self.static: dict[Any, np.ndarray] = {}
         self.prefix: Any = None
         self.eqn: Any = None
         self.eqns: Sequence[Any] = ()
@@ -141,9 +151,14 @@ class JaxprConverter:
         for name, var in zip(self.input_names, jaxpr.invars[n_params:]):
             args.append(self.b.input(name, var.aval.shape, self.dtype(var.aval, f"input {name!r}")))
         consts = [_Const(np.asarray(c)) for c in closed.consts]
+        used: set[int] = set()
+        layouts: dict[int, tuple[int, ...]] = {}
+        _scan_params(jaxpr, {v: i for i, v in enumerate(jaxpr.invars[:n_params])}, used, layouts)
+        for index in sorted(used):  # in the order of the params pytree
+            self.param_value(index, layouts.get(index))
         outs = self.walk(jaxpr, consts, args, None)
         for name, out in zip(output_names, outs):
-            self.b.output(name, self.resolve(out, f"output {name!r}"))
+            self.b.output(name, self.resolve(out))
         graph = prune(self.b.build())
         order = {name: i for i, name in enumerate(self.param_names)}
         params = dict(sorted(graph.params.items(), key=lambda kv: order[kv[0]]))
@@ -156,13 +171,14 @@ class JaxprConverter:
         """Convert ``jaxpr`` with its constvars and invars bound to ``consts`` and ``args``;
         returns what its outvars are bound to."""
         caller = self.eqn
-        saved = (self.env, self.prefix, self.eqns, self.index, self.jaxpr, self.outer_source,
-                 self.skip_next)
+        saved = (self.env, self.static, self.prefix, self.eqns, self.index, self.jaxpr,
+                 self.outer_source, self.skip_next)
         if caller is not None:
             self.outer_source = self.where()["source"]
         env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
-        self.env, self.prefix, self.eqns, self.jaxpr = env, prefix, jaxpr.eqns, jaxpr
+        self.env, self.static, self.prefix = env, {}, prefix
+        self.eqns, self.jaxpr = jaxpr.eqns, jaxpr
         try:
             eqns = jaxpr.eqns
             i = 0
@@ -170,8 +186,8 @@ class JaxprConverter:
                 i = self.step(eqns, i)
             return [self.atom(v) for v in jaxpr.outvars]
         finally:
-            (self.env, self.prefix, self.eqns, self.index, self.jaxpr, self.outer_source,
-             self.skip_next) = saved
+            (self.env, self.static, self.prefix, self.eqns, self.index, self.jaxpr,
+             self.outer_source, self.skip_next) = saved
             self.eqn, self._where = caller, None
 
     def step(self, eqns: Sequence[Any], i: int) -> int:
@@ -187,7 +203,21 @@ class JaxprConverter:
             converter = CONVERTERS.get(name)
             outs = converter(self, eqn) if converter is not None else self.opaque()
         self.bind(eqn.outvars, outs)
+        if name in FOLDERS:
+            self.fold(eqn)
         return i + 2 if self.skip_next else i + 1
+
+    def fold(self, eqn: Any) -> None:
+        """Record the value of ``eqn``'s output when its inputs are known and it is small."""
+        values = [self.known(v) for v in eqn.invars]
+        out = eqn.outvars[0]
+        if any(v is None for v in values) or math.prod(out.aval.shape) > _FOLD_LIMIT:
+            return
+        try:
+            result = FOLDERS[eqn.primitive.name](*values, **eqn.params)
+        except (TypeError, ValueError):  # a parameter NumPy has no version of: not known
+            return
+        self.static[out] = np.asarray(result).astype(out.aval.dtype)
 
     def bind(self, outvars: Sequence[Any], outs: Any) -> None:
         if isinstance(outs, (Value, _Param, _Const)):
@@ -236,15 +266,20 @@ class JaxprConverter:
         """What a jaxpr atom is bound to: a Value, a _Param or a _Const (literals too)."""
         if isinstance(v, Literal):
             return _Const(np.asarray(v.val, dtype=v.aval.dtype))
+        if v in self.static:  # known inside the call too; the value already in the graph
+            const = _Const(self.static[v])
+            const.value = self.resolve(self.env[v])
+            return const
         return self.env[v]
 
     def value(self, v: Any) -> Value:
         """The IR value of an atom (parameters in their native layout)."""
         if isinstance(v, Literal):
             return self.constant(np.asarray(v.val, dtype=v.aval.dtype))
-        return self.resolve(self.env[v], "an operand")
+        return self.resolve(self.env[v])
 
-    def resolve(self, bound: Any, what: str) -> Value:
+    def resolve(self, bound: Any) -> Value:
+        """The IR value of what an atom is bound to (creating constants on first use)."""
         if isinstance(bound, Value):
             return bound
         if isinstance(bound, _Param):
@@ -258,7 +293,9 @@ class JaxprConverter:
         if isinstance(v, Literal):
             return np.asarray(v.val, dtype=v.aval.dtype)
         bound = self.env.get(v)
-        return bound.array if isinstance(bound, _Const) else None
+        if isinstance(bound, _Const):
+            return bound.array
+        return self.static.get(v)
 
     def is_param(self, v: Any) -> bool:
         return not isinstance(v, Literal) and isinstance(self.env.get(v), _Param)
@@ -285,7 +322,7 @@ class JaxprConverter:
         bound = self.env[v]
         if isinstance(bound, _Param):
             return self.param_value(bound.index, perm)
-        value = self.resolve(bound, "a weight")
+        value = self.resolve(bound)
         if perm is None or perm == tuple(range(len(perm))):
             return value
         shape = tuple(value.shape[p] for p in perm)
@@ -306,7 +343,7 @@ class JaxprConverter:
         key = (index, perm)
         if key not in self.relayouts:
             rank = value.rank
-            inv = _inverse(have or tuple(range(rank)))
+            inv = inverse_perm(have or tuple(range(rank)))
             want = perm or tuple(range(rank))
             step = tuple(inv[q] for q in want)
             shape = tuple(value.shape[p] for p in step)
@@ -320,7 +357,7 @@ class JaxprConverter:
             name = self.param_names[index]
             if name not in graph.params:
                 continue
-            array = _to_numpy(self.param_arrays[index])
+            array = to_numpy(self.param_arrays[index])
             out[name] = np.ascontiguousarray(np.transpose(array, perm)) if perm else array
         return out
 
@@ -354,7 +391,7 @@ class JaxprConverter:
         if self._where is None:
             eqn = self.eqn
             self._where = {"scope": self.scope(eqn),
-                           "source": source(eqn) or self.outer_source,
+                           "source": source(eqn, self.sources) or self.outer_source,
                            "origin": eqn.primitive.name}
         if origin is not None:
             return {**self._where, "origin": origin}
@@ -390,6 +427,29 @@ class JaxprConverter:
         return name
 
 
+def _scan_params(jaxpr: Jaxpr, bound: dict[Any, int], used: set[int],
+                 layouts: dict[int, tuple[int, ...]]) -> None:
+    """Which parameters (``bound``: variable -> parameter index) ``jaxpr`` reads, nested
+    calls included, and the layout each is wanted in (``PARAM_LAYOUTS``; first one wins)."""
+    for e in jaxpr.eqns:
+        reads = [(k, bound[v]) for k, v in enumerate(e.invars)
+                 if not isinstance(v, Literal) and v in bound]
+        if not reads:
+            continue
+        hint = PARAM_LAYOUTS.get(e.primitive.name)
+        perms = hint(e) if hint is not None else {}
+        for k, index in reads:
+            used.add(index)
+            if k in perms:
+                layouts.setdefault(index, perms[k])
+        key = CALL_JAXPR_PARAMS.get(e.primitive.name)
+        body = e.params.get(key) if key else None
+        inner = getattr(body, "jaxpr", body)
+        if isinstance(inner, Jaxpr):
+            _scan_params(inner, {inner.invars[k]: index for k, index in reads}, used, layouts)
+    used.update(bound[v] for v in jaxpr.outvars if not isinstance(v, Literal) and v in bound)
+
+
 def _scope_text(stack: Any) -> str:
     parts: list[str] = []
     for item in stack.stack:
@@ -404,8 +464,9 @@ def _scope_text(stack: Any) -> str:
     return ".".join(parts)
 
 
-def source(eqn: Any) -> str:
-    """``file:line`` of the innermost user frame that created ``eqn`` ("" if none)."""
+def source(eqn: Any, cache: dict[tuple[Any, int], str]) -> str:
+    """``file:line`` of the innermost user frame that created ``eqn`` ("" if none; relative
+    to the working directory when inside it, as ``cache`` holds them)."""
     tb = eqn.source_info.traceback
     if tb is None:
         return ""
@@ -417,10 +478,10 @@ def source(eqn: Any) -> str:
         if internal:
             continue
         key = (code, lasti)
-        text = _SOURCES.get(key)
+        text = cache.get(key)
         if text is None:
             line = tb.code_addr2line(code, lasti)
-            text = _SOURCES[key] = f"{_relative(code.co_filename)}:{line}"
+            text = cache[key] = f"{_relative(code.co_filename)}:{line}"
         return text
     return ""
 
@@ -437,28 +498,18 @@ def _relative(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
+    """The permutation that undoes ``perm``."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
     return tuple(inv)
 
 
-def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
-    return _inverse(perm)
-
-
-def _to_numpy(array: Any) -> np.ndarray:
+def to_numpy(array: Any) -> np.ndarray:
+    """A NumPy array of a JAX/NumPy array (bfloat16 widened to float32)."""
     out = np.asarray(array)
     if out.dtype.name == "bfloat16":
         out = out.astype(np.float32)
     return out
 
-
-def to_numpy(array: Any) -> np.ndarray:
-    """A NumPy copy of a JAX/NumPy array (bfloat16 widened to float32)."""
-    return np.array(_to_numpy(array), copy=True)
-
-
-__all__ = ["JaxprConverter", "CONVERTERS", "reg", "SCOPE_MARK", "source", "dtype_name",
-           "inverse_perm", "to_numpy"]

@@ -11,18 +11,21 @@ one none knows becomes ``opaque``. ``scope`` comes from the equations' name stac
 (``jax.named_scope``; Flax module paths, see ``_flax``), ``source`` from the innermost user
 frame of their traceback.
 
-The framework's own outputs (``TracedModel.outputs``) are computed by running the apply
-function once, eagerly, when they are first read: tracing costs one ``make_jaxpr``.
+The framework's own outputs (``TracedModel.outputs``) are computed when they are first
+read, by JAX running the traced program once under ``jax.jit``: tracing costs one
+``make_jaxpr``, and one compilation is faster than compiling every primitive eagerly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
+from jax.extend.core import jaxpr_as_fun
 
 from specgraph.errors import FactoryError, TraceError
 from specgraph.frontends._jax_walk import JaxprConverter, to_numpy
@@ -77,9 +80,10 @@ def as_tuple(example_inputs: Any, reference: str, returns: str) -> tuple[Any, ..
     if _is_array(example_inputs):
         return (example_inputs,)
     if not isinstance(example_inputs, tuple):
+        example = returns.replace("example_inputs", "(x, ...)")
         raise FactoryError(
             f"{reference}: example_inputs must be a tuple of arrays (or one array), got "
-            f"{type(example_inputs).__name__}; return {returns} from the factory"
+            f"{type(example_inputs).__name__}; return {example} from the factory"
         )
     return example_inputs
 
@@ -104,7 +108,6 @@ class Program:
                  param_names: list[str], arg_names: Sequence[str]) -> None:
         self.fn = fn
         self.params = params
-        self.args = args
         self.param_names = param_names
         flat, self.args_tree = jax.tree_util.tree_flatten(args)
         self.dynamic = [_is_array(leaf) for leaf in flat]
@@ -149,8 +152,8 @@ def _make_jaxpr(program: Program, reference: str) -> tuple[Any, Any]:
 
 
 class _LazyOutputs(Mapping[str, np.ndarray]):
-    """The framework's own outputs by graph output name, computed on first read (one eager
-    run of the model), so that tracing costs no more than ``make_jaxpr``."""
+    """The framework's own outputs by graph output name, computed on first read (one run
+    of the model), so that tracing costs no more than ``make_jaxpr``."""
 
     def __init__(self, run: Callable[[], Any], names: Sequence[str], reference: str) -> None:
         self._run = run
@@ -168,7 +171,8 @@ class _LazyOutputs(Mapping[str, np.ndarray]):
                     f"its example inputs: {_first_line(err)}"
                 ) from err
             leaves = jax.tree_util.tree_leaves(result)
-            self._values = {name: to_numpy(leaf) for name, leaf in zip(self._names, leaves)}
+            self._values = {name: np.array(to_numpy(leaf))
+                            for name, leaf in zip(self._names, leaves)}
         return self._values
 
     def __getitem__(self, key: str) -> np.ndarray:
@@ -186,21 +190,24 @@ class _LazyOutputs(Mapping[str, np.ndarray]):
 
 
 def trace_program(program: Program, *, reference: str, framework: str, native: Any,
-                  eager: Callable[[], Any], scopes: Any = None) -> TracedModel:
+                  scopes: Any = None) -> TracedModel:
     """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel."""
-    import contextlib
-
     from specgraph.frontends import _jax_layers, _jax_ops, _jax_shape_ops  # noqa: F401
 
     with scopes if scopes is not None else contextlib.nullcontext():
         closed, out_shape = _make_jaxpr(program, reference)
     output_names = [name for name, _ in leaves_with_names(out_shape, "")]
     param_arrays = jax.tree_util.tree_leaves(program.params)
-    converter = JaxprConverter(reference, program.param_names, param_arrays,
-                               program.input_names)
+    names = program.param_names
+    if len(names) != len(param_arrays):  # a leaf that is itself a pytree: number them
+        names = [f"param{i}" for i in range(len(param_arrays))]
+    converter = JaxprConverter(reference, names, param_arrays, program.input_names)
     graph, weights = converter.convert(closed, output_names)
-    inputs = {name: to_numpy(a) for name, a in zip(program.input_names, program.arrays())}
-    outputs = _LazyOutputs(eager, output_names, reference)
+    inputs = {name: np.array(to_numpy(a))
+              for name, a in zip(program.input_names, program.arrays())}
+    flat = [*param_arrays, *program.arrays()]
+    outputs = _LazyOutputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat), output_names,
+                           reference)
     return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native)
 
 
@@ -232,8 +239,7 @@ def trace(apply_fn: Any, params: Any, example_inputs: Any, *,
     names = [name for name, _ in checked_params(params, reference)]
     params = _numbers_as_arrays(params)
     program = Program(apply_fn, params, args, names, positional_names(apply_fn, 1))
-    return trace_program(program, reference=reference, framework=FRAMEWORK, native=apply_fn,
-                         eager=lambda: apply_fn(params, *args))
+    return trace_program(program, reference=reference, framework=FRAMEWORK, native=apply_fn)
 
 
 def trace_linen(module: Any, variables: Any, example_inputs: Any, *,

@@ -42,12 +42,20 @@ def test_params_are_named_by_key_path() -> None:
     assert nnx_params["attn.query.kernel"].shape == (16, 4, 4)
 
 
+def _conv1_kernel(name: str) -> tuple[str, np.ndarray]:
+    """The graph name of the first conv kernel of zoo model ``name`` and its HWIO value."""
+    factory = MODELS[name]()
+    if name == "cnn/jax":
+        return "conv1.kernel", np.asarray(factory[1]["conv1"]["kernel"])
+    if name == "cnn/linen":
+        return "params.conv1.kernel", np.asarray(factory[1]["params"]["conv1"]["kernel"])
+    return "conv1.kernel", np.asarray(factory[0].conv1.kernel[...])
+
+
 @pytest.mark.parametrize("name", ["cnn/jax", "cnn/linen", "cnn/nnx"])
 def test_conv_kernels_are_stored_in_canonical_oihw_layout(name: str) -> None:
     traced = trace(name)
-    key = {"cnn/linen": "params.conv1.kernel"}.get(name, "conv1.kernel")
-    native = jax_frontend.leaves_with_names(MODELS[name]()[1 if name != "cnn/nnx" else 0], "")
-    hwio = dict(native)[key if name != "cnn/nnx" else "conv1.kernel.value"]
+    key, hwio = _conv1_kernel(name)
     np.testing.assert_array_equal(traced.weights[key], np.transpose(hwio, (3, 2, 0, 1)))
     assert traced.graph.params[key].shape == (8, 3, 3, 3)
     conv = next(n for n in traced.graph.nodes if n.op == "conv")
