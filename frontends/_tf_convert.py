@@ -8,6 +8,7 @@ tensor the IR cannot hold, such as a string or an unknown shape).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -110,23 +111,35 @@ def _source(op: Any) -> str:
     """The innermost frame of the user's model code that created ``op`` (frames outside
     the model call, before the frontend's own, do not count)."""
     try:
-        frames = list(op.traceback)
+        frames = op.traceback
+        count = len(frames)
     except Exception:  # noqa: BLE001  (tracebacks are a courtesy)
         return ""
     framework = _framework_dirs()
-    for frame in reversed(frames):
-        file = frame.filename
-        path = os.path.abspath(file)
-        if path.startswith(_FRONTEND_DIR):
+    for index in range(count - 1, -1, -1):  # innermost first, reading frames one by one
+        frame = frames[index]
+        kind = _classify(frame.filename, framework)
+        if kind == "frontend":
             return ""
-        if file.startswith("<") or "autograph_generated" in file or path.startswith(framework):
+        if kind == "skip":
             continue
-        try:
-            rel = os.path.relpath(file)
-        except ValueError:
-            rel = file
-        return f"{file if rel.startswith('..') else rel}:{frame.lineno}"
+        return f"{kind}:{frame.lineno}"
     return ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(file: str, framework: tuple[str, ...]) -> str:
+    """"frontend", "skip" (framework or generated code), or the path to show for ``file``."""
+    path = os.path.abspath(file)
+    if path.startswith(_FRONTEND_DIR):
+        return "frontend"
+    if file.startswith("<") or "autograph_generated" in file or path.startswith(framework):
+        return "skip"
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        rel = file
+    return file if rel.startswith("..") else rel
 
 
 class Converter:

@@ -29,7 +29,7 @@ from jax.extend.core import jaxpr_as_fun
 
 from specgraph.errors import FactoryError, TraceError
 from specgraph.frontends._jax_walk import JaxprConverter, to_numpy
-from specgraph.model import TracedModel
+from specgraph.model import LazyOutputs, TracedModel
 
 __all__ = ["trace", "trace_linen", "trace_nnx", "accepts", "FRAMEWORK", "FLAX_FRAMEWORK",
            "leaves_with_names"]
@@ -151,42 +151,17 @@ def _make_jaxpr(program: Program, reference: str) -> tuple[Any, Any]:
         ) from err
 
 
-class _LazyOutputs(Mapping[str, np.ndarray]):
-    """The framework's own outputs by graph output name, computed on first read (one run
-    of the model), so that tracing costs no more than ``make_jaxpr``."""
-
-    def __init__(self, run: Callable[[], Any], names: Sequence[str], reference: str) -> None:
-        self._run = run
-        self._names = list(names)
-        self._reference = reference
-        self._values: dict[str, np.ndarray] | None = None
-
-    def _load(self) -> dict[str, np.ndarray]:
-        if self._values is None:
-            try:
-                result = self._run()
-            except Exception as err:
-                raise TraceError(
-                    f"{self._reference}: the model raised {type(err).__name__} when run on "
-                    f"its example inputs: {_first_line(err)}"
-                ) from err
-            leaves = jax.tree_util.tree_leaves(result)
-            self._values = {name: np.array(to_numpy(leaf))
-                            for name, leaf in zip(self._names, leaves)}
-        return self._values
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self._load()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __repr__(self) -> str:
-        state = "computed" if self._values is not None else "computed on first read"
-        return f"<outputs {self._names} ({state})>"
+def _own_outputs(run: Callable[[], Any], names: Sequence[str], reference: str
+                 ) -> dict[str, np.ndarray]:
+    try:
+        result = run()
+    except Exception as err:
+        raise TraceError(
+            f"{reference}: the model raised {type(err).__name__} when run on its example "
+            f"inputs: {_first_line(err)}"
+        ) from err
+    leaves = jax.tree_util.tree_leaves(result)
+    return {name: np.array(to_numpy(leaf)) for name, leaf in zip(names, leaves)}
 
 
 def trace_program(program: Program, *, reference: str, framework: str, native: Any,
@@ -206,8 +181,8 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     inputs = {name: np.array(to_numpy(a))
               for name, a in zip(program.input_names, program.arrays())}
     flat = [*param_arrays, *program.arrays()]
-    outputs = _LazyOutputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat), output_names,
-                           reference)
+    outputs = LazyOutputs(lambda: _own_outputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat),
+                                               output_names, reference), output_names)
     return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native)
 
 

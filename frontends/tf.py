@@ -55,7 +55,7 @@ with _quiet_native():
 from specgraph.errors import FactoryError, TraceError  # noqa: E402
 from specgraph.frontends._tf_convert import Converter, flatten_named  # noqa: E402
 from specgraph.frontends._tf_scopes import Scopes  # noqa: E402
-from specgraph.model import TracedModel  # noqa: E402
+from specgraph.model import LazyOutputs, TracedModel  # noqa: E402
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]
 
@@ -113,15 +113,25 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
                          "KERAS_BACKEND=tensorflow to trace it with the TF frontend, or pass it "
                          "to the JAX frontend")
     with _quiet_tf():
-        eager = _run_eagerly(model, args, keras, reference)
-        concrete = _concrete_function(model, args, keras, reference)
+        try:
+            concrete = _concrete_function(model, args, keras, reference)
+        except TraceError:
+            _run_eagerly(model, args, keras, reference)  # a clearer reason if it fails eagerly
+            raise
         scopes = Scopes(model)
         converter = Converter(concrete, reference, _variables(model, concrete, scopes), scopes)
         inputs = dict(_input_names(model, args, keras))
         graph, weights = converter.convert(list(inputs))
-    outputs = {name: _to_numpy(t) for name, t in flatten_named(eager, "")
-               if name in graph.output_names}
-    return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=model)
+    names = list(graph.output_names)
+
+    def own_outputs() -> dict[str, np.ndarray]:  # TensorFlow running the traced graph
+        with _quiet_tf():
+            result = concrete(*tf.nest.flatten(tf.nest.map_structure(tf.convert_to_tensor,
+                                                                     args)))
+        return {name: _to_numpy(t) for name, t in flatten_named(result, "") if name in names}
+
+    return TracedModel(graph, weights, inputs, LazyOutputs(own_outputs, names), FRAMEWORK,
+                       reference, native=model)
 
 
 # --- inputs, the eager run and the concrete function ------------------------------------

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
-from specgraph.model import TracedModel
+from specgraph.model import LazyOutputs, TracedModel
 from specgraph.passes import canonicalize
 
 __all__ = ["canonicalize_model"]
@@ -119,8 +119,12 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
         graph = canonicalize(graph)
     inputs = {k: np.transpose(a, in_layouts[k]) if k in in_layouts else a
               for k, a in traced.inputs.items()}
-    outputs = {k: np.transpose(a, np.argsort(out_layouts[k])) if k in out_layouts else a
-               for k, a in traced.outputs.items()}
+    outputs = traced.outputs
+    if out_layouts:
+        native = traced.outputs
+        outputs = LazyOutputs(lambda: {
+            k: np.transpose(a, np.argsort(out_layouts[k])) if k in out_layouts else a
+            for k, a in native.items()}, list(native))
     weights = {k: w for k, w in weights.items() if k in graph.params}
     return dataclasses.replace(
         traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,

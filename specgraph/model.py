@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from specgraph.ir import Graph
 
-__all__ = ["TracedModel"]
+__all__ = ["TracedModel", "LazyOutputs"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,3 +46,33 @@ class TracedModel:
     output_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     param_layouts: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(
         default_factory=dict)
+
+
+class LazyOutputs(Mapping[str, np.ndarray]):
+    """A model's own outputs by name, computed on first read (one run of the framework),
+    so that tracing costs no more than the framework's tracer; ``compute`` raises a
+    SpecgraphError if the run fails."""
+
+    def __init__(self, compute: Callable[[], Mapping[str, np.ndarray]],
+                 names: Sequence[str]) -> None:
+        self._compute = compute
+        self._names = list(names)
+        self._values: Mapping[str, np.ndarray] | None = None
+
+    def _load(self) -> Mapping[str, np.ndarray]:
+        if self._values is None:
+            self._values = dict(self._compute())
+        return self._values
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        state = "computed" if self._values is not None else "computed on first read"
+        return f"<outputs {self._names} ({state})>"
