@@ -33,8 +33,10 @@ __all__ = ["Equation", "equations", "to_text", "to_latex"]
 
 _MERGE_INTO = frozenset({"elementwise", "activation"})
 _NORMS = frozenset({"batch_norm", "layer_norm", "group_norm", "rms_norm"})
-_ROLE = {"weight": "W", "bias": "b", "running_mean": "μ", "running_var": "σ²"}
-_NORM_ROLE = {"weight": "γ", "bias": "β"}
+_ROLE = {"weight": "W", "kernel": "W", "bias": "b", "running_mean": "μ", "running_var": "σ²",
+         "moving_mean": "μ", "moving_variance": "σ²", "mean": "μ", "var": "σ²",
+         "embedding": "E", "embeddings": "E", "gamma": "γ", "beta": "β"}
+_NORM_ROLE = {"weight": "γ", "scale": "γ", "bias": "β"}
 
 
 @dataclass(frozen=True)

@@ -137,3 +137,38 @@ def test_usage_errors_exit_2() -> None:
     proc = subprocess.run([sys.executable, "-m", "specgraph", "show", XOR, "--format", "pdf"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice: 'pdf'" in proc.stderr
+
+
+@pytest.mark.parametrize("source", ["model_torch", "model_jax", "model_keras"])
+def test_show_reads_the_same_equations_from_every_framework(repo_root, capsys, source):
+    pytest.importorskip("jax" if source == "model_jax" else "torch")
+    if source == "model_keras":
+        pytest.importorskip("tensorflow")
+    code, out, _ = _show(capsys, f"examples/xor/{source}.py:correct")
+    assert code == 0
+    equations = out.split("Equations")[1]
+    assert "h1 = relu(x·W_hidden + b_hidden)" in equations
+    assert "h2 = h1·W_head + b_head" in equations
+    assert "xor_logit = gather(h2, 0; axis=1)" in equations
+    code, out, _ = _show(capsys, f"examples/xor/{source}.py:forgot_activation")
+    assert code == 0 and "h1 = x·W_hidden + b_hidden" in out and "relu" not in out
+
+
+def test_show_onnx_file(tmp_path: Path, capsys) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    weight = helper.make_tensor("fc.weight", TensorProto.FLOAT, [3, 2], [0.5] * 6)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "fc.weight"], ["h"], transB=1, name="/fc/Gemm"),
+         helper.make_node("Relu", ["h"], ["y"], name="/act/Relu")],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "tiny.onnx"
+    onnx.save(model, path)
+    code, out, _ = _show(capsys, str(path))
+    assert code == 0 and "y = relu(x·W_fc)" in out
+    path.write_bytes(b"not a model")
+    code, _, err = _show(capsys, str(path))
+    assert code == 2 and "is not a valid ONNX model" in err

@@ -8,6 +8,8 @@ computation identical (every rewrite here is exact, not approximate).
 
 from __future__ import annotations
 
+import numpy as np
+
 from specgraph.ir import Graph, Node
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -29,7 +31,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _transpose(rw, node)
     if node.op == "where":
         return _index_wrap(rw, node)
-    if node.op == "reshape" and _batched_transpose(rw, node):
+    if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node)):
         return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
@@ -75,6 +77,25 @@ def _batched_transpose(rw: Rewriter, node: Node) -> bool:
         return False
     full = tuple(range(len(lead))) + tuple(len(lead) + p - 1 for p in perm[1:])
     rw.replace(node.outputs[0], rw.emit("transpose", [x], {"perm": full}, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
+def _select(rw: Rewriter, node: Node) -> bool:
+    """reshape(x[..., i:i+1, ...]) dropping that axis is x[..., i, ...]: a gather of one
+    index, as PyTorch's select and TF's strided slice with shrink_axis write it."""
+    sl = rw.producer(node.inputs[0])
+    if sl is None or sl.op != "slice" or len(sl.attrs["axes"]) != 1 or \
+            rw.uses(node.inputs[0]) != 1:
+        return False
+    (axis,), (start,), (step,) = sl.attrs["axes"], sl.attrs["starts"], sl.attrs["steps"]
+    x = sl.inputs[0]
+    if sl.outputs[0].shape[axis] != 1 or start < 0 or step <= 0:
+        return False
+    if node.outputs[0].shape != x.shape[:axis] + x.shape[axis + 1:]:
+        return False
+    index = rw.constant(np.array(start, dtype=np.int64), "int64")
+    rw.replace(node.outputs[0], rw.emit("gather", [x, index], {"axis": axis}, like=node,
                                         shape=node.outputs[0].shape))
     return True
 
