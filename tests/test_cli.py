@@ -172,3 +172,24 @@ def test_show_onnx_file(tmp_path: Path, capsys) -> None:
     path.write_bytes(b"not a model")
     code, _, err = _show(capsys, str(path))
     assert code == 2 and "is not a valid ONNX model" in err
+
+
+FLAX_FACTORIES = """
+from tests.zoo import jax_models
+
+def linen():
+    return jax_models.MODELS["mlp/linen"]()
+
+def nnx():
+    return jax_models.MODELS["mlp/nnx"]()
+"""
+
+
+@pytest.mark.parametrize("factory", ["linen", "nnx"])
+def test_show_flax_models(tmp_path: Path, capsys, repo_root, factory: str) -> None:
+    pytest.importorskip("flax")
+    path = tmp_path / "flax_factories.py"
+    path.write_text(FLAX_FACTORIES)
+    code, out, err = _show(capsys, f"{path}:{factory}")
+    assert code == 0, err
+    assert "(flax, 5 nodes" in out and "relu(x·W_" in out

@@ -19,7 +19,8 @@ def test_import_specgraph_loads_no_framework() -> None:
     code = (
         "import sys, specgraph, specgraph.cli, specgraph.summary, specgraph.symbolic, "
         "specgraph.frontends, specgraph.renderers.text, specgraph.renderers.json, "
-        "specgraph.renderers.latex\n"
+        "specgraph.renderers.latex, specgraph.canonical, specgraph.passes, "
+        "specgraph.graph_nx, specgraph.onnx_export\n"
         "specgraph.ops.registered_ops()\n"
         "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'flax', 'keras', 'tf_keras') "
         "if m in sys.modules))"
