@@ -100,11 +100,16 @@ _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _framework_dirs() -> tuple[str, ...]:
-    """Folders of TensorFlow, Keras, tf_keras and the standard library (read each time:
-    Keras may be imported after this module)."""
+    """Folders of TensorFlow, Keras, tf_keras and the standard library (looked up on each
+    trace: Keras may be imported after this module)."""
     modules = (tf, sys.modules.get("keras"), sys.modules.get("tf_keras"), os)
-    return tuple(os.path.dirname(m.__file__) + os.sep for m in modules
-                 if m is not None and getattr(m, "__file__", None))
+    return _dirs(tuple(m.__file__ for m in modules if m is not None and
+                       getattr(m, "__file__", None)))
+
+
+@functools.lru_cache(maxsize=8)
+def _dirs(files: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.dirname(f) + os.sep for f in files)
 
 
 def _source(op: Any) -> str:
