@@ -18,6 +18,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/specgraph show examples/xor/model_torch.py:correct
+	-$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from specgraph.renderers.base import Renderer
+from specgraph.report import DiffReport
 from specgraph.summary import LayerRow, ModelSummary, TensorInfo
 
 __all__ = ["JsonRenderer"]
@@ -48,3 +49,6 @@ class JsonRenderer(Renderer):
                            "nodes": list(e.nodes)} for e in s.equations],
         }
         return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def _render_DiffReport(self, r: DiffReport) -> str:
+        return json.dumps(r.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

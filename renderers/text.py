@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specgraph.renderers.base import Renderer
+from specgraph.report import DiffReport
 from specgraph.summary import LayerRow, ModelSummary
 from specgraph.symbolic import group_by_scope
 
@@ -64,3 +65,24 @@ class TextRenderer(Renderer):
         params = " ".join(f"{p.name}{format_shape(p.shape)}" for p in r.params)
         return [str(r.index), r.scope or "<model>", r.op, attrs, f"{ins} → {outs}".strip(),
                 params, _count(r.param_count) if r.params else "", r.source]
+
+    def _render_DiffReport(self, r: DiffReport) -> str:
+        out = [f"lhs  {r.lhs}  ({r.lhs_framework})", f"rhs  {r.rhs}  ({r.rhs_framework})", ""]
+        rows = [["!" if row.differs else "", row.lhs_scope or ("<model>" if row.lhs != "—"
+                 else ""), row.lhs, row.rhs, row.rhs_scope or ("<model>" if row.rhs != "—"
+                 else "")] for row in r.rows]
+        out += table(["", "lhs scope", "lhs", "rhs", "rhs scope"], rows)
+        out.append("")
+        if r.findings:
+            out.append(f"Findings ({len(r.findings)})")
+            for i, f in enumerate(r.findings, 1):
+                out.append(f"  {i}. [{f.code}] {f.message}")
+                for name, side in (("lhs", f.lhs), ("rhs", f.rhs)):
+                    if side is not None and side.source:
+                        out.append(f"       {name}: {side.source}")
+            out.append("")
+            noun = "difference" if len(r.findings) == 1 else "differences"
+            out.append(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}")
+        else:
+            out.append("verdict: EQUIVALENT (same canonical graph)")
+        return "\n".join(out) + "\n"

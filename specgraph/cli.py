@@ -62,7 +62,28 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--raw", action="store_true",
                       help="show the graph as traced, before canonicalization")
     show.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    diff = sub.add_parser("diff", help="explain how two implementations of a model differ",
+                          description="Trace LHS and RHS, canonicalize both, align them and "
+                          "explain every difference. Exit 0: equivalent, 1: differences.")
+    diff.add_argument("lhs", metavar="LHS", help="the reference model (file.py:factory or "
+                      ".onnx)")
+    diff.add_argument("rhs", metavar="RHS", help="the model to check against it")
+    diff.add_argument("--format", choices=("text", "json"), default="text",
+                      help="output format")
+    diff.add_argument("--raw", action="store_true",
+                      help="compare the graphs as traced, before canonicalization")
+    diff.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     return parser
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from specgraph.check import compare_structure
+    from specgraph.renderers import get_renderer
+
+    progress = Progress.for_format(args.format)
+    report = compare_structure(args.lhs, args.rhs, raw=args.raw, progress=progress.step)
+    sys.stdout.write(get_renderer(args.format).render(report))
+    return EXIT_OK if report.equivalent else EXIT_DIFFERENT
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -84,7 +105,7 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"show": _show}
+_COMMANDS = {"show": _show, "diff": _diff}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

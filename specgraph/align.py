@@ -1,0 +1,215 @@
+"""Alignment of two canonical graphs: which node of one is which node of the other.
+
+Exact graph edit distance is exponential, so the alignment works in three near-linear
+steps, none of which looks at names (scopes and parameter names are not compared at all):
+
+1. **Anchors from whole-context hashes.** Each node gets an *upstream* hash (its op, its
+   attributes and the upstream hashes of its inputs, slot by slot) and a *downstream* hash
+   (its op and attributes and the downstream hashes of its readers, with the slot it feeds).
+   Both are computed in one pass each over the topological order. A hash that occurs exactly
+   once in each graph pairs its two nodes (outputs are keyed by name where both sides use
+   the same output names, a hint, else by position): everything before a difference
+   matches by upstream hash, everything after it by downstream hash, and identical repeated blocks (the
+   12 layers of an encoder) are told apart by their position in the chain.
+2. **Propagation from matched neighbours.** An unmatched node whose input (or reader) is
+   matched is paired with the counterpart's input (or reader) in the same slot when their
+   ops agree; repeated until nothing changes.
+3. **Sequence alignment of what is left.** The remaining nodes of each side, in graph
+   order, are aligned by op name (difflib's matching blocks); equal runs pair up, replaced
+   runs of the same length pair position by position (an op swapped for another), the rest
+   stays unmatched (an op one side lacks). Nodes left over on both sides with the same op
+   and attributes are paired last: the same layer, wired elsewhere.
+
+Hash collisions only ever merge candidates that are then checked by op, so the result is
+deterministic for the same pair of graphs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specgraph.ir import Graph, Node, Value
+
+__all__ = ["Alignment", "align"]
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Matched node pairs (indices into ``lhs.nodes`` and ``rhs.nodes``) and the rest."""
+
+    lhs: Graph
+    rhs: Graph
+    pairs: tuple[tuple[int, int], ...]
+    lhs_only: tuple[int, ...]
+    rhs_only: tuple[int, ...]
+
+    def lhs_to_rhs(self) -> dict[int, int]:
+        return dict(self.pairs)
+
+    def rhs_to_lhs(self) -> dict[int, int]:
+        return {j: i for i, j in self.pairs}
+
+
+def _label(node: Node) -> tuple[Any, ...]:
+    return (node.op, tuple(sorted((k, _freeze(v)) for k, v in node.attrs.items())))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _leaf(graph: Graph, value: Value) -> tuple[Any, ...]:
+    """What an input, parameter or constant contributes to a hash (never its name)."""
+    if value in graph.constants:
+        data = graph.constants[value]
+        return ("const", value.shape, float(data.reshape(())) if data.size == 1 else None)
+    if graph.param_name(value) is not None:
+        return ("param", value.shape)
+    return ("input", graph.inputs.index(value) if value in graph.inputs else -1)
+
+
+def _up_hashes(graph: Graph) -> list[int]:
+    made: dict[Value, int] = {}
+    out = []
+    for node in graph.nodes:
+        parts = [hash(_leaf(graph, v)) if v not in made else made[v] for v in node.inputs]
+        h = hash((_label(node), tuple(parts)))
+        out.append(h)
+        for k, v in enumerate(node.outputs):
+            made[v] = hash((h, k))
+    return out
+
+
+def _down_hashes(graph: Graph, output_keys: list[Any]) -> list[int]:
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    out = [0] * len(graph.nodes)
+    outputs = dict(zip(graph.outputs, output_keys))
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[i]
+        readers = []
+        for k, v in enumerate(node.outputs):
+            for user in graph.consumers(v):
+                slots = tuple(s for s, u in enumerate(user.inputs) if u is v)
+                readers.append((k, out[index[id(user)]], slots))
+            if v in outputs:
+                readers.append((k, "output", outputs[v]))
+        out[i] = hash((_label(node), tuple(sorted(readers, key=repr))))
+    return out
+
+
+def _unique_pairs(left: list[int], right: list[int]) -> dict[int, int]:
+    lc, rc = Counter(left), Counter(right)
+    where = {h: j for j, h in enumerate(right) if rc[h] == 1}
+    return {i: where[h] for i, h in enumerate(left) if lc[h] == 1 and h in where}
+
+
+class _Matcher:
+    def __init__(self, lhs: Graph, rhs: Graph,
+                 node_match: Callable[[Node, Node], bool]) -> None:
+        self.lhs, self.rhs = lhs, rhs
+        self.node_match = node_match
+        self.l2r: dict[int, int] = {}
+        self.r2l: dict[int, int] = {}
+        self.l_index = {id(n): i for i, n in enumerate(lhs.nodes)}
+        self.r_index = {id(n): i for i, n in enumerate(rhs.nodes)}
+
+    def pair(self, i: int, j: int) -> bool:
+        if i in self.l2r or j in self.r2l:
+            return False
+        if not self.node_match(self.lhs.nodes[i], self.rhs.nodes[j]):
+            return False
+        self.l2r[i], self.r2l[j] = j, i
+        return True
+
+    def anchors(self) -> None:
+        up = _unique_pairs(_up_hashes(self.lhs), _up_hashes(self.rhs))
+        # outputs are told apart by name where both sides name them alike, else by position
+        same = sorted(self.lhs.output_names) == sorted(self.rhs.output_names)
+        keys = [list(g.output_names) if same else list(range(len(g.outputs)))
+                for g in (self.lhs, self.rhs)]
+        down = _unique_pairs(_down_hashes(self.lhs, keys[0]), _down_hashes(self.rhs, keys[1]))
+        for i, j in sorted(up.items()):
+            if down.get(i, j) == j:
+                self.pair(i, j)
+        for i, j in sorted(down.items()):
+            if up.get(i, j) == j:
+                self.pair(i, j)
+
+    def propagate(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for i, j in sorted(self.l2r.items()):
+                changed |= self._neighbours(i, j)
+
+    def _neighbours(self, i: int, j: int) -> bool:
+        a, b = self.lhs.nodes[i], self.rhs.nodes[j]
+        changed = False
+        for va, vb in zip(a.inputs, b.inputs):  # producers, slot by slot
+            pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
+            if pa is not None and pb is not None and pa.op == pb.op:
+                changed |= self.pair(self.l_index[id(pa)], self.r_index[id(pb)])
+        for va, vb in zip(a.outputs, b.outputs):  # readers with the same op, one each
+            ua, ub = self.lhs.consumers(va), self.rhs.consumers(vb)
+            if len(ua) == 1 and len(ub) == 1 and ua[0].op == ub[0].op:
+                changed |= self.pair(self.l_index[id(ua[0])], self.r_index[id(ub[0])])
+        return changed
+
+    def sequence(self) -> None:
+        left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
+        right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
+        a = [self.lhs.nodes[i].op for i in left]
+        b = [self.rhs.nodes[j].op for j in right]
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                for i, j in zip(left[i1:i2], right[j1:j2]):
+                    self.pair(i, j)
+
+    def moved(self) -> None:
+        left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
+        right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
+        by_label: dict[Any, list[int]] = {}
+        for j in right:
+            by_label.setdefault(_label(self.rhs.nodes[j]), []).append(j)
+        for i in left:
+            candidates = by_label.get(_label(self.lhs.nodes[i]), [])
+            while candidates:
+                if self.pair(i, candidates.pop(0)):
+                    break
+
+
+def _same_kind(a: Node, b: Node) -> bool:
+    return True
+
+
+def align(lhs: Graph, rhs: Graph, *,
+          node_match: Callable[[Node, Node], bool] | None = None) -> Alignment:
+    """Align two canonical graphs (see the module docstring for the algorithm).
+
+    Args:
+        lhs: one graph.
+        rhs: the other.
+        node_match: an extra veto on pairing two nodes (all pairs allowed by default).
+
+    Returns:
+        The alignment; ``pairs`` sorted by lhs index.
+    """
+    m = _Matcher(lhs, rhs, node_match or _same_kind)
+    m.anchors()
+    m.propagate()
+    m.sequence()
+    m.propagate()
+    m.moved()
+    pairs = tuple(sorted(m.l2r.items()))
+    lhs_only = tuple(i for i in range(len(lhs.nodes)) if i not in m.l2r)
+    rhs_only = tuple(j for j in range(len(rhs.nodes)) if j not in m.r2l)
+    return Alignment(lhs, rhs, pairs, lhs_only, rhs_only)

@@ -1,0 +1,107 @@
+"""Report types: findings with stable codes, and the comparison report renderers print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CODES", "Side", "Finding", "Row", "DiffReport"]
+
+CODES = (
+    "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
+    "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
+    "unsupported-op",
+)
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where a finding sits on one side: module path, node, user source line, value."""
+
+    scope: str
+    node: str
+    source: str = ""
+    value: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "node": self.node, "source": self.source,
+                "value": _plain(self.value)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference between lhs and rhs, explained for people.
+
+    Attributes:
+        code: stable kebab-case code (one of ``CODES``).
+        message: one sentence in user terms, naming both sides' scopes.
+        op: the canonical op concerned.
+        attr: the attribute concerned (attr-mismatch), else None.
+        lhs: where it is on the lhs, or None where the lhs has nothing.
+        rhs: where it is on the rhs, or None.
+        blame: ``lhs``, ``rhs`` or ``unknown`` (structure alone cannot say who is wrong).
+    """
+
+    code: str
+    message: str
+    op: str | None = None
+    attr: str | None = None
+    lhs: Side | None = None
+    rhs: Side | None = None
+    blame: str = "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.op is not None:
+            out["op"] = self.op
+        if self.attr is not None:
+            out["attr"] = self.attr
+        out["lhs"] = self.lhs.to_dict() if self.lhs else None
+        out["rhs"] = self.rhs.to_dict() if self.rhs else None
+        out["blame"] = self.blame
+        return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the side-by-side view: a node of each side (or none) and whether they
+    differ."""
+
+    lhs: str
+    rhs: str
+    lhs_scope: str
+    rhs_scope: str
+    differs: bool
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """The result of comparing two models."""
+
+    lhs: str
+    rhs: str
+    lhs_framework: str
+    rhs_framework: str
+    findings: tuple[Finding, ...]
+    rows: tuple[Row, ...] = field(default=())
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.equivalent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "equivalent": self.equivalent,
+            "lhs": {"model": self.lhs, "framework": self.lhs_framework},
+            "rhs": {"model": self.rhs, "framework": self.rhs_framework},
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
