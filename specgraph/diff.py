@@ -65,6 +65,25 @@ class _Differ:
             value = node.inputs[0]
             seen += 1
 
+    def _sources(self, graph: Graph, value: Value, matched: dict[int, int],
+                 index: dict[int, int]) -> set[Any]:
+        """Matched producers and leaves reachable from ``value`` through unmatched nodes."""
+        out: set[Any] = set()
+        stack, seen = [value], set()
+        while stack and len(seen) < 256:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            node = graph.producer(v)
+            if node is None:
+                out.add(("leaf", _leaf_key(graph, v)))
+            elif index[id(node)] in matched:
+                out.add(("node", index[id(node)]))
+            else:
+                stack.extend(node.inputs)
+        return out
+
     def _neighbour_scopes(self, graph: Graph, node: Node, matched: dict[int, int],
                           index: dict[int, int]) -> tuple[str, str]:
         before = "the model's input"
@@ -86,22 +105,108 @@ class _Differ:
         return before, after
 
     # --- findings ------------------------------------------------------------------------
+    def _components(self, graph: Graph, only: tuple[int, ...], index: dict[int, int]
+                    ) -> list[list[int]]:
+        """Unmatched nodes of one side grouped into connected runs."""
+        members = set(only)
+        parent = {i: i for i in only}
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for i in only:
+            for v in graph.nodes[i].inputs:
+                p = graph.producer(v)
+                if p is not None and index[id(p)] in members:
+                    parent[root(i)] = root(index[id(p)])
+        groups: dict[int, list[int]] = {}
+        for i in only:
+            groups.setdefault(root(i), []).append(i)
+        return sorted(groups.values())
+
+    def _boundary(self, graph: Graph, comp: list[int], matched: dict[int, int],
+                  index: dict[int, int], to_lhs: Any) -> tuple[frozenset, frozenset]:
+        inside = set(comp)
+        ups, downs = set(), set()
+        for i in comp:
+            node = graph.nodes[i]
+            for v in node.inputs:
+                for ref in self._sources(graph, v, matched, index):
+                    if not (ref[0] == "leaf" and ref[1][0] == "const"):
+                        ups.add(to_lhs(ref))
+            for v in node.outputs:
+                for user in graph.consumers(v):
+                    j = index[id(user)]
+                    if j not in inside and j in matched:
+                        downs.add(to_lhs(("node", j)))
+                if v in graph.outputs:
+                    downs.add(("output", graph.outputs.index(v)))
+        return frozenset(ups), frozenset(downs)
+
     def missing(self) -> None:
-        for graph, other, only, matched, index, side in (
-                (self.lhs, "rhs", self.al.lhs_only, self.l2r, self.li, "lhs"),
-                (self.rhs, "lhs", self.al.rhs_only, self.r2l, self.ri, "rhs")):
-            for i in only:
-                node = graph.nodes[i]
-                before, after = self._neighbour_scopes(graph, node, matched, index)
-                where = _side(graph, node)
-                message = (f"{other} has no {node.op} between {before} and {after} "
-                           f"({side} has it at {node.scope or '<model>'}"
-                           f"{', ' + node.source if node.source else ''})")
-                finding = Finding("missing-op", message, op=node.op,
-                                  lhs=where if side == "lhs" else None,
-                                  rhs=where if side == "rhs" else None)
-                self.findings.append((i if side == "lhs" else self._rhs_key(i), finding))
-                (self.flagged_l if side == "lhs" else self.flagged_r).add(i)
+        """One finding per run of ops one side lacks; a run each side has in the same place
+        is one op-mismatch (BatchNorm where the other has transpose·LayerNorm·transpose)."""
+        l_comps = self._components(self.lhs, self.al.lhs_only, self.li)
+        r_comps = self._components(self.rhs, self.al.rhs_only, self.ri)
+
+        def lhs_ref(ref: Any) -> Any:
+            return ref
+
+        def rhs_ref(ref: Any) -> Any:
+            kind, x = ref
+            return ("node", self.r2l[x]) if kind == "node" else ref
+
+        l_bounds = [self._boundary(self.lhs, c, self.l2r, self.li, lhs_ref) for c in l_comps]
+        r_bounds = [self._boundary(self.rhs, c, self.r2l, self.ri, rhs_ref) for c in r_comps]
+        used_r: set[int] = set()
+        for lc, lb in zip(l_comps, l_bounds):
+            partner = next((k for k, rb in enumerate(r_bounds) if k not in used_r and
+                            rb == lb), None)
+            if partner is None:
+                self._missing_run(self.lhs, lc, "lhs")
+                continue
+            used_r.add(partner)
+            self._replaced_run(lc, r_comps[partner])
+        for k, rc in enumerate(r_comps):
+            if k not in used_r:
+                self._missing_run(self.rhs, rc, "rhs")
+
+    def _missing_run(self, graph: Graph, comp: list[int], side: str) -> None:
+        other = "rhs" if side == "lhs" else "lhs"
+        matched, index = (self.l2r, self.li) if side == "lhs" else (self.r2l, self.ri)
+        first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
+        before, _ = self._neighbour_scopes(graph, first, matched, index)
+        _, after = self._neighbour_scopes(graph, last, matched, index)
+        ops = "·".join(graph.nodes[i].op for i in comp)
+        where = _side(graph, first)
+        message = (f"{other} has no {ops} between {before} and {after} "
+                   f"({side} has it at {first.scope or '<model>'}"
+                   f"{', ' + first.source if first.source else ''})")
+        finding = Finding("missing-op", message, op=first.op,
+                          lhs=where if side == "lhs" else None,
+                          rhs=where if side == "rhs" else None)
+        self.findings.append((comp[0] if side == "lhs" else self._rhs_key(comp[0]), finding))
+        (self.flagged_l if side == "lhs" else self.flagged_r).update(comp)
+
+    def _replaced_run(self, lc: list[int], rc: list[int]) -> None:
+        a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]
+        l_ops = "·".join(self.lhs.nodes[i].op for i in lc)
+        r_ops = "·".join(self.rhs.nodes[j].op for j in rc)
+        before, after = self._neighbour_scopes(self.lhs, a, self.l2r, self.li)
+        detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
+                           for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",
+                                                                    "batch_norm"))
+        message = (f"lhs computes {l_ops} where rhs computes {r_ops}, between {before} and "
+                   f"{after} ({a.scope or '<model>'} / {b.scope or '<model>'})"
+                   f"{': ' + detail if detail else ''}")
+        self.findings.append((lc[0], Finding("op-mismatch", message, op=a.op,
+                                             lhs=_side(self.lhs, a, l_ops),
+                                             rhs=_side(self.rhs, b, r_ops))))
+        self.flagged_l.update(lc)
+        self.flagged_r.update(rc)
 
     def _rhs_key(self, j: int) -> int:
         for k in range(j, -1, -1):
@@ -119,7 +224,7 @@ class _Differ:
                     f"lhs computes {a.op} where rhs computes {b.op} "
                     f"({a.scope or '<model>'} / {b.scope or '<model>'})",
                     op=a.op, lhs=_side(self.lhs, a, a.op), rhs=_side(self.rhs, b, b.op)))
-            else:
+            elif not (a.op == "attention" and self._heads(i, a, b)):
                 self._attrs(i, a, b)
             inputs_differ = any(va.shape != vb.shape for va, vb in zip(a.inputs, b.inputs)
                                 if self.lhs.param_name(va) is None)
@@ -141,6 +246,28 @@ class _Differ:
 
     def _add(self, key: int, finding: Finding) -> None:
         self.findings.append((key, finding))
+
+    def _heads(self, i: int, a: Node, b: Node) -> bool:
+        """Attention over another split into heads: one finding, the default scale that
+        follows from it is not a second one."""
+        qa, qb = a.inputs[0].shape, b.inputs[0].shape
+        if qa == qb or len(qa) < 3 or len(qb) < 3:
+            return False
+        self._add(i, Finding(
+            "attr-mismatch",
+            f"attention uses {qa[-3]} heads of size {qa[-1]} in lhs ({a.scope or '<model>'}) "
+            f"but {qb[-3]} heads of size {qb[-1]} in rhs ({b.scope or '<model>'})",
+            op="attention", attr="heads", lhs=_side(self.lhs, a, (qa[-3], qa[-1])),
+            rhs=_side(self.rhs, b, (qb[-3], qb[-1]))))
+        for key in ("causal", "has_mask"):
+            if a.attrs[key] != b.attrs[key]:
+                self._attrs(i, a, b)
+                return True
+        default = [abs(n.attrs["scale"] - q[-1] ** -0.5) < 1e-6 * q[-1] ** -0.5
+                   for n, q in ((a, qa), (b, qb))]
+        if not all(default):
+            self._attrs(i, a, b)
+        return True
 
     def _attrs(self, i: int, a: Node, b: Node) -> None:
         for key in sorted(set(a.attrs) | set(b.attrs)):
@@ -177,7 +304,7 @@ class _Differ:
                   for kind, x in left]
         same = (sorted(map(repr, mapped)) == sorted(map(repr, right)) if a.op in _COMMUTATIVE
                 else mapped == right)
-        if same or len(left) != len(right):
+        if same or len(left) != len(right) or self._explained(a, b):
             return
         diffs = [(m, r) for m, r in zip(mapped, right) if m != r]
         if a.op in _COMMUTATIVE:
@@ -189,6 +316,25 @@ class _Differ:
             f"{self._say(rm, 'rhs')} in rhs ({b.scope or '<model>'}): the two sides are "
             "wired differently here",
             op=a.op, lhs=_side(self.lhs, a), rhs=_side(self.rhs, b)))
+
+    def _explained(self, a: Node, b: Node) -> bool:
+        """Every differing input is accounted for by ops one side lacks (a missing
+        residual add, a missing activation) rather than by different wiring."""
+        for va, vb in zip(a.inputs, b.inputs):
+            la = {("node", self.l2r[x]) if k == "node" else (k, x)
+                  for k, x in self._sources(self.lhs, va, self.l2r, self.li)}
+            rb = self._sources(self.rhs, vb, self.r2l, self.ri)
+            direct_a = self.lhs.producer(va)
+            direct_b = self.rhs.producer(vb)
+            unmatched_between = (direct_a is not None and self.li[id(direct_a)] not in
+                                 self.l2r) or (direct_b is not None and
+                                               self.ri[id(direct_b)] not in self.r2l)
+            if la == rb:
+                continue
+            if unmatched_between and (la & rb):
+                continue
+            return False
+        return True
 
     def _say(self, ref: Any, side: str) -> str:
         kind, x = ref
@@ -238,6 +384,57 @@ def _leaf_key(graph: Graph, value: Value) -> tuple[Any, ...]:
     return ("input", graph.inputs.index(value) if value in graph.inputs else -1)
 
 
+_LAYOUT = frozenset({"transpose", "reshape", "expand"})
+
+
+def _is_layout(f: Finding) -> bool:
+    """A difference in data movement only, which other findings already explain."""
+    if f.code == "attr-mismatch":
+        return f.op in _LAYOUT
+    if f.code == "missing-op":
+        side = f.lhs or f.rhs
+        ops = str(f.message.split(" has no ", 1)[1].split(" between ")[0])
+        return side is not None and all(op in _LAYOUT for op in ops.split("·"))
+    return False
+
+
+def _merge_moved(findings: list[Finding]) -> list[Finding]:
+    """Two attribute findings whose values trade places are one moved attribute (a stride
+    moved from one conv to another)."""
+    out: list[Finding] = []
+    used: set[int] = set()
+    for i, f in enumerate(findings):
+        if i in used:
+            continue
+        if f.code == "attr-mismatch" and f.lhs and f.rhs:
+            for j in range(i + 1, len(findings)):
+                g = findings[j]
+                if j not in used and g.code == "attr-mismatch" and g.op == f.op and \
+                        g.attr == f.attr and g.lhs and g.rhs and g.lhs.value == f.rhs.value \
+                        and g.rhs.value == f.lhs.value:
+                    used.add(j)
+                    f = Finding("attr-mismatch", (
+                        f"{f.op} {f.attr} {_fmt(f.rhs.value)} sits at {g.lhs.scope} in lhs but "
+                        f"at {f.rhs.scope} in rhs (moved between {f.lhs.scope} and "
+                        f"{g.lhs.scope})"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs)
+                    break
+        out.append(f)
+    return out
+
+
+def _merge_wiring(findings: list[Finding]) -> list[Finding]:
+    """Several wiring findings describe one reordering: report the first, mention the rest."""
+    wiring = [f for f in findings if f.code == "edge-mismatch"]
+    if len(wiring) < 2:
+        return findings
+    first = wiring[0]
+    others = ", ".join(f"{f.op} at {f.lhs.scope}" for f in wiring[1:] if f.lhs)
+    merged = Finding("edge-mismatch", f"{first.message}; so are {others}", op=first.op,
+                     lhs=first.lhs, rhs=first.rhs)
+    return [merged if f is first else f for f in findings if f.code != "edge-mismatch"
+            or f is first]
+
+
 def diff(lhs: Graph, rhs: Graph) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
     the side-by-side rows of the alignment."""
@@ -245,4 +442,7 @@ def diff(lhs: Graph, rhs: Graph) -> tuple[list[Finding], list[Row]]:
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
+    if any(not _is_layout(f) for f in findings):
+        findings = [f for f in findings if not _is_layout(f)]
+    findings = _merge_wiring(_merge_moved(findings))
     return findings, d.rows()

@@ -70,4 +70,7 @@ def inputs_to_try(free: list[Value], nodes: list[Node], y: Value) -> list[Value]
             readers[v] = readers.get(v, 0) + 1
     out = [free[0]] if len(free) == 1 else []
     out += [v for n in nodes for v in n.outputs if readers.get(v, 0) >= 2 and v not in out]
+    # an activation inside the cone may end the previous layer (batch norm after a relu)
+    out += [n.outputs[0] for n in nodes if get_spec(n.op).category == "activation"
+            and n.outputs[0] is not y and n.outputs[0] not in out]
     return [v for v in out if v.shape == y.shape]

@@ -277,3 +277,112 @@ def trace(name: str) -> Any:
     function = {"jax": jax_frontend.trace, "linen": jax_frontend.trace_linen,
                 "nnx": jax_frontend.trace_nnx}[name.split("/")[1]]
     return function(*MODELS[name](), reference=name)
+
+
+# --- mutants: the plain-JAX CNN and pre-LN block with one planted difference ---------------
+MUTATIONS: dict[str, list[str]] = {
+    "transformer_block": ["missing_activation", "eps", "gelu_approximation", "missing_bias",
+                          "missing_residual", "post_ln", "missing_scale", "causal",
+                          "hidden_size", "num_heads", "softmax_axis"],
+    "cnn": ["missing_activation", "eps", "stride_moved", "asymmetric_padding", "missing_bias",
+            "swapped_layers", "hidden_size", "batchnorm_to_layernorm"],
+}
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def _cnn_mutant(mutation: str | None) -> tuple:
+    c1 = 10 if mutation == "hidden_size" else 8
+    s1, s2 = (2, 1) if mutation == "stride_moved" else (1, 2)
+    pad2 = ((0, 1), (0, 1)) if mutation == "asymmetric_padding" else ((1, 1), (1, 1))
+    eps2 = 1e-5 if mutation == "eps" else 1e-3
+    conv1 = {"kernel": _rand(10, 3, 3, 3, c1, scale=0.3)}
+    if mutation != "missing_bias":
+        conv1["bias"] = _rand(11, c1)
+    bn2 = _ln(17, 12) if mutation == "batchnorm_to_layernorm" else _bn(17, 12)
+    params = {"conv1": conv1, "bn1": _bn(12, c1),
+              "conv2": {"kernel": _rand(16, 3, 3, c1, 12, scale=0.2)}, "bn2": bn2,
+              "head": _dense(21, 12, 5)}
+
+    def first_block(p: dict[str, Any], x: jax.Array) -> jax.Array:
+        h = lax.conv_general_dilated(x, p["conv1"]["kernel"], (s1, s1), ((1, 1), (1, 1)),
+                                     dimension_numbers=_NHWC)
+        h = h + p["conv1"]["bias"] if "bias" in p["conv1"] else h
+        if mutation == "swapped_layers":
+            return _batch_norm(p["bn1"], jax.nn.relu(h), 1e-5)
+        h = _batch_norm(p["bn1"], h, 1e-5)
+        return h if mutation == "missing_activation" else jax.nn.relu(h)
+
+    def apply(p: dict[str, Any], x: jax.Array) -> jax.Array:
+        h = first_block(p, x)
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        h = lax.conv_general_dilated(h, p["conv2"]["kernel"], (s2, s2), pad2,
+                                     dimension_numbers=_NHWC)
+        if mutation == "batchnorm_to_layernorm":
+            h = jax.nn.relu(_norm(p["bn2"], h, 1e-3))
+        else:
+            h = jax.nn.relu(_batch_norm(p["bn2"], h, eps2))
+        h = lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
+        return _apply_dense(p["head"], h.mean(axis=(1, 2)))
+
+    return apply, params, (IMAGE,)
+
+
+def _attention(p: dict[str, Any], h: jax.Array, mutation: str | None) -> jax.Array:
+    n_heads = 2 if mutation == "num_heads" else HEADS
+    b, s, _ = h.shape
+
+    def heads(t: jax.Array) -> jax.Array:
+        return t.reshape(b, s, n_heads, D // n_heads).transpose(0, 2, 1, 3)
+
+    q, k, v = (heads(_apply_dense(p[n], h)) for n in ("query", "key", "value"))
+    logits = q @ k.transpose(0, 1, 3, 2)
+    if mutation != "missing_scale":
+        logits = logits / np.sqrt(D // n_heads)
+    if mutation == "causal":
+        logits = jnp.where(np.tril(np.ones((s, s), bool)), logits,
+                           jnp.finfo(logits.dtype).min)
+    att = jax.nn.softmax(logits, axis=-2 if mutation == "softmax_axis" else -1)
+    a = (att @ v).transpose(0, 2, 1, 3).reshape(h.shape)
+    return _apply_dense(p["out"], a)
+
+
+def _mlp(p: dict[str, Any], h: jax.Array, mutation: str | None) -> jax.Array:
+    h = _apply_dense(p["mlp1"], h)
+    if mutation != "missing_activation":
+        h = jax.nn.gelu(h, approximate=mutation == "gelu_approximation")
+    return _apply_dense(p["mlp2"], h)
+
+
+def _preln_mutant(mutation: str | None) -> tuple:
+    hidden = 48 if mutation == "hidden_size" else 4 * D
+    eps1 = 1e-12 if mutation == "eps" else 1e-5
+    params = {"ln1": _ln(30, D), "query": _dense(32, D, D, bias=mutation != "missing_bias"),
+              "key": _dense(34, D, D), "value": _dense(36, D, D), "out": _dense(38, D, D),
+              "ln2": _ln(40, D), "mlp1": _dense(42, D, hidden), "mlp2": _dense(44, hidden, D)}
+
+    def apply(p: dict[str, Any], x: jax.Array) -> jax.Array:
+        if mutation == "post_ln":
+            with jax.named_scope("attn"):
+                x = _norm(p["ln1"], x + _attention(p, x, mutation), eps1)
+            with jax.named_scope("mlp"):
+                return _norm(p["ln2"], x + _mlp(p, x, mutation), 1e-6)
+        h = _norm(p["ln1"], x, eps1)
+        with jax.named_scope("attn"):
+            a = _attention(p, h, mutation)
+            x = a if mutation == "missing_residual" else x + a
+        with jax.named_scope("mlp"):
+            return x + _mlp(p, _norm(p["ln2"], x, 1e-6), mutation)
+
+    return apply, params, (TOKENS,)
+
+
+def mutant(model: str, mutation: str | None) -> tuple:
+    """The plain-JAX golden ``model`` ("cnn" or "transformer_block") with ``mutation`` (a
+    name in ``MUTATIONS[model]``, or None for the golden itself): ``(apply_fn, params,
+    inputs)`` like ``cnn_jax``/``preln_jax``, with the same seeds."""
+    if model not in MUTATIONS:
+        raise KeyError(f"no mutants of {model!r}; use one of {sorted(MUTATIONS)}")
+    if mutation is not None and mutation not in MUTATIONS[model]:
+        raise KeyError(f"no mutation {mutation!r} of {model!r}; use one of "
+                       f"{MUTATIONS[model]}")
+    return (_cnn_mutant if model == "cnn" else _preln_mutant)(mutation)
