@@ -118,6 +118,7 @@ class _Matcher:
         self.node_match = node_match
         self.l2r: dict[int, int] = {}
         self.r2l: dict[int, int] = {}
+        self.fresh: list[tuple[int, int]] = []  # pairs whose neighbours are not yet tried
         self.l_index = {id(n): i for i, n in enumerate(lhs.nodes)}
         self.r_index = {id(n): i for i, n in enumerate(rhs.nodes)}
 
@@ -127,6 +128,7 @@ class _Matcher:
         if not self.node_match(self.lhs.nodes[i], self.rhs.nodes[j]):
             return False
         self.l2r[i], self.r2l[j] = j, i
+        self.fresh.append((i, j))
         return True
 
     def anchors(self) -> None:
@@ -144,11 +146,13 @@ class _Matcher:
                 self.pair(i, j)
 
     def propagate(self) -> None:
-        changed = True
-        while changed:
-            changed = False
-            for i, j in sorted(self.l2r.items()):
-                changed |= self._neighbours(i, j)
+        """Pair neighbours of matched pairs, each pair visited once (a worklist)."""
+        work = sorted(self.l2r.items())
+        self.fresh = []
+        while work:
+            for i, j in work:
+                self._neighbours(i, j)
+            work, self.fresh = sorted(self.fresh), []
 
     def _neighbours(self, i: int, j: int) -> bool:
         a, b = self.lhs.nodes[i], self.rhs.nodes[j]
