@@ -1,5 +1,5 @@
 """Drop no-ops: identities, inference dropout, same-type casts, same-shape reshapes and
-expands, identity transposes; squeeze/unsqueeze become reshapes; chains of reshapes or of
+expands, identity transposes, multiplications by one and additions of zero; squeeze/unsqueeze become reshapes; chains of reshapes or of
 transposes become one.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
@@ -29,6 +29,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
+    if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
+        return True
     if node.op == "where":
         return _index_wrap(rw, node)
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node)):
@@ -118,6 +120,18 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
         rw.replace(node.outputs[0], rw.emit("reshape", [source], {"shape": shape}, like=node,
                                             shape=shape))
     return True
+
+
+def _neutral(rw: Rewriter, node: Node) -> bool:
+    """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, say) are x."""
+    a, b = node.inputs
+    unit = 1.0 if node.op in ("mul", "div") else 0.0
+    for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
+        if rw.scalar(other) == unit and keep.shape == node.outputs[0].shape and \
+                keep.dtype == node.outputs[0].dtype:
+            rw.replace(node.outputs[0], keep)
+            return True
+    return False
 
 
 def _index_wrap(rw: Rewriter, node: Node) -> bool:
