@@ -15,9 +15,10 @@ steps, none of which looks at names (scopes and parameter names are not compared
    matched is paired with the counterpart's input (or reader) in the same slot when their
    ops agree; repeated until nothing changes.
 3. **Sequence alignment of what is left.** The remaining nodes of each side, in graph
-   order, are aligned by op name (difflib's matching blocks); equal runs pair up, replaced
-   runs of the same length pair position by position (an op swapped for another), the rest
-   stays unmatched (an op one side lacks). Nodes left over on both sides with the same op
+   order, are aligned by op and attributes (difflib's matching blocks), then, inside runs
+   that differ, by op name; equal runs pair up, replaced runs of the same length pair
+   position by position (an op swapped for another), the rest stays unmatched (an op one
+   side lacks). Nodes left over on both sides with the same op
    and attributes are paired last: the same layer, wired elsewhere.
 
 Hash collisions only ever merge candidates that are then checked by op, so the result is
@@ -168,8 +169,22 @@ class _Matcher:
         return changed
 
     def sequence(self) -> None:
+        """Align the leftovers in graph order: first by op and attributes (so a moved layer
+        pairs with its twin), then, inside runs that differ, by op name alone (so an op whose
+        attributes changed still pairs with its counterpart)."""
         left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
         right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
+        a = [repr(_label(self.lhs.nodes[i])) for i in left]
+        b = [repr(_label(self.rhs.nodes[j])) for j in right]
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                for i, j in zip(left[i1:i2], right[j1:j2]):
+                    self.pair(i, j)
+            elif tag == "replace":
+                self._by_op(left[i1:i2], right[j1:j2])
+
+    def _by_op(self, left: list[int], right: list[int]) -> None:
         a = [self.lhs.nodes[i].op for i in left]
         b = [self.rhs.nodes[j].op for j in right]
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
