@@ -193,6 +193,32 @@ class _Matcher:
                 for i, j in zip(left[i1:i2], right[j1:j2]):
                     self.pair(i, j)
 
+    def relabel(self) -> None:
+        """Where the layers of one op are paired across attributes but a pairing by
+        attributes exists (pre-LN vs post-LN: each LayerNorm kept its eps but moved), pair
+        them by attributes, in graph order: the difference is where they sit, not what they
+        are."""
+        ops = {self.lhs.nodes[i].op for i, j in self.l2r.items()
+               if _label(self.lhs.nodes[i]) != _label(self.rhs.nodes[j])}
+        for op in sorted(ops):
+            left = sorted(i for i, n in enumerate(self.lhs.nodes) if n.op == op and (
+                i not in self.l2r or _label(n) != _label(self.rhs.nodes[self.l2r[i]])))
+            right = sorted(j for j, n in enumerate(self.rhs.nodes) if n.op == op and (
+                j not in self.r2l or _label(n) != _label(self.lhs.nodes[self.r2l[j]])))
+            if len(left) < 2 or Counter(repr(_label(self.lhs.nodes[i])) for i in left) != \
+                    Counter(repr(_label(self.rhs.nodes[j])) for j in right):
+                continue
+            for i in left:
+                self.r2l.pop(self.l2r.pop(i, -1), None)
+            for j in right:
+                self.l2r.pop(self.r2l.pop(j, -1), None)
+            pool = list(right)
+            for i in left:
+                twin = next(j for j in pool if _label(self.rhs.nodes[j]) ==
+                            _label(self.lhs.nodes[i]))
+                pool.remove(twin)
+                self.pair(i, twin)
+
     def moved(self) -> None:
         left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
         right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
@@ -227,6 +253,7 @@ def align(lhs: Graph, rhs: Graph, *,
     m.propagate()
     m.sequence()
     m.propagate()
+    m.relabel()
     m.moved()
     pairs = tuple(sorted(m.l2r.items()))
     lhs_only = tuple(i for i in range(len(lhs.nodes)) if i not in m.l2r)
