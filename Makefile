@@ -18,7 +18,8 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/specgraph show examples/xor/model_torch.py:correct
-	-$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation
+	@# exit 1 means "differences found", which is what this pair must show
+	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation || test $$? -eq 1
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -219,6 +219,29 @@ class _Matcher:
                 pool.remove(twin)
                 self.pair(i, twin)
 
+    def untangle(self) -> None:
+        """Swap two pairings of twin nodes when that makes a matched node read the same
+        producers on both sides (the q, k and v branches of attention are twins; graph order
+        alone may pair q with k). Walks from the outputs up, so a swap propagates upstream."""
+        for i in range(len(self.lhs.nodes) - 1, -1, -1):
+            j = self.l2r.get(i)
+            if j is None:
+                continue
+            a, b = self.lhs.nodes[i], self.rhs.nodes[j]
+            for va, vb in zip(a.inputs, b.inputs):
+                pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
+                if pa is None or pb is None:
+                    continue
+                lp, rp = self.l_index[id(pa)], self.r_index[id(pb)]
+                rq, lq = self.l2r.get(lp), self.r2l.get(rp)
+                if rq is None or lq is None or rq == rp:
+                    continue
+                if _label(self.lhs.nodes[lq]) != _label(pa) or _label(self.rhs.nodes[rq]) != \
+                        _label(pb):
+                    continue
+                self.l2r[lp], self.r2l[rp] = rp, lp
+                self.l2r[lq], self.r2l[rq] = rq, lq
+
     def moved(self) -> None:
         left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
         right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
@@ -255,6 +278,7 @@ def align(lhs: Graph, rhs: Graph, *,
     m.propagate()
     m.relabel()
     m.moved()
+    m.untangle()
     pairs = tuple(sorted(m.l2r.items()))
     lhs_only = tuple(i for i in range(len(lhs.nodes)) if i not in m.l2r)
     rhs_only = tuple(j for j in range(len(rhs.nodes)) if j not in m.r2l)
