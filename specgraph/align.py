@@ -8,7 +8,7 @@ steps, none of which looks at names (scopes and parameter names are not compared
    (its op and attributes and the downstream hashes of its readers, with the slot it feeds).
    Both are computed in one pass each over the topological order. A hash that occurs exactly
    once in each graph pairs its two nodes (outputs are keyed by name where both sides use
-   the same output names, a hint, else by position): everything before a difference
+   the same output names, a hint, else not told apart): everything before a difference
    matches by upstream hash, everything after it by downstream hash, and identical repeated blocks (the
    12 layers of an encoder) are told apart by their position in the chain.
 2. **Propagation from matched neighbours.** An unmatched node whose input (or reader) is
@@ -134,9 +134,10 @@ class _Matcher:
 
     def anchors(self) -> None:
         up = _unique_pairs(_up_hashes(self.lhs), _up_hashes(self.rhs))
-        # outputs are told apart by name where both sides name them alike, else by position
+        # outputs are told apart by name where both sides name them alike; otherwise their
+        # order is no evidence (JAX sorts dict keys, exporters rename), so they are alike
         same = sorted(self.lhs.output_names) == sorted(self.rhs.output_names)
-        keys = [list(g.output_names) if same else list(range(len(g.outputs)))
+        keys = [list(g.output_names) if same else ["output"] * len(g.outputs)
                 for g in (self.lhs, self.rhs)]
         down = _unique_pairs(_down_hashes(self.lhs, keys[0]), _down_hashes(self.rhs, keys[1]))
         for i, j in sorted(up.items()):

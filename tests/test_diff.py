@@ -3,6 +3,7 @@ and the properties every diff must have (hypothesis)."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import random
@@ -28,12 +29,37 @@ def xor_models():
     from specgraph.canonical import canonicalize_model
     from specgraph.loading import trace
 
-    return {(fw, kind): canonicalize_model(trace(f"{path}:{kind}"))
-            for fw, path in XOR.items() for kind in ("correct", "forgot_activation")}
+    models = {(fw, kind): canonicalize_model(trace(f"{path}:{kind}"))
+              for fw, path in XOR.items() for kind in ("correct", "forgot_activation")}
+    if importlib.util.find_spec("onnxscript") is not None:
+        models.update({("onnx", kind): _onnx_xor(kind) for kind in ("correct",
+                                                                     "forgot_activation")})
+    return models
 
 
-@pytest.mark.parametrize(("lhs", "rhs"), list(itertools.permutations(XOR, 2)) +
-                         [(fw, fw) for fw in XOR])
+def _onnx_xor(kind: str):
+    """The PyTorch XOR model exported with torch.onnx (dynamo) and traced from ONNX."""
+    import warnings
+
+    import torch
+
+    from specgraph.canonical import canonicalize_model
+    from specgraph.frontends import onnx as onnx_frontend
+    from specgraph.loading import call_factory
+
+    _, (model, inputs) = call_factory(f"{XOR['torch']}:{kind}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, inputs, dynamo=True, optimize=False, verbose=False)
+    return canonicalize_model(onnx_frontend.trace_model(
+        program.model_proto, tuple(t.numpy() for t in inputs), reference=f"xor-{kind}.onnx"))
+
+
+SIDES = [*XOR, "onnx"]
+
+
+@pytest.mark.parametrize(("lhs", "rhs"), list(itertools.permutations(SIDES, 2)) +
+                         [(fw, fw) for fw in SIDES])
 def test_xor_forgotten_activation_is_one_finding_naming_relu(xor_models, lhs, rhs) -> None:
     report = compare_structure(xor_models[(lhs, "correct")], xor_models[(rhs,
                                                                         "forgot_activation")])
@@ -48,7 +74,7 @@ def test_xor_forgotten_activation_is_one_finding_naming_relu(xor_models, lhs, rh
     assert back.message.startswith("lhs has no relu") and back.rhs.scope == "act"
 
 
-@pytest.mark.parametrize(("lhs", "rhs"), list(itertools.combinations(XOR, 2)))
+@pytest.mark.parametrize(("lhs", "rhs"), list(itertools.combinations(SIDES, 2)))
 def test_xor_correct_pairs_are_equivalent(xor_models, lhs, rhs) -> None:
     for kind in ("correct", "forgot_activation"):
         assert compare_structure(xor_models[(lhs, kind)], xor_models[(rhs, kind)]).equivalent
