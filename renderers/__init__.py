@@ -9,12 +9,12 @@ __all__ = ["Renderer", "get_renderer", "FORMATS"]
 FORMATS = ("text", "latex", "json")
 
 
-def get_renderer(fmt: str) -> Renderer:
-    """The renderer for ``fmt`` (one of FORMATS)."""
+def get_renderer(fmt: str, *, color: bool = False) -> Renderer:
+    """The renderer for ``fmt`` (one of FORMATS); ``color`` for terminal highlighting."""
     if fmt == "text":
         from specgraph.renderers.text import TextRenderer
 
-        return TextRenderer()
+        return TextRenderer(color=color)
     if fmt == "latex":
         from specgraph.renderers.latex import LatexRenderer
 

@@ -40,9 +40,15 @@ def _count(n: int) -> str:
 
 
 class TextRenderer(Renderer):
-    """Human-readable output for a terminal."""
+    """Human-readable output for a terminal; ``color`` highlights differences (ANSI)."""
 
     format = "text"
+
+    def __init__(self, color: bool = False) -> None:
+        self.color = color
+
+    def _mark(self, line: str, code: str) -> str:
+        return f"\033[{code}m{line}\033[0m" if self.color else line
 
     def _render_ModelSummary(self, s: ModelSummary) -> str:
         out = [f"{s.reference}  ({s.framework}, {len(s.layers)} nodes, "
@@ -71,7 +77,9 @@ class TextRenderer(Renderer):
         rows = [["!" if row.differs else "", row.lhs_scope or ("<model>" if row.lhs != "—"
                  else ""), row.lhs, row.rhs, row.rhs_scope or ("<model>" if row.rhs != "—"
                  else "")] for row in r.rows]
-        out += table(["", "lhs scope", "lhs", "rhs", "rhs scope"], rows)
+        lines = table(["", "lhs scope", "lhs", "rhs", "rhs scope"], rows)
+        out += lines[:2] + [self._mark(line, "1;31") if row.differs else line
+                            for line, row in zip(lines[2:], r.rows)]
         out.append("")
         if r.findings:
             out.append(f"Findings ({len(r.findings)})")
@@ -82,7 +90,7 @@ class TextRenderer(Renderer):
                         out.append(f"       {name}: {side.source}")
             out.append("")
             noun = "difference" if len(r.findings) == 1 else "differences"
-            out.append(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}")
+            out.append(self._mark(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}", "1;31"))
         else:
-            out.append("verdict: EQUIVALENT (same canonical graph)")
+            out.append(self._mark("verdict: EQUIVALENT (same canonical graph)", "1;32"))
         return "\n".join(out) + "\n"

@@ -82,7 +82,8 @@ def _diff(args: argparse.Namespace) -> int:
 
     progress = Progress.for_format(args.format)
     report = compare_structure(args.lhs, args.rhs, raw=args.raw, progress=progress.step)
-    sys.stdout.write(get_renderer(args.format).render(report))
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    sys.stdout.write(get_renderer(args.format, color=color).render(report))
     return EXIT_OK if report.equivalent else EXIT_DIFFERENT
 
 
