@@ -10,24 +10,16 @@ nodes with ``cx.emit``. Layer ops live here; shape ops and reductions in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from specgraph.frontends.onnx import Dynamic, f32
+from specgraph.frontends._table import Converter, ConverterTable
 
-Converter = Callable[[Any, Any], Any]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def _reg(*names: str) -> Callable[[Converter], Converter]:
-    def wrap(fn: Converter) -> Converter:
-        for name in names:
-            CONVERTERS[name] = fn
-        return fn
-
-    return wrap
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _axis(axis: int, rank: int) -> int:

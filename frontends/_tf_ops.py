@@ -9,24 +9,15 @@ emits canonical nodes with ``cx.emit``. Raising ``Unsupported`` makes the op opa
 from __future__ import annotations
 
 import string
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from specgraph.frontends._tf_convert import Unsupported, dtype_of, numpy_of
+from specgraph.frontends._table import Converter, ConverterTable
 
-Converter = Callable[[Any, Any], Any]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def _reg(*names: str) -> Callable[[Converter], Converter]:
-    def wrap(fn: Converter) -> Converter:
-        for name in names:
-            CONVERTERS[name] = fn
-        return fn
-
-    return wrap
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _scalar(value: float, dtype: str) -> np.ndarray:

@@ -7,25 +7,16 @@ arguments by schema name with ``cx.bind``, and emits canonical nodes with ``cx.e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from specgraph.errors import TraceError
+from specgraph.frontends._table import Converter, ConverterTable
 
-Converter = Callable[[Any, Any], Any]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def _reg(*names: str) -> Callable[[Converter], Converter]:
-    def wrap(fn: Converter) -> Converter:
-        for name in names:
-            CONVERTERS[name] = fn
-        return fn
-
-    return wrap
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _rank(arg: Any) -> int:
