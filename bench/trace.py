@@ -79,6 +79,46 @@ def jax_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[]
         lambda: frontend.trace_linen(model, variables, (x,)))
 
 
+def jax_plain_case(layers: int, width: int) -> tuple[Callable[[], object],
+                                                     Callable[[], object]]:
+    import jax
+    import jax.numpy as jnp
+
+    from specgraph.frontends import jax as frontend
+
+    def layer_norm(x, g, b):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * g + b
+
+    def block(p, x):
+        t, d, h = x.shape[1], x.shape[2], 8
+        y = layer_norm(x, p["ln1_g"], p["ln1_b"])
+        q, k, v = (jnp.dot(y, p[n]).reshape(-1, t, h, d // h) for n in ("wq", "wk", "wv"))
+        a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(d // h), axis=-1)
+        x = x + jnp.dot(jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(-1, t, d), p["wo"])
+        y = layer_norm(x, p["ln2_g"], p["ln2_b"])
+        return x + jnp.dot(jax.nn.gelu(jnp.dot(y, p["w1"]) + p["b1"]), p["w2"]) + p["b2"]
+
+    def apply_fn(params, x):
+        for p in params:
+            x = block(p, x)
+        return x
+
+    rng = jax.random.PRNGKey(0)
+    shapes = {"ln1_g": (width,), "ln1_b": (width,), "wq": (width, width), "wk": (width, width),
+              "wv": (width, width), "wo": (width, width), "ln2_g": (width,),
+              "ln2_b": (width,), "w1": (width, 4 * width), "b1": (4 * width,),
+              "w2": (4 * width, width), "b2": (width,)}
+    params = [{n: jax.random.normal(rng, s) * 0.02 for n, s in shapes.items()}
+              for _ in range(layers)]
+    x = jnp.ones((2, 64, width))
+    # a fresh function object each round: make_jaxpr caches traces per function, and a
+    # user's first trace is a cold one
+    return (lambda: jax.make_jaxpr(lambda p, y: apply_fn(p, y))(params, x)), (
+        lambda: frontend.trace(lambda p, y: apply_fn(p, y), params, (x,)))
+
+
 def tf_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[], object]]:
     import keras
     import tensorflow as tf
@@ -103,7 +143,8 @@ def tf_case(layers: int, width: int) -> tuple[Callable[[], object], Callable[[],
     return native, (lambda: frontend.trace(model, data))
 
 
-CASES = {"torch": torch_case, "jax": jax_case, "tf": tf_case}
+CASES = {"torch": torch_case, "jax": jax_case, "jax-plain": jax_plain_case,
+         "tf": tf_case}
 
 
 def main() -> None:

@@ -123,7 +123,24 @@ class OpSpec:
     outputs: int = 1
 
     def normalize_attrs(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Check ``attrs`` against the schema and fill in defaults (sorted by name)."""
+        """Check ``attrs`` against the schema and fill in defaults (sorted by name).
+
+        Results are memoized per op and attribute values (models repeat the same layers).
+        """
+        try:
+            key = (self.name, tuple(sorted((k, type(v).__name__, v)
+                                           for k, v in (attrs or {}).items())))
+            hit = _NORMALIZED.get(key)
+        except TypeError:  # an unhashable value: check it the long way
+            key, hit = None, None
+        if hit is not None:
+            return dict(hit)
+        out = self._normalize(attrs)
+        if key is not None and len(_NORMALIZED) < 65536:
+            _NORMALIZED[key] = out
+        return dict(out)
+
+    def _normalize(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         attrs = dict(attrs or {})
         if self.name == OPAQUE:
             if not isinstance(attrs.get("target"), str):
@@ -165,6 +182,7 @@ class OpSpec:
 
 
 _REGISTRY: dict[str, OpSpec] = {}
+_NORMALIZED: dict[tuple[str, tuple[tuple[str, str, Any], ...]], dict[str, Any]] = {}
 
 
 def register(spec: OpSpec) -> OpSpec:
