@@ -1,0 +1,70 @@
+"""Parameter pairing along an alignment: which rhs parameter holds each lhs parameter.
+
+Weights move from lhs to rhs for numeric comparison; names differ across frameworks
+(``fc1.weight``, ``params.Dense_0.kernel``, ``dense.kernel``), so parameters are paired by
+the aligned nodes that read them and the input slot they fill, never by name. Both graphs
+are canonical, so a pair has the same shape; anything that cannot be paired is listed in
+one error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specgraph.align import Alignment
+from specgraph.errors import SpecgraphError
+
+__all__ = ["ParamPair", "TransferError", "pair_parameters"]
+
+
+class TransferError(SpecgraphError):
+    """Some parameters of one side have no counterpart on the other."""
+
+
+@dataclass(frozen=True)
+class ParamPair:
+    """One lhs parameter, the rhs parameter that plays its role, and their shape."""
+
+    lhs: str
+    rhs: str
+    shape: tuple[int, ...]
+
+
+def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[ParamPair, ...]:
+    """Pair every parameter of ``alignment.lhs`` with one of ``alignment.rhs``.
+
+    Args:
+        alignment: the alignment of two canonical graphs.
+        strict: raise TransferError unless every parameter on both sides is paired.
+
+    Returns:
+        The pairs, in lhs parameter order.
+    """
+    lhs, rhs = alignment.lhs, alignment.rhs
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    for i, j in alignment.pairs:
+        a, b = lhs.nodes[i], rhs.nodes[j]
+        for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
+            na, nb = lhs.param_name(va), rhs.param_name(vb)
+            if na is None or nb is None:
+                continue
+            if va.shape != vb.shape:
+                problems.append(f"{na} {list(va.shape)} vs {nb} {list(vb.shape)} "
+                                f"(input {slot} of {a.op} at {a.scope or '<model>'})")
+            elif found.setdefault(na, nb) != nb:
+                problems.append(f"{na} plays the role of both {found[na]} and {nb}")
+    unpaired_lhs = [n for n in lhs.params if n not in found]
+    unpaired_rhs = sorted(set(rhs.params) - set(found.values()))
+    if strict and (problems or unpaired_lhs or unpaired_rhs):
+        parts = problems[:3]
+        if unpaired_lhs:
+            parts.append(f"lhs parameters with no counterpart: {', '.join(unpaired_lhs[:5])}")
+        if unpaired_rhs:
+            parts.append(f"rhs parameters with no counterpart: {', '.join(unpaired_rhs[:5])}")
+        raise TransferError(
+            "cannot move weights from lhs to rhs: " + "; ".join(parts) +
+            "; fix the structural differences first, or compare models that already share "
+            "weights without moving them"
+        )
+    return tuple(ParamPair(n, found[n], lhs.params[n].shape) for n in lhs.params if n in found)
