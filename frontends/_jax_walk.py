@@ -21,6 +21,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 from specgraph.errors import TraceError
 from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
 from specgraph.ops import OPAQUE
+from specgraph.sources import display_path
 
 __all__ = ["JaxprConverter", "CONVERTERS", "FOLDERS", "PARAM_LAYOUTS", "reg", "SCOPE_MARK",
            "source", "dtype_name", "inverse_perm", "to_numpy"]
@@ -481,21 +482,13 @@ def source(eqn: Any, cache: dict[tuple[Any, int], str]) -> str:
         text = cache.get(key)
         if text is None:
             line = tb.code_addr2line(code, lasti)
-            text = cache[key] = f"{_relative(code.co_filename)}:{line}"
+            text = cache[key] = f"{display_path(code.co_filename)}:{line}"
         return text
     return ""
 
 
 def _is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL) or filename.startswith("<frozen")
-
-
-def _relative(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:

@@ -21,6 +21,7 @@ import tensorflow as tf
 from specgraph.errors import TraceError
 from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
 from specgraph.ops import OPAQUE, get_spec
+from specgraph.sources import display_path
 
 __all__ = ["Converter", "Unsupported", "flatten_named", "dtype_name", "dtype_of"]
 
@@ -140,11 +141,7 @@ def _classify(file: str, framework: tuple[str, ...]) -> str:
         return "frontend"
     if file.startswith("<") or "autograph_generated" in file or path.startswith(framework):
         return "skip"
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        rel = file
-    return file if rel.startswith("..") else rel
+    return display_path(file)
 
 
 class Converter:

@@ -16,7 +16,6 @@ operator has a small converter in ``specgraph.frontends._onnx_ops``; one none kn
 from __future__ import annotations
 
 import ast
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -32,6 +31,7 @@ from specgraph.errors import FactoryError, TraceError
 from specgraph.ir import GraphBuilder, Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops import OPAQUE
+from specgraph.sources import display_path
 
 __all__ = ["trace_file", "trace_model", "make_inputs", "accepts", "FRAMEWORK"]
 
@@ -323,11 +323,7 @@ def _source(meta: dict[str, str]) -> str:
     frames = _FRAME.findall(meta.get("pkg.torch.onnx.stack_trace", ""))
     for file, line in reversed(frames):
         if not _FRAMEWORK_FILE.search(file):
-            try:
-                rel = os.path.relpath(file)
-            except ValueError:
-                rel = file
-            return f"{file if rel.startswith('..') else rel}:{line}"
+            return f"{display_path(file)}:{line}"
     return ""
 
 

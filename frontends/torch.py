@@ -28,6 +28,7 @@ from specgraph.errors import FactoryError, TraceError
 from specgraph.ir import GraphBuilder, Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops import OPAQUE
+from specgraph.sources import display_path
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]
 
@@ -216,11 +217,7 @@ def _source(stack: str | None) -> str:
     frames = _FRAME.findall(stack)
     for file, line in reversed(frames):
         if not file.startswith(_TORCH_DIR):
-            try:
-                rel = os.path.relpath(file)
-            except ValueError:
-                rel = file
-            return f"{file if rel.startswith('..') else rel}:{line}"
+            return f"{display_path(file)}:{line}"
     return ""
 
 
@@ -361,7 +358,8 @@ class _Converter:
         return out
 
     def _at(self) -> str:
-        return f"{self.reference}: {self.current.target} at {_scope(self.current.meta) or '<model>'}: "
+        scope = _scope(self.current.meta) or "<model>"
+        return f"{self.reference}: {self.current.target} at {scope}: "
 
     def _is_tensor_arg(self, arg: Any) -> bool:
         return hasattr(arg, "name") and isinstance(arg.meta.get("val"), torch.Tensor)
@@ -416,7 +414,8 @@ class _Converter:
             key = (target, "constant")
             if key not in self.relayouts:
                 data = to_numpy(self.ep.constants[target])
-                self.relayouts[key] = self.b.constant(data, dtype_name(self.ep.constants[target].dtype))
+                dtype = dtype_name(self.ep.constants[target].dtype)
+                self.relayouts[key] = self.b.constant(data, dtype)
             return self._relayout(self.relayouts[key], "native", layout, target)
         if target not in self.param_values:
             shape, dtype = self.meta(arg)[0]

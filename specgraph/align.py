@@ -9,8 +9,9 @@ steps, none of which looks at names (scopes and parameter names are not compared
    Both are computed in one pass each over the topological order. A hash that occurs exactly
    once in each graph pairs its two nodes (outputs are keyed by name where both sides use
    the same output names, a hint, else not told apart): everything before a difference
-   matches by upstream hash, everything after it by downstream hash, and identical repeated blocks (the
-   12 layers of an encoder) are told apart by their position in the chain.
+   matches by upstream hash, everything after it by downstream hash, and identical
+   repeated blocks (the 12 layers of an encoder) are told apart by their position in the
+   chain.
 2. **Propagation from matched neighbours.** An unmatched node whose input (or reader) is
    matched is paired with the counterpart's input (or reader) in the same slot when their
    ops agree; repeated until nothing changes.
@@ -35,7 +36,7 @@ from typing import Any
 
 from specgraph.ir import Graph, Node, Value
 
-__all__ = ["Alignment", "align"]
+__all__ = ["Alignment", "align", "leaf_key"]
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,15 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _leaf(graph: Graph, value: Value) -> tuple[Any, ...]:
-    """What an input, parameter or constant contributes to a hash (never its name)."""
+def leaf_key(graph: Graph, value: Value, *, param_shape: bool = True) -> tuple[Any, ...]:
+    """What an input, parameter or constant is, structurally (never its name): a constant
+    by shape and scalar value, a parameter by shape (unless ``param_shape`` is false), an
+    input by position."""
     if value in graph.constants:
         data = graph.constants[value]
         return ("const", value.shape, float(data.reshape(())) if data.size == 1 else None)
     if graph.param_name(value) is not None:
-        return ("param", value.shape)
+        return ("param", value.shape) if param_shape else ("param",)
     return ("input", graph.inputs.index(value) if value in graph.inputs else -1)
 
 
@@ -81,7 +84,7 @@ def _up_hashes(graph: Graph) -> list[int]:
     made: dict[Value, int] = {}
     out = []
     for node in graph.nodes:
-        parts = [hash(_leaf(graph, v)) if v not in made else made[v] for v in node.inputs]
+        parts = [hash(leaf_key(graph, v)) if v not in made else made[v] for v in node.inputs]
         h = hash((_label(node), tuple(parts)))
         out.append(h)
         for k, v in enumerate(node.outputs):

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from specgraph.ir import Graph, Node, Value
+from specgraph.ir import Graph, Node, Value, prune
 from specgraph.model import LazyOutputs, TracedModel
 from specgraph.passes import canonicalize
 
@@ -56,8 +56,6 @@ def _absorb_output_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int,
         outputs[i] = node.inputs[0]
     if not layouts:
         return graph, layouts
-    from specgraph.ir import prune
-
     return prune(graph.replace(outputs=outputs)), layouts
 
 

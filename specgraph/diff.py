@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from specgraph.align import Alignment, align
+from specgraph.align import Alignment, align, leaf_key
 from specgraph.graph_nx import attrs_equal
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
 from specgraph.report import Finding, Row, Side
 
 __all__ = ["diff", "describe_node"]
 
-_COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "equal", "not_equal",
-                          "logical_and", "logical_or"})
 
 
 def describe_node(node: Node) -> str:
@@ -302,12 +300,13 @@ class _Differ:
         right = [self._matched_above(self.rhs, v, self.r2l, self.ri) for v in b.inputs]
         mapped = [("node", self.l2r[x]) if kind == "node" and x in self.l2r else (kind, x)
                   for kind, x in left]
-        same = (sorted(map(repr, mapped)) == sorted(map(repr, right)) if a.op in _COMMUTATIVE
+        commutative = get_spec(a.op).commutative
+        same = (sorted(map(repr, mapped)) == sorted(map(repr, right)) if commutative
                 else mapped == right)
         if same or len(left) != len(right) or self._explained(a, b):
             return
         diffs = [(m, r) for m, r in zip(mapped, right) if m != r]
-        if a.op in _COMMUTATIVE:
+        if commutative:
             diffs = diffs[:1]
         (lm, rm) = diffs[0]
         self._add(i, Finding(
@@ -376,12 +375,8 @@ def _short(node: Node | None) -> str:
 
 
 def _leaf_key(graph: Graph, value: Value) -> tuple[Any, ...]:
-    if value in graph.constants:
-        data = np.asarray(graph.constants[value])
-        return ("const", value.shape, float(data.reshape(())) if data.size == 1 else None)
-    if graph.param_name(value) is not None:
-        return ("param",)  # shapes are compared as param-mismatch, not as wiring
-    return ("input", graph.inputs.index(value) if value in graph.inputs else -1)
+    """Leaves for wiring comparisons: parameter shapes are compared as param-mismatch."""
+    return leaf_key(graph, value, param_shape=False)
 
 
 _LAYOUT = frozenset({"transpose", "reshape", "expand"})

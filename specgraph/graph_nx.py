@@ -12,8 +12,6 @@ from specgraph.ops import get_spec, is_registered
 
 __all__ = ["to_networkx", "isomorphic", "attrs_equal"]
 
-_COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "equal", "not_equal",
-                          "logical_and", "logical_or"})
 
 
 def _label(value: Any) -> Any:
@@ -48,7 +46,7 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
         g.add_node(key, kind="op", op=node.op, attrs=dict(node.attrs),
                    shape=tuple(v.shape for v in node.outputs))
         for slot, v in enumerate(node.inputs):
-            g.add_edge(ids[v], key, slot=0 if node.op in _COMMUTATIVE else slot)
+            g.add_edge(ids[v], key, slot=0 if get_spec(node.op).commutative else slot)
         for j, v in enumerate(node.outputs):
             ids[v] = key if len(node.outputs) == 1 else ("out", i, j)
             if len(node.outputs) > 1:

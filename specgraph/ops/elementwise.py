@@ -23,7 +23,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
     return np.dtype(dtype)
 
 
-@op("add", BINARY, equation=plus, onnx="Add")
+@op("add", BINARY, equation=plus, onnx="Add", commutative=True)
 def add(a, b):
     """a + b."""
     return np.add(a, b)
@@ -35,7 +35,7 @@ def sub(a, b):
     return np.subtract(a, b)
 
 
-@op("mul", BINARY, equation=lambda a, b: a * b, onnx="Mul")
+@op("mul", BINARY, equation=lambda a, b: a * b, onnx="Mul", commutative=True)
 def mul(a, b):
     """a * b (elementwise)."""
     return np.multiply(a, b)
@@ -80,13 +80,15 @@ def pow_(a, b):
     return np.power(a, b)
 
 
-@op("maximum", BINARY, equation=lambda a, b: call("max", a, b), onnx="Max")
+@op("maximum", BINARY, equation=lambda a, b: call("max", a, b), onnx="Max",
+    commutative=True)
 def maximum(a, b):
     """max(a, b), elementwise; NaN propagates."""
     return np.maximum(a, b)
 
 
-@op("minimum", BINARY, equation=lambda a, b: call("min", a, b), onnx="Min")
+@op("minimum", BINARY, equation=lambda a, b: call("min", a, b), onnx="Min",
+    commutative=True)
 def minimum(a, b):
     """min(a, b), elementwise; NaN propagates."""
     return np.minimum(a, b)
@@ -118,6 +120,7 @@ _unary("logical_not", np.logical_not, lambda x: call("not", x), "Not", "Boolean 
 
 def _compare(name, np_fn, onnx):
     op(name, BINARY, equation=lambda a, b: call(name, a, b), onnx=onnx,
+       commutative=name in ("equal", "not_equal", "logical_and", "logical_or"),
        doc=f"Boolean {name}(a, b).")(lambda a, b: np_fn(a, b))
 
 

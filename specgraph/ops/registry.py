@@ -34,7 +34,8 @@ REQUIRED: Any = _Required()
 
 _KINDS: dict[str, Callable[[Any], bool]] = {
     "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
-    "float": lambda v: isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float, np.floating, np.integer))
+    and not isinstance(v, bool),
     "bool": lambda v: isinstance(v, (bool, np.bool_)),
     "str": lambda v: isinstance(v, str),
     "ints": lambda v: isinstance(v, (tuple, list)) and all(_KINDS["int"](i) for i in v),
@@ -108,6 +109,7 @@ class OpSpec:
             diff treats ``shape`` ops as harmless.
         onnx: the ONNX operator this op corresponds to, if any.
         params: names of the inputs that are usually parameters (weights), for naming.
+        commutative: whether the order of the two inputs means nothing (add, mul, ...).
         doc: one line for people.
     """
 
@@ -121,6 +123,7 @@ class OpSpec:
     params: tuple[str, ...] = ()
     doc: str = ""
     outputs: int = 1
+    commutative: bool = False
 
     def normalize_attrs(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``attrs`` against the schema and fill in defaults (sorted by name).
@@ -203,6 +206,7 @@ def op(
     onnx: str | None = None,
     params: Iterable[str] = (),
     outputs: int = 1,
+    commutative: bool = False,
     doc: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register the decorated NumPy function as the reference of op ``name``."""
@@ -219,6 +223,7 @@ def op(
                 onnx=onnx,
                 params=tuple(params),
                 outputs=outputs,
+                commutative=commutative,
                 doc=doc or _first_line(fn.__doc__),
             )
         )

@@ -15,7 +15,8 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
-@op("einsum", ("*xs",), attrs={"equation": Attr("str", doc="NumPy einsum subscripts, e.g. 'bij,bjk->bik'")},
+@op("einsum", ("*xs",),
+    attrs={"equation": Attr("str", doc="NumPy einsum subscripts, e.g. 'bij,bjk->bik'")},
     equation=lambda *xs, equation: call("einsum", *xs, eq=equation), category="layer",
     onnx="Einsum")
 def einsum(*xs, equation):

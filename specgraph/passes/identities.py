@@ -1,6 +1,6 @@
 """Drop no-ops: identities, inference dropout, same-type casts, same-shape reshapes and
-expands, identity transposes, multiplications by one and additions of zero; squeeze/unsqueeze become reshapes; chains of reshapes or of
-transposes become one.
+expands, identity transposes, multiplications by one and additions of zero;
+squeeze/unsqueeze become reshapes; chains of reshapes or of transposes become one.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -97,7 +98,7 @@ class Rewriter:
         spec = get_spec(op)
         normalized = spec.normalize_attrs(attrs or {})
         out = Value(tuple(int(s) for s in shape), dtype or like.outputs[0].dtype)
-        node = Node(op, tuple(inputs), (out,), _frozen(normalized),
+        node = Node(op, tuple(inputs), (out,), MappingProxyType(normalized),
                     like.scope if scope is None else scope, like.source, like.origin)
         self.keep(node)
         self.modified = True
@@ -124,22 +125,11 @@ class Rewriter:
         outputs = tuple(self.resolve(v) for v in self.graph.outputs)
         graph = Graph(
             inputs=self.graph.inputs, input_names=self.graph.input_names,
-            params=self.graph.params, constants=_proxy(self.constants), nodes=tuple(self.nodes),
+            params=self.graph.params, constants=MappingProxyType(self.constants),
+            nodes=tuple(self.nodes),
             outputs=outputs, output_names=self.graph.output_names, name=self.graph.name,
         )
         return prune(graph.verify())
-
-
-def _frozen(attrs: dict[str, Any]) -> Any:
-    from types import MappingProxyType
-
-    return MappingProxyType(attrs)
-
-
-def _proxy(d: dict[Value, np.ndarray]) -> Any:
-    from types import MappingProxyType
-
-    return MappingProxyType(d)
 
 
 Rule = Callable[[Rewriter, Node], bool]

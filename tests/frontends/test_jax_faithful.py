@@ -15,12 +15,9 @@ from flax import nnx
 
 from specgraph.frontends import jax as jax_frontend
 from specgraph.interpreter import run
+from tests.helpers import relative_error
 from tests.zoo.jax_models import MODELS, trace
 
-
-def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    scale = max(float(np.max(np.abs(want))), 1e-30)
-    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
 
 
 def _float64(tree: Any) -> Any:
@@ -61,7 +58,7 @@ def test_reference_reproduces_float32_model(name: str) -> None:
     assert set(got) == set(traced.outputs)
     for key, want in traced.outputs.items():
         assert got[key].shape == want.shape, key
-        assert _rel_err(got[key], want) < 1e-5, (name, key, _rel_err(got[key], want))
+        assert relative_error(got[key], want) < 1e-5, (name, key, relative_error(got[key], want))
 
 
 # jax.nn.dot_product_attention (NNX's attention) takes its softmax in float32 even on
@@ -77,5 +74,5 @@ def test_reference_matches_float64_model_tightly(name: str) -> None:
     got = run(traced.graph, traced.inputs, traced.weights)
     for key, value in want.items():
         assert np.asarray(value).dtype == np.float64
-        err = _rel_err(got[key], np.asarray(value))
+        err = relative_error(got[key], np.asarray(value))
         assert err < _FLOAT64_TOLERANCE.get(name, 1e-9), (name, key, err)

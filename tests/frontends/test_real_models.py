@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specgraph.interpreter import run
+from tests.helpers import relative_error
 
 pytest.importorskip("tensorflow")
 transformers = pytest.importorskip("transformers")
@@ -20,7 +21,7 @@ def _check(traced) -> None:
     got = run(traced.graph, traced.inputs, traced.weights)
     assert set(got) == set(traced.outputs)
     for key, want in traced.outputs.items():
-        err = np.max(np.abs(got[key] - want)) / max(np.max(np.abs(want)), 1e-30)
+        err = relative_error(got[key], want)
         assert err < 1e-5, (key, err)
 
 

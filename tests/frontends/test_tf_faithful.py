@@ -11,12 +11,9 @@ pytest.importorskip("tensorflow")
 
 from specgraph.frontends import tf as tf_frontend  # noqa: E402
 from specgraph.interpreter import run  # noqa: E402
+from tests.helpers import relative_error  # noqa: E402
 from tests.zoo.keras_models import MODELS  # noqa: E402
 
-
-def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    scale = max(float(np.max(np.abs(want))), 1e-30)
-    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -29,7 +26,7 @@ def test_reference_reproduces_tf_model(name: str) -> None:
     assert set(got) == set(traced.outputs) == set(traced.graph.output_names)
     for key, want in traced.outputs.items():
         assert got[key].shape == want.shape, key
-        assert _rel_err(got[key], want) < 1e-5, (name, key, _rel_err(got[key], want))
+        assert relative_error(got[key], want) < 1e-5, (name, key, relative_error(got[key], want))
 
 
 def test_xor_example_is_faithful_and_linear_without_activation(repo_root) -> None:
@@ -42,4 +39,4 @@ def test_xor_example_is_faithful_and_linear_without_activation(repo_root) -> Non
         assert [n.op for n in traced.graph.nodes].count("relu") == relus
         got = run(traced.graph, traced.inputs, traced.weights)
         for key, want in traced.outputs.items():
-            assert _rel_err(got[key], want) < 1e-5, (factory, key)
+            assert relative_error(got[key], want) < 1e-5, (factory, key)

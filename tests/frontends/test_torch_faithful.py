@@ -11,12 +11,9 @@ from torch.utils import _pytree as pytree
 
 from specgraph.frontends import torch as torch_frontend
 from specgraph.interpreter import run
+from tests.helpers import relative_error
 from tests.zoo.torch_models import MODELS
 
-
-def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    scale = max(float(np.max(np.abs(want))), 1e-30)
-    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -28,7 +25,7 @@ def test_reference_reproduces_float32_model(name: str) -> None:
     assert set(got) == set(traced.outputs)
     for key, want in traced.outputs.items():
         assert got[key].shape == want.shape, key
-        assert _rel_err(got[key], want) < 1e-5, (name, key, _rel_err(got[key], want))
+        assert relative_error(got[key], want) < 1e-5, (name, key, relative_error(got[key], want))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -42,4 +39,4 @@ def test_reference_matches_float64_model_tightly(name: str) -> None:
     want = dict(torch_frontend._leaves_with_names(eager, ""))
     got = run(traced.graph, traced.inputs, traced.weights)
     for key, value in want.items():
-        assert _rel_err(got[key], value.numpy()) < 1e-10, (name, key)
+        assert relative_error(got[key], value.numpy()) < 1e-10, (name, key)

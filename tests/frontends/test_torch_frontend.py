@@ -192,7 +192,8 @@ class Broken(nn.Module):
 
 
 def test_export_failure_is_one_sentence_naming_the_model() -> None:
-    with pytest.raises(TraceError, match=r"^ddc: torch\.export could not trace the model: .*--debug"):
+    with pytest.raises(TraceError,
+                       match=r"^ddc: torch\.export could not trace the model: .*--debug"):
         torch_frontend.trace(DataDependent(), (torch.randn(3),), reference="ddc")
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 
 from specgraph.canonical import canonicalize_model
 from specgraph.frontends import torch as torch_frontend
 from specgraph.interpreter import run
+from tests.helpers import relative_error
 
 transformers = pytest.importorskip("transformers")
 
@@ -38,7 +38,7 @@ def test_hf_model_traces_faithfully(factory) -> None:
     assert not [n for n in traced.graph.nodes if n.op == "opaque"]
     got = run(traced.graph, traced.inputs, traced.weights)
     for key, want in traced.outputs.items():
-        err = np.max(np.abs(got[key] - want)) / np.max(np.abs(want))
+        err = relative_error(got[key], want)
         assert err < 1e-5, (key, err)
 
 

@@ -46,19 +46,25 @@ def mlp():
     return model, (_normal(np.random.default_rng(0), 4, 6),)
 
 
-def cnn_golden():
-    """The CNN of every zoo, written so it computes what PyTorch's does: explicit symmetric
-    padding before the strided conv (Keras' "same" pads only the end there) and PyTorch's
-    BatchNorm eps."""
+def _cnn(golden: bool):
+    """The CNN of every zoo. ``golden`` writes it so that it computes what PyTorch's does:
+    explicit symmetric padding before the strided conv (Keras' "same" pads only the end
+    there) and PyTorch's BatchNorm eps; otherwise it is written the Keras way."""
     keras.utils.set_random_seed(0)
+    conv2 = [layers.ZeroPadding2D(1, name="pad2"),
+             layers.Conv2D(12, 3, strides=2, padding="valid", use_bias=False, name="conv2")]
+    if not golden:
+        conv2 = [layers.Conv2D(12, 3, strides=2, padding="same", use_bias=False,
+                               name="conv2")]
+    bn1 = (layers.BatchNormalization(epsilon=1e-5, name="bn1") if golden
+           else layers.BatchNormalization(name="bn1"))
     model = keras.Sequential([
         keras.Input((16, 16, 3)),
         layers.Conv2D(8, 3, padding="same", name="conv1"),
-        layers.BatchNormalization(epsilon=1e-5, name="bn1"),
+        bn1,
         layers.ReLU(name="relu1"),
         layers.MaxPooling2D(2, name="pool1"),
-        layers.ZeroPadding2D(1, name="pad2"),
-        layers.Conv2D(12, 3, strides=2, padding="valid", use_bias=False, name="conv2"),
+        *conv2,
         layers.BatchNormalization(epsilon=1e-3, name="bn2"),
         layers.ReLU(name="relu2"),
         layers.AveragePooling2D(2, name="pool2"),
@@ -67,25 +73,14 @@ def cnn_golden():
     ], name="cnn")
     _randomize(model)
     return model, (_normal(np.random.default_rng(0), 2, 16, 16, 3),)
+
+
+def cnn_golden():
+    return _cnn(golden=True)
 
 
 def cnn():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((16, 16, 3)),
-        layers.Conv2D(8, 3, padding="same", name="conv1"),
-        layers.BatchNormalization(name="bn1"),
-        layers.ReLU(name="relu1"),
-        layers.MaxPooling2D(2, name="pool1"),
-        layers.Conv2D(12, 3, strides=2, padding="same", use_bias=False, name="conv2"),
-        layers.BatchNormalization(epsilon=1e-3, name="bn2"),
-        layers.ReLU(name="relu2"),
-        layers.AveragePooling2D(2, name="pool2"),
-        layers.GlobalAveragePooling2D(name="gap"),
-        layers.Dense(5, name="head"),
-    ], name="cnn")
-    _randomize(model)
-    return model, (_normal(np.random.default_rng(0), 2, 16, 16, 3),)
+    return _cnn(golden=False)
 
 
 class SelfAttention(layers.Layer):
