@@ -11,7 +11,7 @@ from typing import Any
 
 from specgraph.errors import FrontendMissingError
 
-__all__ = ["FRONTENDS", "FrontendInfo", "load", "detect"]
+__all__ = ["FRONTENDS", "FrontendInfo", "RUNNERS", "load", "detect", "runner_class"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,30 @@ def detect(model: Any) -> str | None:
             if any(module == p.rstrip(".") or module.startswith(p) for p in info.prefixes):
                 return name
     return None
+
+
+# Runners (specgraph.numeric.runner) per TracedModel.framework: module and class.
+RUNNERS: dict[str, tuple[str, str, str]] = {
+    "torch": ("specgraph.frontends._torch_run", "TorchRunner", "torch"),
+    "jax": ("specgraph.frontends._jax_run", "JaxRunner", "jax"),
+    "flax": ("specgraph.frontends._jax_run", "JaxRunner", "jax"),
+    "tf": ("specgraph.frontends._tf_run", "TfRunner", "tf"),
+    "onnx": ("specgraph.frontends._onnx_run", "OnnxRunner", "onnx"),
+}
+
+
+def runner_class(framework: str) -> type:
+    """The Runner class that executes canonical nodes with ``framework``'s own kernels."""
+    from specgraph.numeric.runner import ReferenceRunner
+
+    if framework not in RUNNERS:
+        return ReferenceRunner
+    module, cls, extra = RUNNERS[framework]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as err:
+        if err.name and not err.name.startswith("specgraph"):
+            raise FrontendMissingError(
+                f"running {framework} models needs {err.name.split('.')[0]}: "
+                f"pip install 'specgraph-check[{extra}]'") from err
+        raise

@@ -1,0 +1,82 @@
+"""The fp64 oracle: what one node truly computes, forward and backward, in float64.
+
+Forward truth is the op's NumPy reference run in float64. Backward truth needs no autodiff:
+a pullback's result is checked along a direction ``u`` by central differences of the
+reference, ``<∂L/∂x, u> ≈ (L(x + h·u) − L(x − h·u)) / 2h`` with ``L = Σ <ct_out, f(x)>``, which
+float64 gets right to about 1e-9 relative. The side whose value lands far from the truth
+while the other's does not is the one to blame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specgraph.ir import Node
+from specgraph.ops import get_spec
+
+__all__ = ["reference_outputs", "directional_derivative", "blame"]
+
+
+def _f64(array: np.ndarray) -> np.ndarray:
+    a = np.asarray(array)
+    return a.astype(np.float64) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a
+
+
+def reference_outputs(node: Node, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """``node``'s outputs computed by its NumPy reference in float64."""
+    with np.errstate(all="ignore"):
+        out = get_spec(node.op).reference(*(_f64(a) for a in inputs), **node.attrs)
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple(np.asarray(o) for o in outs)
+
+
+def _objective(node: Node, inputs: list[np.ndarray], cts: Sequence[np.ndarray | None]) -> float:
+    total = 0.0
+    for out, ct in zip(reference_outputs(node, inputs), cts):
+        if ct is not None and out.dtype.kind == "f":
+            total += float(np.sum(out * _f64(ct)))
+    return total
+
+
+def directional_derivative(node: Node, inputs: Sequence[np.ndarray],
+                           cts: Sequence[np.ndarray | None],
+                           direction: Sequence[np.ndarray | None]) -> float:
+    """``Σ_i <∂L/∂input_i, direction_i>`` for ``L = Σ_k <cts_k, output_k>``, in float64.
+
+    Args:
+        node: the node whose backward is checked.
+        inputs: its inputs (any float dtype; computed in float64).
+        cts: the cotangent of each output (None where none flows back).
+        direction: a direction per input (None to hold that input fixed).
+    """
+    base = [_f64(a) for a in inputs]
+    scale = max((float(np.sqrt(np.mean(np.square(x)))) for x, d in zip(base, direction)
+                 if d is not None and x.size), default=1.0)
+    norm = max((float(np.sqrt(np.mean(np.square(_f64(d))))) for d in direction
+                if d is not None and np.size(d)), default=1.0)
+    h = 1e-5 * max(scale, 1e-3) / max(norm, 1e-30)
+
+    def shifted(sign: float) -> list[np.ndarray]:
+        return [x if d is None else x + sign * h * _f64(d) for x, d in zip(base, direction)]
+
+    return (_objective(node, shifted(1.0), cts) - _objective(node, shifted(-1.0), cts)) / (2 * h)
+
+
+def blame(truth: np.ndarray | float, lhs: np.ndarray | float, rhs: np.ndarray | float, *,
+          margin: float = 4.0) -> str:
+    """The side that left the truth: ``lhs`` or ``rhs`` when its max abs error from ``truth``
+    is at least ``margin`` times the other's; ``unknown`` when neither stands out."""
+    t = np.asarray(truth, dtype=np.float64)
+    el = float(np.max(np.abs(np.asarray(lhs, dtype=np.float64) - t), initial=0.0))
+    er = float(np.max(np.abs(np.asarray(rhs, dtype=np.float64) - t), initial=0.0))
+    if not np.isfinite(el) and np.isfinite(er):
+        return "lhs"
+    if not np.isfinite(er) and np.isfinite(el):
+        return "rhs"
+    if er > margin * el:
+        return "rhs"
+    if el > margin * er:
+        return "lhs"
+    return "unknown"
