@@ -386,3 +386,35 @@ def mutant(model: str, mutation: str | None) -> tuple:
         raise KeyError(f"no mutation {mutation!r} of {model!r}; use one of "
                        f"{MUTATIONS[model]}")
     return (_cnn_mutant if model == "cnn" else _preln_mutant)(mutation)
+
+
+# --- models that reach the kernels tests/zoo/torch_faults.py plants faults in (PyTorch) ---
+WIDE_X = _rand(104, 4, 32)
+
+
+def wide_classifier_jax() -> tuple:
+    """Dense 32 -> 1030 then softmax over the classes (the pair of torch's
+    ``wide_classifier``)."""
+    params = {"head": _dense(60, 32, 1030)}
+
+    def apply(p: dict[str, Any], x: jax.Array) -> jax.Array:
+        with jax.named_scope("head"):
+            return jax.nn.softmax(_apply_dense(p["head"], x), axis=-1)
+
+    return apply, params, (WIDE_X,)
+
+
+def gelu_mlp_jax() -> tuple:
+    """Dense 32 -> 64, exact GELU, dense 64 -> 16 (the pair of torch's ``gelu_mlp``)."""
+    params = {"fc1": _dense(62, 32, 64), "fc2": _dense(64, 64, 16)}
+
+    def apply(p: dict[str, Any], x: jax.Array) -> jax.Array:
+        with jax.named_scope("fc1"):
+            h = jax.nn.gelu(_apply_dense(p["fc1"], x), approximate=False)
+        with jax.named_scope("fc2"):
+            return _apply_dense(p["fc2"], h)
+
+    return apply, params, (WIDE_X,)
+
+
+MODELS.update({"wide_classifier/jax": wide_classifier_jax, "gelu_mlp/jax": gelu_mlp_jax})

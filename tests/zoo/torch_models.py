@@ -220,3 +220,34 @@ MODELS = {
         lambda: (ConvVariety(), (torch.randn(2, 4, 17), torch.randn(1, 1, 4, 5, 3)))),
     "dict_io": _seeded(lambda: (DictIO(), ({"x": torch.randn(2, 3), "y": torch.randn(2, 2)},))),
 }
+
+
+# --- models that reach the kernels tests/zoo/torch_faults.py plants faults in ------------
+class WideClassifier(nn.Module):
+    """Linear 32 -> 1030 then softmax over the classes: a softmax axis longer than 1024
+    whose length is not a multiple of 4."""
+
+    def __init__(self, d_in: int = 32, classes: int = 1030) -> None:
+        super().__init__()
+        self.head = nn.Linear(d_in, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softmax(self.head(x), dim=-1)
+
+
+class GeluMLP(nn.Module):
+    """Linear -> exact GELU -> linear."""
+
+    def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 16) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+MODELS.update({
+    "wide_classifier": _seeded(lambda: (WideClassifier(), (torch.randn(4, 32),))),
+    "gelu_mlp": _seeded(lambda: (GeluMLP(), (torch.randn(4, 32),))),
+})
