@@ -430,10 +430,11 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
             or f is first]
 
 
-def diff(lhs: Graph, rhs: Graph) -> tuple[list[Finding], list[Row]]:
+def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None
+         ) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
-    the side-by-side rows of the alignment."""
-    d = _Differ(align(lhs, rhs))
+    the side-by-side rows of the alignment (``alignment``: one already computed)."""
+    d = _Differ(alignment if alignment is not None else align(lhs, rhs))
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]

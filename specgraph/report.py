@@ -10,7 +10,7 @@ __all__ = ["CODES", "Side", "Finding", "Row", "DiffReport"]
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
     "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
-    "unsupported-op",
+    "nondeterminism", "unsupported-op",
 )
 
 
@@ -84,6 +84,8 @@ class DiffReport:
     rhs_framework: str
     findings: tuple[Finding, ...]
     rows: tuple[Row, ...] = field(default=())
+    numeric: Any = None  # a specgraph.numeric.result.NumericResult when numbers were compared
+    notes: tuple[str, ...] = ()
 
     @property
     def equivalent(self) -> bool:
@@ -98,6 +100,8 @@ class DiffReport:
             "lhs": {"model": self.lhs, "framework": self.lhs_framework},
             "rhs": {"model": self.rhs, "framework": self.rhs_framework},
             "findings": [f.to_dict() for f in self.findings],
+            "numeric": self.numeric.to_dict() if self.numeric is not None else None,
+            "notes": list(self.notes),
         }
 
 

@@ -1,0 +1,100 @@
+"""What both sides of a numeric comparison are fed: inputs, weights, and the loss.
+
+Seed 0 is the example inputs the factory returned; other seeds draw inputs like them
+(floats with the example's mean and spread, integers in the example's range, so token ids
+stay inside the vocabulary). The loss is a seeded random projection of the outputs,
+``L = Σ_k <R_k, y_k>``: its gradient is nonzero wherever the outputs depend on the inputs
+(a plain sum of softmax outputs has zero gradient and hides bugs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from specgraph.align import Alignment
+from specgraph.ir import Graph, Value
+from specgraph.model import TracedModel
+from specgraph.numeric.runner import FLOAT
+from specgraph.transfer import TransferError, pair_parameters
+
+__all__ = ["example_inputs", "rhs_inputs", "transfer_weights", "loss_weights",
+           "value_map"]
+
+
+def example_inputs(model: TracedModel, seed: int) -> dict[str, np.ndarray]:
+    """The model's example inputs (seed 0) or inputs drawn like them (canonical layout)."""
+    g = model.graph
+    out: dict[str, np.ndarray] = {}
+    rng = np.random.default_rng(seed)
+    for name, v in zip(g.input_names, g.inputs):
+        example = np.asarray(model.inputs[name])
+        if seed == 0:
+            out[name] = example
+        elif v.dtype in FLOAT:
+            mean, std = float(np.mean(example)), float(np.std(example)) or 1.0
+            out[name] = (mean + std * rng.standard_normal(v.shape)).astype(example.dtype)
+        elif v.dtype == "bool":
+            out[name] = rng.random(v.shape) < 0.5
+        else:
+            low, high = int(np.min(example)), int(np.max(example))
+            out[name] = rng.integers(low, high + 1, v.shape).astype(example.dtype)
+    return out
+
+
+def rhs_inputs(lhs: Graph, rhs: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """lhs's inputs for rhs, by position, cast to rhs's dtypes (int64 -> int32 and back)."""
+    out = {}
+    for lname, rname, v in zip(lhs.input_names, rhs.input_names, rhs.inputs):
+        data = np.asarray(inputs[lname])
+        out[rname] = data if v.dtype in FLOAT else data.astype(v.dtype)
+    return out
+
+
+def transfer_weights(alignment: Alignment, lhs_weights: Mapping[str, np.ndarray]
+                     ) -> dict[str, np.ndarray]:
+    """rhs's weights taken from lhs's along the alignment (both canonical, so the layouts
+    already agree). Raises TransferError naming every rhs parameter left without a value."""
+    pairs = pair_parameters(alignment, strict=False)
+    out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairs}
+    missing = [n for n in alignment.rhs.params if n not in out]
+    if missing:
+        shapes = ", ".join(f"{n} {list(alignment.rhs.params[n].shape)}" for n in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise TransferError(
+            f"cannot move weights from lhs to rhs: no lhs parameter plays the role of "
+            f"{shapes}{more} (their layers differ in shape or have no counterpart); fix the "
+            "structural differences first, or pass --no-transfer if both models already "
+            "hold the same weights")
+    return out
+
+
+def loss_weights(graph: Graph, seed: int) -> dict[str, np.ndarray]:
+    """The seeded projection ``R_k`` for every floating output of ``graph`` (lhs names)."""
+    rng = np.random.default_rng(10_000 + seed)
+    out = {}
+    for name, v in zip(graph.output_names, graph.outputs):
+        r = rng.standard_normal(v.shape)
+        if v.dtype in FLOAT:
+            out[name] = (r / np.sqrt(max(1, v.size))).astype(np.float32)
+    return out
+
+
+def value_map(alignment: Alignment, *, params: bool) -> dict[Value, Value]:
+    """rhs value -> the lhs value that plays its role: inputs by position, outputs of
+    aligned nodes slot by slot, parameters by role (when ``params``)."""
+    lhs, rhs = alignment.lhs, alignment.rhs
+    out: dict[Value, Value] = dict(zip(rhs.inputs, lhs.inputs))
+    for i, j in alignment.pairs:
+        a, b = lhs.nodes[i], rhs.nodes[j]
+        if len(a.outputs) == len(b.outputs):
+            out.update(zip(b.outputs, a.outputs))
+    if params:
+        try:
+            pairs = pair_parameters(alignment, strict=False)
+        except TransferError:
+            pairs = ()
+        for p in pairs:
+            out[rhs.params[p.rhs]] = lhs.params[p.lhs]
+    return out

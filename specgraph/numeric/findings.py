@@ -1,0 +1,130 @@
+"""Numeric findings in words: where values part, by how much, and who is to blame."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from specgraph.ir import Graph, Node
+from specgraph.numeric.stats import Stats, Tolerance
+from specgraph.report import Finding, Side
+
+__all__ = ["Verdict", "judge", "describe", "numeric_divergence", "gradient_divergence",
+           "nan_introduced", "nondeterministic", "with_reach"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Who left the truth: ``blame`` is lhs, rhs or unknown; ``reason`` one of ``kernel``,
+    ``definition``, ``inherited``, ``both`` or a sentence."""
+
+    blame: str
+    reason: str
+
+
+def judge(lhs_error: float, rhs_error: float, rtol: float, *,
+          definitions_differ: bool) -> Verdict:
+    """Blame from each side's error against the fp64 truth of its own definition (errors
+    relative to the tensor's scale): a side that leaves its definition by more than the
+    tolerance, four times more than the other, is to blame."""
+    if rhs_error > rtol and rhs_error > 4 * lhs_error:
+        return Verdict("rhs", "kernel")
+    if lhs_error > rtol and lhs_error > 4 * rhs_error:
+        return Verdict("lhs", "kernel")
+    if definitions_differ:
+        return Verdict("unknown", "definition")
+    return Verdict("unknown", "both")
+
+
+def describe(node: Node) -> str:
+    return f"{node.op} at {node.scope or '<model>'}"
+
+
+def _side(graph: Graph, node: Node, value: object = None) -> Side:
+    return Side(node.scope or "<model>", f"{graph.nodes.index(node)}:{node.op}", node.source,
+                value)
+
+
+def _measure(stats: Stats, tol: Tolerance) -> str:
+    if stats.shape_differs:
+        return "their shapes differ"
+    if stats.lhs_finite != stats.rhs_finite:
+        return "one side has NaN or Inf where the other has none"
+    return (f"max error {stats.max_abs:.3g} ({stats.max_rel:.2e} of the values' scale), "
+            f"{stats.mismatch:.2%} of elements beyond tolerance (rtol {tol.rtol:.1e}), "
+            f"cosine {stats.cosine:.6f}")
+
+
+def _why(verdict: Verdict, lfw: str, rfw: str, what: str, upstream: Sequence[Node]) -> str:
+    if verdict.reason == "kernel":
+        side, fw = (verdict.blame, lfw if verdict.blame == "lhs" else rfw)
+        other = "rhs" if side == "lhs" else "lhs"
+        return (f"fed the same inputs, {side} ({fw}) leaves the fp64 reference of its own "
+                f"{what} while {other} keeps it: {side} is wrong")
+    if verdict.reason == "definition":
+        return ("fed the same inputs, each side computes its own definition faithfully: the "
+                "two layers are defined differently (see the structural findings)")
+    if verdict.reason == "inherited":
+        if upstream:
+            names = ", ".join(f"rhs's {describe(n)}" for n in upstream)
+            return (f"fed the same inputs the two layers agree: the difference comes from "
+                    f"{names}, which lhs has no counterpart for")
+        return "fed the same inputs the two layers agree: the difference comes from upstream"
+    if verdict.reason == "both":
+        return "fed the same inputs, both sides are as far from the fp64 reference"
+    return verdict.reason
+
+
+def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
+                       verdict: Verdict, upstream: Sequence[Node], lfw: str, rfw: str,
+                       seed: int) -> Finding:
+    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    inputs = " (seed %d inputs)" % seed if seed else ""
+    message = (f"values part at {where}{inputs}: {_measure(stats, tol)}; "
+               f"{_why(verdict, lfw, rfw, 'computation', upstream)}")
+    blame = verdict.blame
+    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
+                   rhs=_side(rg, b, stats.to_dict()), blame=blame)
+
+
+def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
+                        verdict: Verdict, lfw: str, rfw: str, seed: int) -> Finding:
+    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    inputs = " (seed %d inputs)" % seed if seed else ""
+    message = (f"gradients part in the backward of {where}{inputs} while its inputs and "
+               f"output gradients agree: {_measure(stats, tol)}; "
+               f"{_why(verdict, lfw, rfw, 'gradient', ())}")
+    return Finding("gradient-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
+                   rhs=_side(rg, b, stats.to_dict()), blame=verdict.blame)
+
+
+def nan_introduced(side: str, graph: Graph, node: Node, direction: str) -> Finding:
+    what = "values" if direction == "forward" else "gradients"
+    message = (f"{side}'s {describe(node)} turns finite {'inputs' if direction == 'forward' else 'output gradients'} "
+               f"into NaN or Inf {what} ({direction} pass)")
+    place = _side(graph, node)
+    return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
+                   rhs=place if side == "rhs" else None, blame=side)
+
+
+def nondeterministic(side: str, graph: Graph, node: Node, first: Sequence[np.ndarray],
+                     again: Sequence[np.ndarray]) -> Finding:
+    worst = max((float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)),
+                              initial=0.0)) for x, y in zip(first, again)
+                 if np.shape(x) == np.shape(y)), default=float("nan"))
+    message = (f"{side}'s {describe(node)} gives different results on repeated runs of the "
+               f"same inputs (max difference {worst:.3g}): the kernel is nondeterministic")
+    place = _side(graph, node)
+    return Finding("nondeterminism", message, op=node.op, lhs=place if side == "lhs" else None,
+                   rhs=place if side == "rhs" else None, blame=side)
+
+
+def with_reach(finding: Finding, later: int, outputs: Mapping[str, Stats]) -> Finding:
+    """The first divergence, told how far the difference travels downstream."""
+    worst = max((s.max_rel for s in outputs.values() if not s.shape_differs), default=0.0)
+    tail = (f"; {later} later layer{'s' if later != 1 else ''} differ too" if later else "")
+    if outputs:
+        tail += f", the outputs by {worst:.2e} of their scale"
+    return replace(finding, message=finding.message + tail)

@@ -1,0 +1,455 @@
+"""``SeedRun``: one numeric comparison on one set of inputs (see ``compare`` for the plan)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specgraph.align import Alignment
+from specgraph.ir import Graph, Node, Value
+from specgraph.numeric import findings as words
+from specgraph.numeric.engine import Execution
+from specgraph.numeric.oracle import directional_derivative, reference_outputs
+from specgraph.numeric.result import LayerResult
+from specgraph.numeric.runner import FLOAT, Runner
+from specgraph.numeric.stats import Stats, Tolerance, measure, tolerance
+from specgraph.numeric.store import Store
+from specgraph.ops import get_spec
+from specgraph.report import Finding
+
+__all__ = ["Sides", "SeedRun"]
+
+
+@dataclass
+class Sides:
+    """The two graphs, their runners and weights, and which rhs value is which lhs value."""
+
+    alignment: Alignment
+    lrun: Runner
+    rrun: Runner
+    lweights: Mapping[str, np.ndarray]
+    rweights: Mapping[str, np.ndarray]
+    vmap: dict[Value, Value]
+    transferred: bool
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lhs: Graph = self.alignment.lhs
+        self.rhs: Graph = self.alignment.rhs
+        self.l2r = self.alignment.lhs_to_rhs()
+        self.r2l = self.alignment.rhs_to_lhs()
+        self.param_agree = self._param_agreement()
+
+    def _param_agreement(self) -> dict[Value, bool]:
+        out = {}
+        for name, v in self.rhs.params.items():
+            u = self.vmap.get(v)
+            if self.transferred or u is None:
+                out[v] = self.transferred
+                continue
+            a = np.asarray(self.lweights[self.lhs.param_name(u)])
+            b = np.asarray(self.rweights[name])
+            out[v] = a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=1e-7))
+        return out
+
+
+def _is_float(v: Value) -> bool:
+    return v.dtype in FLOAT
+
+
+def _finite(data: np.ndarray) -> bool:
+    return data.dtype.kind != "f" or bool(np.isfinite(data).all())
+
+
+def _worst(stats: list[Stats]) -> Stats | None:
+    if not stats:
+        return None
+    return max(stats, key=lambda s: (s.diverges, s.mismatch, s.max_rel))
+
+
+class SeedRun:
+    """Runs lhs then rhs on one seed's inputs, comparing each aligned layer as rhs makes it."""
+
+    def __init__(self, sides: Sides, seed: int, linputs: Mapping[str, np.ndarray],
+                 rinputs: Mapping[str, np.ndarray], loss: Mapping[str, np.ndarray],
+                 opts: Any, *, backward: bool, say: Callable[[str], None]) -> None:
+        self.s, self.seed, self.opts, self.backward, self.say = sides, seed, opts, backward, say
+        self.linputs, self.rinputs, self.loss = linputs, rinputs, loss
+        self.store = Store(opts.store_budget)
+        self.precisions = (opts.lhs_context.dtype, opts.rhs_context.dtype)
+        self.fwd: dict[int, Stats] = {}
+        self.iso: dict[int, Stats] = {}
+        self.bwd: dict[int, Stats] = {}
+        self.inputs_ok: dict[int, bool] = {}
+        self.agree: dict[Value, bool] = {}
+        self.lfinite: dict[Value, bool] = {}
+        self.rfinite: dict[Value, bool] = {}
+        self.events: list[tuple[int, Finding]] = []
+        self.first_fwd: int | None = None
+        self.first_bwd: int | None = None
+        self.later = 0
+        self.nan: dict[str, bool] = {}
+        self.nondeterministic: dict[str, bool] = {}
+        self.outputs: dict[str, Stats] = {}
+        self.gradients: dict[str, Stats] = {}
+        self.layers: tuple[LayerResult, ...] = ()
+
+    def tol(self, node: Node) -> Tolerance:
+        return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol)
+
+    def execute(self) -> list[Finding]:
+        try:
+            self._run_lhs()
+            self._run_rhs()
+        finally:
+            self.store.close()
+        rg = self.s.rhs
+        self.layers = tuple(
+            LayerResult(words.describe(self.s.lhs.nodes[self.s.r2l[j]]),
+                        words.describe(rg.nodes[j]), self.fwd.get(j), self.iso.get(j),
+                        self.bwd.get(j))
+            for j in sorted(self.s.r2l) if j in self.fwd or j in self.bwd)
+        events = sorted(self.events, key=lambda e: e[0])
+        if self.first_fwd is not None and not self.opts.isolated:
+            events[0] = (0, words.with_reach(events[0][1], self.later, self.outputs))
+        return [f for _, f in events]
+
+    # --- lhs ---------------------------------------------------------------------------
+    def _run_lhs(self) -> None:
+        s, lg = self.s, self.s.lhs
+        need: set[Value] = set()
+        for i in s.l2r:
+            need.update(lg.nodes[i].outputs)
+            need.update(v for v in lg.nodes[i].inputs if lg.producer(v) is not None)
+        self.say(f"seed {self.seed}: running lhs with {s.lrun.framework} "
+                 f"({len(lg.nodes)} nodes{', forward and backward' if self.backward else ''})")
+        ex = Execution(lg, s.lrun, s.lweights, self.linputs, backward=self.backward)
+        self._seed_finite(lg, self.lfinite, self.linputs, s.lweights)
+
+        def on_node(i: int, node: Node, args: Any, outs: Any) -> None:
+            hosts = [s.lrun.fetch(o) for o in outs]
+            for v, h in zip(node.outputs, hosts):
+                if v in need:
+                    self.store.put(("f", v), h)
+            self._check_finite("lhs", lg, i, node, hosts, self.lfinite)
+            self._check_repeat("lhs", s.lrun, self.opts.lhs_context.repeat, i, node, args,
+                               hosts)
+
+        outs = ex.forward(on_node=on_node)
+        for name, o in outs.items():
+            self.store.put(("out", name), s.lrun.fetch(o))
+        if not self.backward:
+            return
+
+        def on_back(i: int, node: Node, octs: Any, shares: Any) -> None:
+            if i not in s.l2r:
+                return
+            for k, c in enumerate(octs):
+                if c is not None:
+                    self.store.put(("oct", i, k), s.lrun.fetch(c))
+            for slot, c in enumerate(shares):
+                if c is not None:
+                    self.store.put(("ct", i, slot), s.lrun.fetch(c))
+
+        ex.backward(self.loss, on_node=on_back)
+        for name, g in ex.param_grads.items():
+            self.store.put(("grad", name), s.lrun.fetch(g))
+
+    def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
+                     weights: Mapping[str, Any]) -> None:
+        for name, v in zip(g.input_names, g.inputs):
+            flags[v] = _finite(np.asarray(inputs[name]))
+        for name, v in g.params.items():
+            flags[v] = _finite(np.asarray(weights[name]))
+
+    def _check_finite(self, side: str, g: Graph, index: int, node: Node,
+                      hosts: list[np.ndarray], flags: dict[Value, bool]) -> None:
+        for v, h in zip(node.outputs, hosts):
+            flags[v] = _finite(h)
+        if side in self.nan or all(flags[v] for v in node.outputs):
+            return
+        if all(flags.get(v, True) for v in node.inputs):
+            self.nan[side] = True
+            self.events.append((3, words.nan_introduced(side, g, node, "forward")))
+
+    def _check_repeat(self, side: str, runner: Runner, repeat: int, index: int, node: Node,
+                      args: Any, hosts: list[np.ndarray]) -> None:
+        if repeat <= 1 or side in self.nondeterministic:
+            return
+        for _ in range(repeat - 1):
+            again = [runner.fetch(o) for o in runner.run(node, args)]
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(hosts, again)):
+                self.nondeterministic[side] = True
+                g = self.s.lhs if side == "lhs" else self.s.rhs
+                self.events.append((4, words.nondeterministic(side, g, node, hosts, again)))
+                return
+
+    # --- rhs ---------------------------------------------------------------------------
+    def _run_rhs(self) -> None:
+        s, rg = self.s, self.s.rhs
+        self.say(f"seed {self.seed}: running rhs with {s.rrun.framework}, comparing "
+                 f"{len(s.r2l)} aligned layers as they are produced")
+        ex = Execution(rg, s.rrun, s.rweights, self.rinputs, backward=self.backward)
+        self._seed_finite(rg, self.rfinite, self.rinputs, s.rweights)
+        feed = self._feed_inputs if self.opts.isolated else None
+        outs = ex.forward(on_node=self._compare_forward, feed=feed)
+        self._compare_outputs(outs)
+        if not self.backward:
+            return
+        loss = {}
+        lnames = dict(zip(s.lhs.outputs, s.lhs.output_names))
+        for position, (name, v) in enumerate(zip(rg.output_names, rg.outputs)):
+            u = s.vmap.get(v)
+            lname = lnames.get(u) if u is not None else None
+            if lname is None and position < len(s.lhs.output_names):
+                lname = s.lhs.output_names[position]
+            if lname in self.loss:
+                loss[name] = self.loss[lname].astype(np.float32)
+        feed_cts = self._feed_cotangents if self.opts.isolated else None
+        ex.backward(loss, on_node=self._compare_backward, feed=feed_cts)
+        self._compare_gradients(ex.param_grads)
+
+    def _lhs_value(self, u: Value) -> np.ndarray | None:
+        lg = self.s.lhs
+        if lg.producer(u) is not None:
+            return self.store.get(("f", u)) if ("f", u) in self.store else None
+        if u in lg.constants:
+            return np.asarray(lg.constants[u])
+        name = lg.param_name(u)
+        if name is not None:
+            return np.asarray(self.s.lweights[name])
+        return np.asarray(self.linputs[lg.input_names[lg.inputs.index(u)]])
+
+    def _lhs_inputs(self, i: int) -> list[np.ndarray] | None:
+        values = [self._lhs_value(u) for u in self.s.lhs.nodes[i].inputs]
+        return None if any(v is None for v in values) else values  # type: ignore[misc]
+
+    def _feed_inputs(self, j: int, node: Node, args: list[Any]) -> list[Any]:
+        if j not in self.s.r2l:
+            return args
+        i = self.s.r2l[j]
+        lin = self._lhs_inputs(i)
+        if lin is None or len(lin) != len(args):
+            return args
+        return [self.s.rrun.put(x, v.dtype) for x, v in zip(lin, node.inputs)]
+
+    def _agrees(self, v: Value) -> bool:
+        if v in self.agree:
+            return self.agree[v]
+        rg = self.s.rhs
+        if rg.producer(v) is not None:
+            return False  # made by a node lhs has no counterpart for
+        if v in self.s.param_agree:
+            return self.s.param_agree[v]
+        return True  # an input or a constant
+
+    def _compare_forward(self, j: int, node: Node, args: Any, outs: Any) -> None:
+        s = self.s
+        hosts = [s.rrun.fetch(o) for o in outs]
+        self._check_finite("rhs", s.rhs, j, node, hosts, self.rfinite)
+        self._check_repeat("rhs", s.rrun, self.opts.rhs_context.repeat, j, node, args, hosts)
+        if j not in s.r2l:
+            return
+        a = s.lhs.nodes[s.r2l[j]]
+        tol = self.tol(node)
+        stats = []
+        for k, (v, h) in enumerate(zip(node.outputs, hosts)):
+            if k < len(a.outputs) and ("f", a.outputs[k]) in self.store:
+                st = measure(self.store.get(("f", a.outputs[k])), h, tol)
+                self.agree[v] = not st.diverges
+                stats.append(st)
+        worst = _worst(stats)
+        if worst is None:
+            return
+        self.fwd[j] = worst
+        self.inputs_ok[j] = self.opts.isolated or all(self._agrees(v) for v in node.inputs)
+        if self.opts.isolated:
+            self.iso[j] = worst
+        if not worst.diverges:
+            return
+        if self.opts.isolated or self.first_fwd is None:
+            self.first_fwd = j if self.first_fwd is None else self.first_fwd
+            self._forward_finding(j, worst, tol)
+        else:
+            self.later += 1
+
+    def _forward_finding(self, j: int, stats: Stats, tol: Tolerance) -> None:
+        s = self.s
+        i = s.r2l[j]
+        a, b = s.lhs.nodes[i], s.rhs.nodes[j]
+        lin = self._lhs_inputs(i)
+        verdict = words.Verdict("unknown", "no inputs to re-run it on")
+        if lin is not None and len(lin) == len(b.inputs):
+            rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
+            riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
+            louts = [self.store.get(("f", u)) for u in a.outputs]
+            iso = _worst([measure(x, y, tol) for x, y in zip(louts, riso)])
+            if iso is not None:
+                self.iso[j] = iso
+                verdict = self._judge(a, b, lin, louts, riso, iso, tol)
+        upstream = [] if self.inputs_ok.get(j, True) else self._unverified_producers(b)
+        self.events.append((0, words.numeric_divergence(
+            s.lhs, a, s.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
+            s.rrun.framework, self.seed)))
+
+    def _judge(self, a: Node, b: Node, lin: list[np.ndarray], louts: list[np.ndarray],
+               riso: list[np.ndarray], iso: Stats, tol: Tolerance) -> words.Verdict:
+        if not iso.diverges:
+            return words.Verdict("unknown", "inherited")
+        truth_l = reference_outputs(a, lin)
+        truth_r = reference_outputs(b, lin)
+        el = max((_rel_error(x, t) for x, t in zip(louts, truth_l)), default=0.0)
+        er = max((_rel_error(x, t) for x, t in zip(riso, truth_r)), default=0.0)
+        differ = any(measure(x, y, tol).diverges for x, y in zip(truth_l, truth_r))
+        return words.judge(el, er, tol.rtol, definitions_differ=differ)
+
+    def _unverified_producers(self, node: Node) -> list[Node]:
+        rg, out, seen = self.s.rhs, [], set()
+        stack = [v for v in node.inputs if not self._agrees(v)]
+        while stack and len(out) < 4:
+            v = stack.pop()
+            p = rg.producer(v)
+            if p is None or id(p) in seen:
+                continue
+            seen.add(id(p))
+            if rg.nodes.index(p) not in self.s.r2l:
+                out.append(p)
+                stack.extend(x for x in p.inputs if not self._agrees(x))
+        return out
+
+    def _compare_outputs(self, outs: Mapping[str, Any]) -> None:
+        s = self.s
+        lnames = dict(zip(s.lhs.outputs, s.lhs.output_names))
+        for position, (name, v) in enumerate(zip(s.rhs.output_names, s.rhs.outputs)):
+            u = s.vmap.get(v)
+            lname = lnames.get(u) if u is not None else None
+            if lname is None and position < len(s.lhs.output_names):
+                lname = s.lhs.output_names[position]
+            if lname is None or ("out", lname) not in self.store:
+                continue
+            producer = s.rhs.producer(v)
+            tol = self.tol(producer) if producer is not None else Tolerance(1e-4, 1e-4)
+            self.outputs[lname] = measure(self.store.get(("out", lname)),
+                                          s.rrun.fetch(outs[name]), tol)
+
+    # --- rhs backward ------------------------------------------------------------------
+    def _feed_cotangents(self, j: int, node: Node, octs: list[Any]) -> list[Any]:
+        i = self.s.r2l.get(j)
+        if i is None:
+            return octs
+        return [self.s.rrun.put(self.store.get(("oct", i, k)), v.dtype)
+                if ("oct", i, k) in self.store else c
+                for k, (c, v) in enumerate(zip(octs, node.outputs))]
+
+    def _compare_backward(self, j: int, node: Node, octs: Any, shares: Any) -> None:
+        s = self.s
+        i = s.r2l.get(j)
+        hosts = [None if c is None else s.rrun.fetch(c) for c in shares]
+        self._check_backward_finite(j, node, octs, hosts)
+        if i is None:
+            return
+        tol = self.tol(node)
+        oct_ok = True
+        for k, c in enumerate(octs):
+            key = ("oct", i, k)
+            if c is not None and key in self.store:
+                oct_ok &= not measure(self.store.get(key), s.rrun.fetch(c), tol).diverges
+        stats = []
+        for slot, h in enumerate(hosts):
+            st = self._share_stats(i, node, slot, h, tol)
+            if st is not None:
+                stats.append(st)
+        worst = _worst(stats)
+        if worst is None:
+            return
+        self.bwd[j] = worst
+        fwd = self.fwd.get(j)
+        local = oct_ok and self.inputs_ok.get(j, False) and not (fwd and fwd.diverges)
+        if worst.diverges and local and (self.first_bwd is None or self.opts.isolated):
+            self.first_bwd = j if self.first_bwd is None else self.first_bwd
+            self._gradient_finding(j, worst, tol)
+
+    def _share_stats(self, i: int, node: Node, slot: int, host: np.ndarray | None,
+                     tol: Tolerance) -> Stats | None:
+        key = ("ct", i, slot)
+        if host is None or key not in self.store:
+            return None
+        st = measure(self.store.get(key), host, tol)
+        if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
+            other = ("ct", i, 1 - slot)
+            if other in self.store:
+                swapped = measure(self.store.get(other), host, tol)
+                if not swapped.diverges:
+                    return swapped
+        return st
+
+    def _check_backward_finite(self, j: int, node: Node, octs: Any, hosts: list[Any]) -> None:
+        if "rhs-backward" in self.nan:
+            return
+        if any(h is not None and not _finite(h) for h in hosts):
+            if all(c is None or _finite(self.s.rrun.fetch(c)) for c in octs):
+                self.nan["rhs-backward"] = True
+                self.events.append((3, words.nan_introduced("rhs", self.s.rhs, node,
+                                                            "backward")))
+
+    def _gradient_finding(self, j: int, stats: Stats, tol: Tolerance) -> None:
+        s = self.s
+        i = s.r2l[j]
+        a, b = s.lhs.nodes[i], s.rhs.nodes[j]
+        verdict = words.Verdict("unknown", "no inputs to re-run it on")
+        lin = self._lhs_inputs(i)
+        if lin is not None and len(lin) == len(b.inputs):
+            verdict = self._judge_backward(i, a, b, lin, tol)
+        self.events.append((2, words.gradient_divergence(
+            s.lhs, a, s.rhs, b, stats, tol, verdict, s.lrun.framework, s.rrun.framework,
+            self.seed)))
+
+    def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
+                        tol: Tolerance) -> words.Verdict:
+        s = self.s
+        locts = [self.store.get(("oct", i, k)) if ("oct", i, k) in self.store else None
+                 for k in range(len(a.outputs))]
+        _, pullback = s.rrun.vjp(b, [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
+        rshares = pullback([None if c is None else s.rrun.put(c, v.dtype)
+                            for c, v in zip(locts, b.outputs)])
+        lshares = [self.store.get(("ct", i, k)) if ("ct", i, k) in self.store else None
+                   for k in range(len(a.inputs))]
+        rhost = [None if c is None else s.rrun.fetch(c).astype(np.float64) for c in rshares]
+        direction = [None if x is None or y is None else x.astype(np.float64) - y
+                     for x, y in zip(lshares, rhost)]
+        if not any(d is not None and np.any(d) for d in direction):
+            return words.Verdict("unknown", "inherited")
+        truth_l = directional_derivative(a, lin, locts, direction)
+        truth_r = directional_derivative(b, lin, locts, direction)
+        vl = sum(float(np.sum(x * d)) for x, d in zip(lshares, direction) if d is not None)
+        vr = sum(float(np.sum(x * d)) for x, d in zip(rhost, direction) if d is not None)
+        scale = max(abs(truth_l), abs(truth_r), abs(vl), abs(vr), 1e-30)
+        differ = abs(truth_l - truth_r) > tol.rtol * scale
+        return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
+                           definitions_differ=differ)
+
+    def _compare_gradients(self, grads: Mapping[str, Any]) -> None:
+        s = self.s
+        for name, g in grads.items():
+            u = s.vmap.get(s.rhs.params[name])
+            lname = s.lhs.param_name(u) if u is not None else None
+            if lname is None or ("grad", lname) not in self.store:
+                continue
+            readers = s.rhs.consumers(s.rhs.params[name])
+            tol = self.tol(readers[0]) if readers else Tolerance(1e-4, 1e-4)
+            self.gradients[lname] = measure(self.store.get(("grad", lname)),
+                                            s.rrun.fetch(g), tol)
+
+
+def _rel_error(got: np.ndarray, truth: np.ndarray) -> float:
+    t = np.asarray(truth, dtype=np.float64)
+    g = np.asarray(got, dtype=np.float64)
+    if g.shape != t.shape:
+        return float("inf")
+    finite = np.isfinite(t)
+    scale = float(np.sqrt(np.mean(np.square(t[finite])))) if finite.any() else 1.0
+    err = np.abs(g - t)[finite]
+    return float(np.max(err, initial=0.0)) / max(scale, 1e-30)

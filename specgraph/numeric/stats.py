@@ -1,0 +1,139 @@
+"""How far apart two tensors are, and how far apart they may be.
+
+Tolerances are dtype-aware and grow with the number of terms a node sums over (a matmul over
+4096 features rounds more than one over 16). An element is a mismatch when
+``|lhs − rhs| > atol + rtol·max(|lhs|, |rhs|)`` where ``atol`` defaults to ``rtol`` times the
+tensor's RMS: errors are judged against the tensor's scale, so values near zero do not raise
+false alarms and a wrong element among thousands still does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from specgraph.ir import Node
+
+__all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL"]
+
+# relative tolerance per precision for a node that sums over few terms; TF32 and the
+# 16-bit formats keep 10, 7 and 10 mantissa bits
+BASE_RTOL = {"float64": 1e-9, "float32": 1e-4, "tf32": 4e-3, "float16": 4e-3,
+             "bfloat16": 3e-2}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``rtol`` relative to each element, ``atol`` relative to the tensor's RMS (or absolute
+    when ``absolute`` is set by the user)."""
+
+    rtol: float
+    atol: float
+    absolute: bool = False
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The distance between two tensors.
+
+    Attributes:
+        max_abs: largest absolute difference.
+        max_rel: largest difference relative to the tensor's scale (RMS of lhs).
+        mismatch: fraction of elements outside the tolerance.
+        cosine: cosine similarity of the flattened tensors (1.0 for two zero tensors).
+        scale: RMS of lhs.
+        finite: whether lhs and rhs are all finite (``lhs_finite``, ``rhs_finite``).
+        shape_differs: the tensors have different shapes (nothing else is measured).
+    """
+
+    max_abs: float
+    max_rel: float
+    mismatch: float
+    cosine: float
+    scale: float
+    lhs_finite: bool = True
+    rhs_finite: bool = True
+    shape_differs: bool = False
+
+    @property
+    def diverges(self) -> bool:
+        return self.shape_differs or self.mismatch > 0.0 or (
+            self.lhs_finite != self.rhs_finite)
+
+    def to_dict(self) -> dict[str, float | bool]:
+        return {"max_abs": _round(self.max_abs), "max_rel": _round(self.max_rel),
+                "mismatch": _round(self.mismatch), "cosine": _round(self.cosine),
+                "scale": _round(self.scale)}
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.4g}") if math.isfinite(x) else x
+
+
+def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance) -> Stats:
+    """Compare two host arrays (any float or integer dtype) under ``tol``."""
+    a, b = np.asarray(lhs), np.asarray(rhs)
+    if a.shape != b.shape:
+        return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
+    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+        wrong = float(np.mean(a != b)) if a.size else 0.0
+        return Stats(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
+                     0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    both = fa & fb
+    same_nonfinite = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
+    scale = float(np.sqrt(np.mean(np.square(a[both])))) if both.any() else 0.0
+    diff = np.where(both, np.abs(a - b), 0.0)
+    atol = tol.atol if tol.absolute else tol.atol * scale
+    bound = atol + tol.rtol * np.maximum(np.abs(a), np.abs(b))
+    bad = (both & (diff > bound)) | (~both & ~same_nonfinite)
+    dot = float(np.sum(a[both] * b[both]))
+    na, nb = float(np.linalg.norm(a[both])), float(np.linalg.norm(b[both]))
+    cosine = dot / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    max_abs = float(np.max(diff, initial=0.0))
+    return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
+                 float(np.mean(bad)) if a.size else 0.0, cosine, scale,
+                 bool(fa.all()), bool(fb.all()))
+
+
+def reduction_size(node: Node) -> int:
+    """How many terms one output element of ``node`` sums over (1 for elementwise ops)."""
+    ins = node.inputs
+    op = node.op
+    if op in ("linear", "matmul") and len(ins) >= 2 and ins[1].rank:
+        return int(ins[1].shape[0] if op == "linear" else ins[1].shape[-2])
+    if op in ("conv", "conv_transpose") and len(ins) >= 2:
+        return int(np.prod(ins[1].shape[1:]))
+    if op == "attention" and ins:
+        return int(ins[0].shape[-1] + ins[1].shape[-2])
+    if op in ("layer_norm", "rms_norm", "softmax", "log_softmax"):
+        axes = node.attrs.get("axis", -1)
+        axes = axes if isinstance(axes, tuple) else (axes,)
+        return int(np.prod([ins[0].shape[a] for a in axes]))
+    if op == "group_norm" and ins:
+        return int(np.prod(ins[0].shape[1:])) // max(1, int(node.attrs["num_groups"]))
+    if op == "avg_pool":
+        return int(np.prod(node.attrs["kernel"]))
+    if op == "adaptive_avg_pool" and ins:
+        return max(1, int(np.prod(ins[0].shape[2:])) // max(1, int(np.prod(
+            node.attrs["output_size"]))))
+    if op.startswith("reduce_") and ins:
+        axes = node.attrs.get("axes") or tuple(range(ins[0].rank))
+        return int(np.prod([ins[0].shape[a] for a in axes]))
+    return 1
+
+
+def tolerance(node: Node, precisions: tuple[str, str], *, rtol: float | None = None,
+              atol: float | None = None) -> Tolerance:
+    """The tolerance for ``node``'s outputs when one side runs in ``precisions[0]`` and the
+    other in ``precisions[1]``; ``rtol``/``atol`` given by the user win (``atol`` is then
+    absolute)."""
+    base = max(BASE_RTOL.get(p, BASE_RTOL["float32"]) for p in precisions)
+    grown = base * max(1.0, math.sqrt(reduction_size(node) / 64.0))
+    r = rtol if rtol is not None else grown
+    if atol is not None:
+        return Tolerance(r, atol, absolute=True)
+    return Tolerance(r, r)

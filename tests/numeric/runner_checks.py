@@ -1,0 +1,101 @@
+"""Checks every runner's op table must pass: forward against the op's NumPy reference, and
+the pullback against central differences of that reference, on the cases of tests/ops.
+
+A runner test module parametrizes ``check_forward`` / ``check_vjp`` over ``CASES`` with its
+runner; inputs are rounded to the runner's float32 first, so the float64 reference sees
+exactly what the runner saw.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from specgraph.ir import Node, Value
+from specgraph.numeric.oracle import directional_derivative, reference_outputs
+from specgraph.numeric.runner import Runner
+from specgraph.ops import get_spec
+from tests.ops import cases_elementwise, cases_layers
+from tests.ops.torch_cases import Case, make_input
+
+CASES: list[Case] = [*cases_elementwise.CASES, *cases_layers.CASES]
+
+# ops whose gradient is zero almost everywhere or undefined: no backward check
+NO_GRADIENT = frozenset({
+    "argmax", "argmin", "ceil", "floor", "sign", "equal", "not_equal", "greater",
+    "greater_equal", "less", "less_equal", "logical_and", "logical_not", "logical_or",
+    "arange", "full", "cast",
+})
+
+
+def _dtype(a: np.ndarray) -> str:
+    return "float32" if a.dtype.kind == "f" else str(a.dtype)
+
+
+def case_inputs(c: Case) -> list[np.ndarray]:
+    """The case's inputs, seeded from its id, floats rounded to float32."""
+    rng = np.random.default_rng(zlib.crc32(c.id.encode()))
+    arrays = [make_input(s, rng) for s in c.inputs]
+    return [a.astype(np.float32) if a.dtype.kind == "f" else a for a in arrays]
+
+
+def case_node(c: Case, arrays: list[np.ndarray]) -> Node:
+    """A node for the case, its outputs shaped as the reference computes them."""
+    spec = get_spec(c.op)
+    attrs = spec.normalize_attrs(c.attrs)
+    outs = reference_outputs(Node(c.op, (), (), attrs), arrays)
+    return Node(c.op, tuple(Value(a.shape, _dtype(a)) for a in arrays),
+                tuple(Value(o.shape, _dtype(o)) for o in outs), attrs)
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str, rtol: float) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, reference {want.shape}"
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    got = got.astype(np.float64)
+    finite = want[np.isfinite(want)]
+    scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1e-3),
+                               err_msg=what)
+
+
+def check_forward(runner: Runner, c: Case, rtol: float = 2e-5) -> None:
+    """The runner's op agrees with the float64 reference on the case's inputs."""
+    arrays = case_inputs(c)
+    node = case_node(c, arrays)
+    want = reference_outputs(node, arrays)
+    got = runner.run(node, [runner.put(a, _dtype(a)) for a in arrays])
+    assert len(got) == len(want), f"{len(got)} outputs, reference {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        _close(runner.fetch(g), w, f"{c.id} output {i}", rtol)
+
+
+def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> bool:
+    """The runner's pullback agrees with central differences of the reference along a
+    random direction. Returns False where the case has nothing to differentiate."""
+    arrays = case_inputs(c)
+    if c.op in NO_GRADIENT or not all(np.all(np.isfinite(a)) for a in arrays
+                                      if a.dtype.kind == "f"):
+        return False
+    node = case_node(c, arrays)
+    if not any(v.dtype == "float32" for v in node.outputs):
+        return False
+    rng = np.random.default_rng(zlib.crc32(c.id.encode()) + 1)
+    cts = [rng.standard_normal(v.shape).astype(np.float32) if v.dtype == "float32" else None
+           for v in node.outputs]
+    dirs = [rng.standard_normal(a.shape).astype(np.float32) if a.dtype.kind == "f" else None
+            for a in arrays]
+    outs, pullback = runner.vjp(node, [runner.put(a, _dtype(a)) for a in arrays])
+    grads = pullback([None if ct is None else runner.put(ct, "float32") for ct in cts])
+    assert len(grads) == len(arrays), f"{len(grads)} input gradients for {len(arrays)} inputs"
+    got = sum(float(np.sum(runner.fetch(g).astype(np.float64) * d))
+              for g, d in zip(grads, dirs) if g is not None and d is not None)
+    want = directional_derivative(node, arrays, cts, dirs)
+    size = sum(float(np.linalg.norm(d)) for d in dirs if d is not None)
+    ct_size = sum(float(np.linalg.norm(ct)) for ct in cts if ct is not None)
+    assert abs(got - want) <= rtol * (abs(want) + 1e-2 * size * ct_size / max(
+        1, np.sqrt(sum(a.size for a in arrays)))), f"{c.id}: <grad, u> {got} vs fd {want}"
+    return True
