@@ -81,6 +81,10 @@ class TextRenderer(Renderer):
         out += lines[:2] + [self._mark(line, "1;31") if row.differs else line
                             for line, row in zip(lines[2:], r.rows)]
         out.append("")
+        if r.numeric is not None:
+            out += _numeric_lines(r.numeric)
+        if r.notes:
+            out += [f"note: {n}" for n in r.notes] + [""]
         if r.findings:
             out.append(f"Findings ({len(r.findings)})")
             for i, f in enumerate(r.findings, 1):
@@ -92,5 +96,52 @@ class TextRenderer(Renderer):
             noun = "difference" if len(r.findings) == 1 else "differences"
             out.append(self._mark(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}", "1;31"))
         else:
-            out.append(self._mark("verdict: EQUIVALENT (same canonical graph)", "1;32"))
+            checked = "same canonical graph"
+            if r.numeric is not None:
+                what = "outputs and gradients" if any(
+                    layer.backward is not None for layer in r.numeric.layers) else "outputs"
+                checked += f"; {what} agree layer by layer over {_seed_text(r.numeric.seeds)}"
+            out.append(self._mark(f"verdict: EQUIVALENT ({checked})", "1;32"))
         return "\n".join(out) + "\n"
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ",".join(str(s) for s in seeds)
+
+
+def _worst(values: Any) -> float:
+    return max((v.max_rel for v in values if v is not None and not v.shape_differs),
+               default=0.0)
+
+
+def _numeric_lines(n: Any) -> list[str]:
+    """The numbers section: settings, the worst errors, the layers that part."""
+    moved = "lhs's weights moved into rhs" if n.transferred else "each side's own weights"
+    mode = "isolated layers" if n.isolated else "end to end"
+    out = [f"Numbers  (lhs {n.lhs_context}, rhs {n.rhs_context}; {_seed_text(n.seeds)}; "
+           f"{moved}; {mode})"]
+    fwd = [layer.forward for layer in n.layers]
+    bwd = [layer.backward for layer in n.layers if layer.backward is not None]
+    parted = [layer for layer in n.layers if (layer.forward and layer.forward.diverges)
+              or (layer.backward and layer.backward.diverges)]
+    out.append(f"  forward   {len(fwd)} layers, worst error {_worst(fwd):.2e} of the values' "
+               f"scale; outputs {_worst(n.outputs.values()):.2e}")
+    if bwd:
+        out.append(f"  backward  {len(bwd)} layers, worst error {_worst(bwd):.2e}; parameter "
+                   f"gradients {_worst(n.gradients.values()):.2e}")
+    if parted:
+        rows = [[layer.lhs, layer.rhs,
+                 f"{layer.forward.max_rel:.2e}" if layer.forward else "",
+                 f"{layer.isolated.max_rel:.2e}" if layer.isolated else "",
+                 f"{layer.backward.max_rel:.2e}" if layer.backward else ""]
+                for layer in parted[:12]]
+        out += ["  " + line for line in table(
+            ["lhs layer", "rhs layer", "forward", "isolated", "backward"], rows)]
+        if len(parted) > 12:
+            out.append(f"  ... and {len(parted) - 12} more layers that part")
+    out.append("")
+    return out

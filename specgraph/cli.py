@@ -14,6 +14,8 @@ from typing import TextIO
 
 from specgraph import __version__
 from specgraph.errors import SpecgraphError
+from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
 
 __all__ = ["main", "Progress"]
 
@@ -73,15 +75,84 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--raw", action="store_true",
                       help="compare the graphs as traced, before canonicalization")
     diff.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _numeric_arguments(diff)
     return parser
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    """``3``, ``0-19`` or ``1,5,9``."""
+    try:
+        out: list[int] = []
+        for part in text.split(","):
+            low, sep, high = part.partition("-")
+            out.extend(range(int(low), int(high) + 1) if sep else [int(low)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no seed list; pass a number, a range like 0-19 or a list like 1,5,9"
+        ) from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds are numbers from 0")
+    return tuple(out)
+
+
+def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
+    num = parser.add_argument_group(
+        "numbers", "After the structure, both models run layer by layer, forward and "
+        "backward, with lhs's weights and inputs, and every aligned layer is compared.")
+    which = num.add_mutually_exclusive_group()
+    which.add_argument("--no-numeric", action="store_true",
+                       help="compare structure only")
+    which.add_argument("--numeric-only", action="store_true",
+                       help="compare numbers only (structure ignored), even where the "
+                            "alignment leaves nodes unmatched")
+    num.add_argument("--no-transfer", action="store_true",
+                     help="do not move lhs's weights into rhs (both already hold the same "
+                          "weights, e.g. a model and its ONNX export)")
+    num.add_argument("--no-backward", action="store_true", help="compare outputs only")
+    num.add_argument("--isolated", action="store_true",
+                     help="feed every rhs layer lhs's inputs, to measure each layer alone")
+    num.add_argument("--seed", type=_seeds, default=(0,), metavar="SEEDS",
+                     help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
+    num.add_argument("--device", choices=DEVICES, default=None, help="device for both sides")
+    num.add_argument("--mode", choices=MODES, default=None,
+                     help="eager, or compiled (torch.compile, jax.jit, XLA for TF)")
+    num.add_argument("--dtype", choices=PRECISIONS, default=None,
+                     help="floating precision for both sides")
+    num.add_argument("--lhs-context", default="", metavar="CTX",
+                     help="lhs's device,mode,dtype, e.g. cpu,eager (over the flags above)")
+    num.add_argument("--rhs-context", default="", metavar="CTX",
+                     help="rhs's device,mode,dtype, e.g. cpu,compiled")
+    num.add_argument("--repeat", type=int, default=1, metavar="N",
+                     help="run every layer N times; results must agree bit for bit")
+    num.add_argument("--rtol", type=float, default=None,
+                     help="relative tolerance (default: by precision and reduction size)")
+    num.add_argument("--atol", type=float, default=None, help="absolute tolerance")
+    num.add_argument("--repro", default=None, metavar="DIR",
+                     help="write standalone scripts that reproduce the first divergence")
+
+
+def _numeric_options(args: argparse.Namespace) -> NumericOptions:
+    base = Context(device=args.device or "auto", mode=args.mode or "eager",
+                   dtype=args.dtype or "float32", repeat=max(1, args.repeat))
+    return NumericOptions(
+        seeds=args.seed, transfer=not args.no_transfer, isolated=args.isolated,
+        backward=not args.no_backward, lhs_context=Context.parse(args.lhs_context, base),
+        rhs_context=Context.parse(args.rhs_context, base), rtol=args.rtol, atol=args.atol)
+
+
 def _diff(args: argparse.Namespace) -> int:
-    from specgraph.check import compare_structure
+    from specgraph.check import compare
     from specgraph.renderers import get_renderer
 
     progress = Progress.for_format(args.format)
-    report = compare_structure(args.lhs, args.rhs, raw=args.raw, progress=progress.step)
+    numeric = False if args.no_numeric else (True if args.numeric_only else None)
+    report = compare(args.lhs, args.rhs, raw=args.raw, structure=not args.numeric_only,
+                     numeric=numeric, options=_numeric_options(args), progress=progress.step)
+    if args.repro and report.numeric is not None:
+        from specgraph.numeric.repro import write_repro
+
+        for line in write_repro(report, args.repro):
+            progress.step(line)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     sys.stdout.write(get_renderer(args.format, color=color).render(report))
     return EXIT_OK if report.equivalent else EXIT_DIFFERENT

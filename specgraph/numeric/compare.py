@@ -100,6 +100,7 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
     outputs: dict[str, Stats] = {}
     gradients: dict[str, Stats] = {}
     done: list[int] = []
+    case = None
     for seed in opts.seeds:
         linputs = example_inputs(lhs, seed)
         run = SeedRun(sides, seed, linputs, rhs_inputs(lhs.graph, rhs.graph, linputs),
@@ -108,11 +109,12 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
         done.append(seed)
         result_layers, outputs, gradients = run.layers, run.outputs, run.gradients
         if seed_findings:
-            findings = seed_findings
+            findings, case = seed_findings, run.case
             break
     notes.extend(sides.notes)
     return findings, NumericResult(
         lhs_context=opts.lhs_context.describe(), rhs_context=opts.rhs_context.describe(),
         seeds=tuple(done), transferred=opts.transfer, isolated=opts.isolated,
-        layers=result_layers, outputs=outputs, gradients=gradients, notes=tuple(notes))
+        layers=result_layers, outputs=outputs, gradients=gradients, notes=tuple(notes),
+        case=case)
 

@@ -57,7 +57,8 @@ def _measure(stats: Stats, tol: Tolerance) -> str:
             f"cosine {stats.cosine:.6f}")
 
 
-def _why(verdict: Verdict, lfw: str, rfw: str, what: str, upstream: Sequence[Node]) -> str:
+def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
+         upstream: Sequence[tuple[str, Node]]) -> str:
     if verdict.reason == "kernel":
         side, fw = (verdict.blame, lfw if verdict.blame == "lhs" else rfw)
         other = "rhs" if side == "lhs" else "lhs"
@@ -68,9 +69,10 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str, upstream: Sequence[Nod
                 "two layers are defined differently (see the structural findings)")
     if verdict.reason == "inherited":
         if upstream:
-            names = ", ".join(f"rhs's {describe(n)}" for n in upstream)
-            return (f"fed the same inputs the two layers agree: the difference comes from "
-                    f"{names}, which lhs has no counterpart for")
+            names = " and ".join(
+                f"{side}'s {describe(n)}, which {'lhs' if side == 'rhs' else 'rhs'} has no "
+                f"counterpart for" for side, n in upstream)
+            return f"fed the same inputs the two layers agree: the difference comes from {names}"
         return "fed the same inputs the two layers agree: the difference comes from upstream"
     if verdict.reason == "both":
         return "fed the same inputs, both sides are as far from the fp64 reference"
@@ -78,7 +80,7 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str, upstream: Sequence[Nod
 
 
 def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
-                       verdict: Verdict, upstream: Sequence[Node], lfw: str, rfw: str,
+                       verdict: Verdict, upstream: Sequence[tuple[str, Node]], lfw: str, rfw: str,
                        seed: int) -> Finding:
     where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
     inputs = " (seed %d inputs)" % seed if seed else ""

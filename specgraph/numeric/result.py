@@ -5,9 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from specgraph.ir import Node
 from specgraph.numeric.stats import Stats
 
-__all__ = ["LayerResult", "NumericResult"]
+__all__ = ["LayerResult", "NumericResult", "ReproCase"]
+
+
+@dataclass(frozen=True, eq=False)
+class ReproCase:
+    """The first divergence, captured so it can be re-run alone: the two nodes, lhs's inputs
+    to them and, for a backward divergence, lhs's output gradients."""
+
+    kind: str  # "forward" or "backward"
+    lhs_node: Node
+    rhs_node: Node
+    inputs: tuple[np.ndarray, ...]
+    output_grads: tuple[np.ndarray | None, ...]
+    blame: str
+    lhs_framework: str
+    rhs_framework: str
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,7 @@ class NumericResult:
     outputs: dict[str, Stats] = field(default_factory=dict)
     gradients: dict[str, Stats] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    case: ReproCase | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

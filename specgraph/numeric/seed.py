@@ -13,7 +13,7 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
 from specgraph.numeric.engine import Execution
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
-from specgraph.numeric.result import LayerResult
+from specgraph.numeric.result import LayerResult, ReproCase
 from specgraph.numeric.runner import FLOAT, Runner
 from specgraph.numeric.stats import Stats, Tolerance, measure, tolerance
 from specgraph.numeric.store import Store
@@ -96,6 +96,7 @@ class SeedRun:
         self.outputs: dict[str, Stats] = {}
         self.gradients: dict[str, Stats] = {}
         self.layers: tuple[LayerResult, ...] = ()
+        self.case: ReproCase | None = None
 
     def tol(self, node: Node) -> Tolerance:
         return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol)
@@ -265,7 +266,8 @@ class SeedRun:
         if worst is None:
             return
         self.fwd[j] = worst
-        self.inputs_ok[j] = self.opts.isolated or all(self._agrees(v) for v in node.inputs)
+        self.inputs_ok[j] = self.opts.isolated or (
+            all(self._agrees(v) for v in node.inputs) and self._wired_alike(a, node))
         if self.opts.isolated:
             self.iso[j] = worst
         if not worst.diverges:
@@ -290,7 +292,10 @@ class SeedRun:
             if iso is not None:
                 self.iso[j] = iso
                 verdict = self._judge(a, b, lin, louts, riso, iso, tol)
-        upstream = [] if self.inputs_ok.get(j, True) else self._unverified_producers(b)
+            if self.case is None and verdict.reason != "inherited":
+                self.case = ReproCase("forward", a, b, tuple(lin), (), verdict.blame,
+                                      s.lrun.framework, s.rrun.framework, self.seed)
+        upstream = [] if self.inputs_ok.get(j, True) else self._upstream(a, b)
         self.events.append((0, words.numeric_divergence(
             s.lhs, a, s.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
             s.rrun.framework, self.seed)))
@@ -306,18 +311,26 @@ class SeedRun:
         differ = any(measure(x, y, tol).diverges for x, y in zip(truth_l, truth_r))
         return words.judge(el, er, tol.rtol, definitions_differ=differ)
 
-    def _unverified_producers(self, node: Node) -> list[Node]:
-        rg, out, seen = self.s.rhs, [], set()
-        stack = [v for v in node.inputs if not self._agrees(v)]
-        while stack and len(out) < 4:
-            v = stack.pop()
-            p = rg.producer(v)
-            if p is None or id(p) in seen:
-                continue
-            seen.add(id(p))
-            if rg.nodes.index(p) not in self.s.r2l:
-                out.append(p)
-                stack.extend(x for x in p.inputs if not self._agrees(x))
+    def _wired_alike(self, a: Node, b: Node) -> bool:
+        """Whether each input of rhs's node is the counterpart of lhs's input in that slot."""
+        return len(a.inputs) == len(b.inputs) and all(
+            self.s.vmap.get(v) is u for u, v in zip(a.inputs, b.inputs))
+
+    def _upstream(self, a: Node, b: Node) -> list[tuple[str, Node]]:
+        """The unmatched nodes above the two layers that explain why their inputs differ."""
+        out: list[tuple[str, Node]] = []
+        for side, graph, node, matched in (("rhs", self.s.rhs, b, self.s.r2l),
+                                           ("lhs", self.s.lhs, a, self.s.l2r)):
+            seen: set[int] = set()
+            stack = list(node.inputs)
+            while stack and len(out) < 4:
+                p = graph.producer(stack.pop())
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                if graph.nodes.index(p) not in matched:
+                    out.append((side, p))
+                    stack.extend(p.inputs)
         return out
 
     def _compare_outputs(self, outs: Mapping[str, Any]) -> None:
@@ -352,14 +365,16 @@ class SeedRun:
         if i is None:
             return
         tol = self.tol(node)
-        oct_ok = True
+        oct_ok, floor = True, 0.0
         for k, c in enumerate(octs):
             key = ("oct", i, k)
             if c is not None and key in self.store:
-                oct_ok &= not measure(self.store.get(key), s.rrun.fetch(c), tol).diverges
+                lct = self.store.get(key)
+                floor = max(floor, float(np.sqrt(np.mean(np.square(lct, dtype=np.float64)))))
+                oct_ok &= not measure(lct, s.rrun.fetch(c), tol).diverges
         stats = []
         for slot, h in enumerate(hosts):
-            st = self._share_stats(i, node, slot, h, tol)
+            st = self._share_stats(i, node, slot, h, tol, floor)
             if st is not None:
                 stats.append(st)
         worst = _worst(stats)
@@ -373,15 +388,15 @@ class SeedRun:
             self._gradient_finding(j, worst, tol)
 
     def _share_stats(self, i: int, node: Node, slot: int, host: np.ndarray | None,
-                     tol: Tolerance) -> Stats | None:
+                     tol: Tolerance, floor: float) -> Stats | None:
         key = ("ct", i, slot)
         if host is None or key not in self.store:
             return None
-        st = measure(self.store.get(key), host, tol)
+        st = measure(self.store.get(key), host, tol, floor)
         if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
             other = ("ct", i, 1 - slot)
             if other in self.store:
-                swapped = measure(self.store.get(other), host, tol)
+                swapped = measure(self.store.get(other), host, tol, floor)
                 if not swapped.diverges:
                     return swapped
         return st
@@ -403,6 +418,11 @@ class SeedRun:
         lin = self._lhs_inputs(i)
         if lin is not None and len(lin) == len(b.inputs):
             verdict = self._judge_backward(i, a, b, lin, tol)
+            if self.case is None or self.case.kind != "forward":
+                octs = tuple(self.store.get(("oct", i, k)) if ("oct", i, k) in self.store
+                             else None for k in range(len(a.outputs)))
+                self.case = ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
+                                      s.lrun.framework, s.rrun.framework, self.seed)
         self.events.append((2, words.gradient_divergence(
             s.lhs, a, s.rhs, b, stats, tol, verdict, s.lrun.framework, s.rrun.framework,
             self.seed)))
@@ -433,6 +453,13 @@ class SeedRun:
 
     def _compare_gradients(self, grads: Mapping[str, Any]) -> None:
         s = self.s
+        rms = {}
+        for name in grads:
+            u = s.vmap.get(s.rhs.params[name])
+            lname = s.lhs.param_name(u) if u is not None else None
+            if lname is not None and ("grad", lname) in self.store:
+                rms[name] = float(np.sqrt(np.mean(np.square(
+                    self.store.get(("grad", lname)), dtype=np.float64))))
         for name, g in grads.items():
             u = s.vmap.get(s.rhs.params[name])
             lname = s.lhs.param_name(u) if u is not None else None
@@ -440,8 +467,11 @@ class SeedRun:
                 continue
             readers = s.rhs.consumers(s.rhs.params[name])
             tol = self.tol(readers[0]) if readers else Tolerance(1e-4, 1e-4)
+            # a gradient that cancels to near zero is judged against its layer's others
+            floor = max((rms.get(s.rhs.param_name(v) or "", 0.0) for r in readers
+                         for v in r.inputs), default=0.0)
             self.gradients[lname] = measure(self.store.get(("grad", lname)),
-                                            s.rrun.fetch(g), tol)
+                                            s.rrun.fetch(g), tol, floor)
 
 
 def _rel_error(got: np.ndarray, truth: np.ndarray) -> float:

@@ -72,8 +72,12 @@ def _round(x: float) -> float:
     return float(f"{x:.4g}") if math.isfinite(x) else x
 
 
-def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance) -> Stats:
-    """Compare two host arrays (any float or integer dtype) under ``tol``."""
+def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0) -> Stats:
+    """Compare two host arrays (any float or integer dtype) under ``tol``.
+
+    ``floor`` is a least scale for the relative ``atol``: a gradient that cancels to near
+    zero (a bias that softmax cannot see) is judged against the gradient that reached it.
+    """
     a, b = np.asarray(lhs), np.asarray(rhs)
     if a.shape != b.shape:
         return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
@@ -87,13 +91,14 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance) -> Stats:
     same_nonfinite = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
     scale = float(np.sqrt(np.mean(np.square(a[both])))) if both.any() else 0.0
     diff = np.where(both, np.abs(a - b), 0.0)
-    atol = tol.atol if tol.absolute else tol.atol * scale
+    atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
     bound = atol + tol.rtol * np.maximum(np.abs(a), np.abs(b))
     bad = (both & (diff > bound)) | (~both & ~same_nonfinite)
     dot = float(np.sum(a[both] * b[both]))
     na, nb = float(np.linalg.norm(a[both])), float(np.linalg.norm(b[both]))
     cosine = dot / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
     max_abs = float(np.max(diff, initial=0.0))
+    scale = max(scale, floor)
     return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
                  float(np.mean(bad)) if a.size else 0.0, cosine, scale,
                  bool(fa.all()), bool(fb.all()))
