@@ -14,6 +14,7 @@ from specgraph.errors import (
     SpecgraphError,
     TraceError,
 )
+from specgraph.check import compare
 from specgraph.interpreter import Interpreter, run
 from specgraph.ir import Graph, GraphBuilder, Node, Value
 from specgraph.loading import trace
@@ -34,6 +35,7 @@ __all__ = [
     "SpecgraphError",
     "TraceError",
     "TracedModel",
+    "compare",
     "Value",
     "run",
     "trace",

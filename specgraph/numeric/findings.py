@@ -12,7 +12,7 @@ from specgraph.numeric.stats import Stats, Tolerance
 from specgraph.report import Finding, Side
 
 __all__ = ["Verdict", "judge", "describe", "numeric_divergence", "gradient_divergence",
-           "nan_introduced", "nondeterministic", "with_reach"]
+           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,20 @@ def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol
     blame = verdict.blame
     return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
                    rhs=_side(rg, b, stats.to_dict()), blame=blame)
+
+
+def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a: Node,
+                      seen_b: Node, stats: Stats, tol: Tolerance, seed: int) -> Finding:
+    """A layer whose two definitions differ by less than float32 noise shows, while the
+    difference grows until a later layer parts."""
+    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    inputs = " (seed %d inputs)" % seed if seed else ""
+    message = (f"values part at {where}{inputs}: fed the same inputs, the two layers are "
+               f"defined differently ({gap:.2e} of the values' scale apart in float64, too "
+               f"little to stand out at the layer itself); the difference grows until "
+               f"{describe(seen_b)} parts: {_measure(stats, tol)}")
+    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
+                   rhs=_side(rg, b, stats.to_dict()), blame="unknown")
 
 
 def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,

@@ -98,8 +98,9 @@ class SeedRun:
         self.layers: tuple[LayerResult, ...] = ()
         self.case: ReproCase | None = None
 
-    def tol(self, node: Node) -> Tolerance:
-        return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol)
+    def tol(self, node: Node, backward: bool = False) -> Tolerance:
+        return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol,
+                         backward=backward)
 
     def execute(self) -> list[Finding]:
         try:
@@ -271,6 +272,10 @@ class SeedRun:
         if self.opts.isolated:
             self.iso[j] = worst
         if not worst.diverges:
+            if self.opts.isolated and worst.max_rel > tol.rtol / 8 and self._gap(j) > 1e-7:
+                self.events.append((0, words.numeric_divergence(
+                    s.lhs, a, s.rhs, node, worst, tol, words.Verdict("unknown", "definition"),
+                    [], s.lrun.framework, s.rrun.framework, self.seed)))
             return
         if self.opts.isolated or self.first_fwd is None:
             self.first_fwd = j if self.first_fwd is None else self.first_fwd
@@ -296,9 +301,52 @@ class SeedRun:
                 self.case = ReproCase("forward", a, b, tuple(lin), (), verdict.blame,
                                       s.lrun.framework, s.rrun.framework, self.seed)
         upstream = [] if self.inputs_ok.get(j, True) else self._upstream(a, b)
+        if verdict.reason == "inherited" and not upstream:
+            root = self._definition_root(j)
+            if root is not None:
+                k, gap = root
+                ra, rb = s.lhs.nodes[s.r2l[k]], s.rhs.nodes[k]
+                self.events.append((0, words.subtle_definition(
+                    s.lhs, ra, s.rhs, rb, gap, a, b, stats, tol, self.seed)))
+                return
         self.events.append((0, words.numeric_divergence(
             s.lhs, a, s.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
             s.rrun.framework, self.seed)))
+
+    def _definition_root(self, j: int, limit: int = 256) -> tuple[int, float] | None:
+        """The earliest aligned layer above rhs node ``j`` whose two definitions, run in
+        float64 on the same inputs, differ: a difference too small to stand out of float32
+        noise at that layer that grows downstream (an epsilon, say). Returns its rhs index
+        and the gap relative to the values' scale."""
+        s, rg = self.s, self.s.rhs
+        index = {id(n): k for k, n in enumerate(rg.nodes)}
+        seen: set[int] = set()
+        stack = [rg.producer(v) for v in rg.nodes[j].inputs]
+        found: list[tuple[int, float]] = []
+        while stack and len(seen) < limit:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(rg.producer(v) for v in node.inputs)
+            k = index[id(node)]
+            if k not in s.r2l:
+                continue
+            gap = self._gap(k)
+            if gap > 1e-7:
+                found.append((k, gap))
+        return min(found) if found else None
+
+    def _gap(self, j: int) -> float:
+        """How far apart, relative to the values' scale, the two definitions of aligned rhs
+        node ``j`` compute in float64 on lhs's inputs (0.0 when they cannot be run)."""
+        s = self.s
+        a, b = s.lhs.nodes[s.r2l[j]], s.rhs.nodes[j]
+        lin = self._lhs_inputs(s.r2l[j])
+        if lin is None or len(lin) != len(b.inputs):
+            return 0.0
+        return max((_rel_error(x, t) for x, t in zip(reference_outputs(a, lin),
+                                                     reference_outputs(b, lin))), default=0.0)
 
     def _judge(self, a: Node, b: Node, lin: list[np.ndarray], louts: list[np.ndarray],
                riso: list[np.ndarray], iso: Stats, tol: Tolerance) -> words.Verdict:
@@ -364,7 +412,7 @@ class SeedRun:
         self._check_backward_finite(j, node, octs, hosts)
         if i is None:
             return
-        tol = self.tol(node)
+        tol = self.tol(node, backward=True)
         oct_ok, floor = True, 0.0
         for k, c in enumerate(octs):
             key = ("oct", i, k)
@@ -466,7 +514,7 @@ class SeedRun:
             if lname is None or ("grad", lname) not in self.store:
                 continue
             readers = s.rhs.consumers(s.rhs.params[name])
-            tol = self.tol(readers[0]) if readers else Tolerance(1e-4, 1e-4)
+            tol = self.tol(readers[0], backward=True) if readers else Tolerance(1e-4, 1e-4)
             # a gradient that cancels to near zero is judged against its layer's others
             floor = max((rms.get(s.rhs.param_name(v) or "", 0.0) for r in readers
                          for v in r.inputs), default=0.0)

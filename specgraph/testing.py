@@ -1,0 +1,58 @@
+"""pytest helpers: assert that two implementations of a model are equivalent.
+
+Example:
+    >>> from specgraph.testing import assert_equivalent
+    >>> assert_equivalent("model_torch.py:build", "model_jax.py:build")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specgraph.check import compare
+from specgraph.model import TracedModel
+from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.runner import Context
+from specgraph.report import DiffReport
+
+__all__ = ["assert_equivalent"]
+
+
+def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
+                      seeds: int | tuple[int, ...] = (0,), structure: bool = True,
+                      numeric: bool = True, backward: bool = True, transfer: bool = True,
+                      lhs_context: str = "", rhs_context: str = "",
+                      rtol: float | None = None, atol: float | None = None,
+                      **options: Any) -> DiffReport:
+    """Fail the test, with every finding in words, unless ``lhs`` and ``rhs`` agree.
+
+    Args:
+        lhs: the reference model (``file.py:factory``, ``.onnx`` or a TracedModel).
+        rhs: the model under test.
+        seeds: input seeds, or a count (``20`` means seeds 0-19).
+        structure: compare structure too.
+        numeric: compare numbers (forward, and backward unless ``backward`` is False).
+        backward: compare gradients.
+        transfer: move lhs's weights into rhs.
+        lhs_context / rhs_context: ``device,mode,dtype`` words, e.g. ``"cpu,compiled"``.
+        rtol / atol: tolerances instead of the dtype-aware defaults.
+        options: further NumericOptions fields (``isolated=True``...).
+
+    Returns:
+        The report, for further assertions.
+    """
+    seed_list = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    opts = NumericOptions(seeds=seed_list, transfer=transfer, backward=backward,
+                          lhs_context=Context.parse(lhs_context, Context(device="auto")),
+                          rhs_context=Context.parse(rhs_context, Context(device="auto")),
+                          rtol=rtol, atol=atol, **options)
+    report = compare(lhs, rhs, structure=structure, numeric=numeric, options=opts)
+    if not report.equivalent:
+        from specgraph.renderers.text import TextRenderer
+
+        lines = [f"{f.code}: {f.message}" + (f" [blame: {f.blame}]" if f.blame != "unknown"
+                                              else "") for f in report.findings]
+        raise AssertionError(
+            f"{report.lhs} and {report.rhs} are not equivalent:\n  " + "\n  ".join(lines)
+            + "\n\n" + TextRenderer().render(report))
+    return report

@@ -1,0 +1,247 @@
+"""The numeric comparison end to end: equivalent pairs agree forward and backward over many
+seeds, planted PyTorch kernel faults are found at their layer with the right side blamed,
+NaNs and nondeterminism are reported where they start, and each context runs."""
+
+from __future__ import annotations
+
+import functools
+import runpy
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from specgraph.canonical import canonicalize_model
+from specgraph.check import compare
+from specgraph.ir import GraphBuilder
+from specgraph.model import TracedModel
+from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.repro import write_repro
+from specgraph.numeric.runner import Context
+from specgraph.testing import assert_equivalent
+from specgraph.transfer import TransferError
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("jax")
+
+from tests.test_golden_equivalence import GOLDEN, _canonical, _variant  # noqa: E402
+from tests.zoo import jax_models  # noqa: E402
+from tests.zoo import torch_models  # noqa: E402
+from tests.zoo.torch_faults import _cpu_kernel, wrong_gelu_backward, wrong_softmax  # noqa: E402
+
+
+@functools.cache
+def _torch(name: str) -> TracedModel:
+    from specgraph.frontends import torch as frontend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return canonicalize_model(frontend.trace(*torch_models.MODELS[name](), reference=name))
+
+
+@functools.cache
+def _jax(name: str) -> TracedModel:
+    return canonicalize_model(jax_models.trace(name))
+
+
+def _seeds(n: int) -> NumericOptions:
+    return NumericOptions(seeds=tuple(range(n)))
+
+
+# --- no false alarms -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["jax", "linen", "nnx", "keras"])
+@pytest.mark.parametrize("golden", sorted(GOLDEN))
+def test_golden_pairs_agree_forward_and_backward(golden: str, variant: str) -> None:
+    lhs, rhs = _canonical("torch", GOLDEN[golden][0]), _variant(golden, variant)
+    report = compare(lhs, rhs, options=_seeds(4))
+    assert report.equivalent, [f.message for f in report.findings]
+    n = report.numeric
+    assert n.seeds == (0, 1, 2, 3)
+    assert n.layers and all(layer.backward is not None for layer in n.layers
+                            if layer.lhs.split()[0] in ("linear", "conv"))
+    assert n.gradients and max(s.max_rel for s in n.gradients.values()) < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["jax", "linen", "nnx", "keras"])
+@pytest.mark.parametrize("golden", sorted(GOLDEN))
+def test_golden_pairs_agree_over_twenty_seeds_both_ways(golden: str, variant: str) -> None:
+    lhs, rhs = _canonical("torch", GOLDEN[golden][0]), _variant(golden, variant)
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = compare(a, b, options=_seeds(20))
+        assert report.equivalent, [f.message for f in report.findings]
+
+
+def test_onnx_export_agrees_with_shared_weights() -> None:
+    from tests.frontends.test_onnx_equivalence import _export
+
+    report = compare(_torch("transformer_block"), _export("transformer_block", False),
+                     options=NumericOptions(seeds=(0, 1), transfer=False))
+    assert report.equivalent, [f.message for f in report.findings]
+    assert any("gradients not compared" in n for n in report.numeric.notes)
+
+
+# --- planted framework faults ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("torch_side", ["lhs", "rhs"])
+@pytest.mark.parametrize(("model", "fault", "code", "op"), [
+    ("wide_classifier", wrong_softmax, "numeric-divergence", "softmax"),
+    ("gelu_mlp", wrong_gelu_backward, "gradient-divergence", "gelu"),
+], ids=["softmax_forward", "gelu_backward"])
+def test_planted_torch_kernel_fault_is_found_and_blamed(model, fault, code, op,
+                                                        torch_side) -> None:
+    pair = (_torch(model), _jax(f"{model}/jax"))
+    lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
+    assert compare(lhs, rhs).equivalent
+    with fault():
+        report = compare(lhs, rhs)
+    assert [f.code for f in report.findings] == [code]
+    finding = report.findings[0]
+    assert finding.op == op and finding.blame == torch_side
+    assert f"{torch_side} (torch) leaves the fp64 reference" in finding.message
+    assert compare(lhs, rhs).equivalent  # the kernel is restored
+
+
+def test_softmax_fault_below_its_threshold_is_not_reported() -> None:
+    """1030 classes trigger the planted fault; the same model with 1028 does not."""
+    with wrong_softmax():
+        assert compare(_torch("gelu_mlp"), _jax("gelu_mlp/jax")).equivalent
+
+
+def test_repro_scripts_show_the_fault_alone(tmp_path) -> None:
+    lhs, rhs = _torch("wide_classifier"), _jax("wide_classifier/jax")
+    with wrong_softmax():
+        report = compare(lhs, rhs)
+        written = write_repro(report, tmp_path)
+        assert len(written) == 3 and (tmp_path / "case.npz").exists()
+        with pytest.raises(SystemExit) as exit_torch:
+            runpy.run_path(str(tmp_path / "repro_torch.py"), run_name="__main__")
+    assert exit_torch.value.code == 1
+    # in a fresh process, without the planted kernel, both frameworks are right
+    for name in ("repro_torch.py", "repro_jax.py"):
+        done = subprocess.run([sys.executable, str(tmp_path / name)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "max error" in done.stdout
+    source = (tmp_path / "repro_torch.py").read_text()
+    assert "specgraph" not in source.split('"""', 2)[2]
+
+
+def test_gradient_repro_reproduces_the_backward_fault(tmp_path) -> None:
+    with wrong_gelu_backward():
+        report = compare(_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
+        write_repro(report, tmp_path)
+        with pytest.raises(SystemExit) as exit_torch:
+            runpy.run_path(str(tmp_path / "repro_torch.py"), run_name="__main__")
+    assert exit_torch.value.code == 1
+    done = subprocess.run([sys.executable, str(tmp_path / "repro_jax.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- NaN, nondeterminism, isolation ------------------------------------------------------
+
+
+def _tiny(framework: str, plus_one: bool) -> TracedModel:
+    """y = log(relu(x) [+ 1]): without the +1, log(0) = -inf."""
+    b = GraphBuilder("tiny")
+    x = b.input("x", (2, 3), "float32")
+    h = b.add("relu", [x], shape=(2, 3), dtype="float32", scope="act")
+    if plus_one:
+        h = b.add("add", [h, b.constant(np.float32(1.0))], shape=(2, 3), dtype="float32",
+                  scope="shift")
+    b.output("y", b.add("log", [h], shape=(2, 3), dtype="float32", scope="log"))
+    inputs = {"x": np.array([[-1.0, 2.0, 0.5], [3.0, -2.0, 1.0]], np.float32)}
+    return TracedModel(b.build(), {}, inputs, {}, framework, f"tiny-{plus_one}")
+
+
+def test_nan_introduced_names_the_layer_and_side() -> None:
+    report = compare(_tiny("torch", True), _tiny("jax", False), structure=False)
+    codes = {f.code: f for f in report.findings}
+    assert "nan-introduced" in codes
+    nan = codes["nan-introduced"]
+    assert nan.blame == "rhs" and nan.op == "log" and nan.rhs.scope == "log"
+
+
+def test_nondeterministic_kernel_is_found_with_repeat() -> None:
+    def noisy(original):
+        def kernel(keyset, x):
+            return original.call_boxed(keyset, x) + torch.rand_like(x) * 1e-3
+        return kernel
+
+    lhs, rhs = _jax("gelu_mlp/jax"), _torch("gelu_mlp")
+    options = NumericOptions(rhs_context=Context(repeat=3), backward=False)
+    with _cpu_kernel("aten::gelu", noisy):
+        report = compare(lhs, rhs, options=options)
+    found = [f for f in report.findings if f.code == "nondeterminism"]
+    assert found and found[0].blame == "rhs" and found[0].op == "gelu"
+
+
+def test_isolated_mode_measures_each_layer_alone() -> None:
+    from tests.zoo.torch_mutants import mutant
+
+    from specgraph.frontends import torch as frontend
+
+    eps = canonicalize_model(frontend.trace(*mutant("transformer_block", "eps"),
+                                            reference="eps"))
+    golden = _torch("transformer_block")
+    report = compare(golden, eps, structure=False,
+                     options=NumericOptions(isolated=True, backward=False))
+    assert [(f.code, f.op, f.rhs.scope) for f in report.findings] == [
+        ("numeric-divergence", "layer_norm", "ln1")]
+    assert "defined differently" in report.findings[0].message
+    assert all(layer.isolated is not None for layer in report.numeric.layers)
+    # end to end, the same difference only stands out two layers later, and is traced back
+    report = compare(golden, eps, structure=False, options=NumericOptions(backward=False))
+    assert [(f.op, f.rhs.scope) for f in report.findings] == [("layer_norm", "ln1")]
+
+
+# --- contexts and API --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rhs_context", ["cpu,compiled", "cpu,bfloat16", "cpu,float16"])
+def test_same_model_under_two_contexts(rhs_context: str) -> None:
+    model = _jax("preln/jax")
+    assert_equivalent(model, model, rhs_context=rhs_context, seeds=2)
+
+
+def test_low_precision_context_relaxes_tolerance_but_still_finds_bugs() -> None:
+    with wrong_softmax():
+        report = compare(_jax("wide_classifier/jax"), _torch("wide_classifier"),
+                         options=NumericOptions(rhs_context=Context(dtype="bfloat16")))
+    assert [f.code for f in report.findings] == ["numeric-divergence"]
+    assert report.findings[0].blame == "rhs"
+
+
+def test_assert_equivalent_fails_with_the_findings_in_words() -> None:
+    with wrong_softmax(), pytest.raises(AssertionError, match="blame: rhs"):
+        assert_equivalent(_jax("wide_classifier/jax"), _torch("wide_classifier"))
+
+
+def test_transfer_error_lists_what_cannot_be_moved() -> None:
+    from tests.zoo.torch_mutants import mutant
+
+    from specgraph.frontends import torch as frontend
+
+    wider = canonicalize_model(frontend.trace(*mutant("transformer_block", "hidden_size"),
+                                              reference="wider"))
+    with pytest.raises(TransferError, match="no lhs parameter plays the role of"):
+        compare(_torch("transformer_block"), wider, numeric=True)
+    # by default numbers are skipped with a note when structure already differs
+    report = compare(_torch("transformer_block"), wider)
+    assert report.numeric is None and report.findings
+
+
+def test_json_report_carries_the_numbers() -> None:
+    from specgraph.renderers import get_renderer
+
+    report = compare(_torch("mlp"), _jax("mlp/jax"))
+    text = get_renderer("json").render(report)
+    again = get_renderer("json").render(compare(_torch("mlp"), _jax("mlp/jax")))
+    assert text == again
+    assert '"numeric": {' in text and '"gradients"' in text
