@@ -77,9 +77,9 @@ def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> bool:
     """The runner's pullback agrees with central differences of the reference along a
     random direction. Returns False where the case has nothing to differentiate."""
     arrays = case_inputs(c)
-    if c.op in NO_GRADIENT or not all(np.all(np.isfinite(a)) for a in arrays
-                                      if a.dtype.kind == "f"):
-        return False
+    if c.op in NO_GRADIENT or (c.op == "div" and c.attrs.get("rounding")) or not all(
+            np.all(np.isfinite(a)) for a in arrays if a.dtype.kind == "f"):
+        return False  # rounded division is piecewise constant: no gradient to check
     node = case_node(c, arrays)
     if not any(v.dtype == "float32" for v in node.outputs):
         return False
@@ -94,6 +94,8 @@ def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> bool:
     got = sum(float(np.sum(runner.fetch(g).astype(np.float64) * d))
               for g, d in zip(grads, dirs) if g is not None and d is not None)
     want = directional_derivative(node, arrays, cts, dirs)
+    if not np.isfinite(want):
+        return False  # e.g. pow of a negative base: off its integer exponents it is NaN
     size = sum(float(np.linalg.norm(d)) for d in dirs if d is not None)
     ct_size = sum(float(np.linalg.norm(ct)) for ct in cts if ct is not None)
     assert abs(got - want) <= rtol * (abs(want) + 1e-2 * size * ct_size / max(

@@ -206,7 +206,7 @@ def test_isolated_mode_measures_each_layer_alone() -> None:
 
 @pytest.mark.parametrize("rhs_context", ["cpu,compiled", "cpu,bfloat16", "cpu,float16"])
 def test_same_model_under_two_contexts(rhs_context: str) -> None:
-    model = _jax("preln/jax")
+    model = _jax("mlp/jax")
     assert_equivalent(model, model, rhs_context=rhs_context, seeds=2)
 
 
