@@ -11,6 +11,7 @@ a bug report ready to file.
 from __future__ import annotations
 
 import ast
+import dis
 import importlib
 import inspect
 import sys
@@ -99,7 +100,9 @@ def _imports(module: types.ModuleType) -> list[str]:
 
 
 def _names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+    """The global names ``code`` reads (attribute names such as ``F.pad`` are not)."""
+    names = {ins.argval for ins in dis.get_instructions(code)
+             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _names(const)

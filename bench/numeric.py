@@ -1,0 +1,153 @@
+"""Cost of the layerwise numeric check: a BERT-base-sized encoder and a ResNet-50-sized CNN,
+PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
+
+    python bench/numeric.py [--models bert,resnet50] [--repeat 3] [--device cpu]
+
+"plain" is one forward + backward of each model in its own framework, as a training step
+runs it (eager PyTorch, jitted JAX after its compile). "check" is specgraph's full numeric
+comparison of the pair, seed 0: both sides run layer by layer, forward and backward, every
+aligned layer's output and gradients compared (tracing, canonicalization and alignment are
+done beforehand and not timed; the check's first run, which warms JAX's op caches, is not
+timed either). Time is the median of per-round ratios over alternating rounds. Memory is
+measured in a fresh process per figure: the peak resident memory (VmHWM, reset through
+/proc/self/clear_refs after set-up) above the resident memory once both models are built
+and warmed up.
+
+The last line reads ``numeric: check/plain time T.TT, memory M.MM`` (the worst model of
+each; targets 2.0 and 1.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+
+
+def _plain(name: str, device: str) -> Callable[[], Any]:
+    from bench._models import JAX, TORCH, jax_step, torch_step
+
+    torch_fn = torch_step(*TORCH[name](), device=device)
+    jax_fn = jax_step(*JAX[name]())
+
+    def both() -> None:
+        torch_fn()
+        jax_fn()
+
+    return both
+
+
+def _check(name: str, device: str) -> Callable[[], Any]:
+    from bench._models import JAX, TORCH
+    from specgraph.align import align
+    from specgraph.canonical import canonicalize_model
+    from specgraph.frontends import jax as jax_frontend
+    from specgraph.frontends import torch as torch_frontend
+    from specgraph.numeric.compare import NumericOptions, compare_numeric
+    from specgraph.numeric.runner import Context
+
+    lhs = canonicalize_model(torch_frontend.trace(*TORCH[name](), reference="torch"))
+    rhs = canonicalize_model(jax_frontend.trace_linen(*JAX[name](), reference="jax"))
+    alignment = align(lhs.graph, rhs.graph)
+    context = Context(device=device)
+    options = NumericOptions(lhs_context=context, rhs_context=context)
+
+    def check() -> None:
+        findings, result = compare_numeric(lhs, rhs, alignment, options)
+        if findings:
+            raise SystemExit(f"{name}: the check reports {findings[0].message}")
+        check.layers = len(result.layers)  # type: ignore[attr-defined]
+
+    return check
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_ratio(name: str, repeat: int, device: str) -> dict[str, float]:
+    plain, check = _plain(name, device), _check(name, device)
+    plain()  # JAX compiles, PyTorch warms up
+    check()  # JAX's per-op caches warm up
+    t_plain, t_check, ratios = [], [], []
+    for _ in range(repeat):
+        a, b = _timed(plain), _timed(check)
+        t_plain.append(a)
+        t_check.append(b)
+        ratios.append(b / a)
+    return {"plain s": statistics.median(t_plain), "check s": statistics.median(t_check),
+            "time ratio": statistics.median(ratios),
+            "layers": float(getattr(check, "layers", 0))}
+
+
+def memory_child(kind: str, name: str, device: str) -> None:
+    """In a fresh process: set up, warm up, then the peak memory of one more run."""
+    fn = (_plain if kind == "plain" else _check)(name, device)
+    fn()
+    base = _rss_kib("VmRSS")
+    _reset_peak()
+    fn()
+    print(json.dumps({"peak_mib": (_rss_kib("VmHWM") - base) / 1024}))
+
+
+def memory(kind: str, name: str, device: str) -> float:
+    done = subprocess.run([sys.executable, __file__, "--memory-child", kind, "--models", name,
+                           "--device", device], capture_output=True, text=True, check=False,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} {name} memory run failed:\n{done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["peak_mib"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="bert,resnet50")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--memory-child", choices=("plain", "check"), default=None,
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child, args.models, args.device)
+        return
+    worst_time, worst_memory = 0.0, 0.0
+    for name in args.models.split(","):
+        figures = time_ratio(name, args.repeat, args.device)
+        plain_mib, check_mib = memory("plain", name, args.device), memory("check", name,
+                                                                          args.device)
+        mem_ratio = check_mib / plain_mib
+        print(f"{name}: plain fwd+bwd {figures['plain s']:.2f} s, check "
+              f"{figures['check s']:.2f} s ({int(figures['layers'])} layers compared), "
+              f"time ratio {figures['time ratio']:.2f}; peak memory plain {plain_mib:.0f} "
+              f"MiB, check {check_mib:.0f} MiB, ratio {mem_ratio:.2f}", flush=True)
+        worst_time = max(worst_time, figures["time ratio"])
+        worst_memory = max(worst_memory, mem_ratio)
+    print(f"numeric: check/plain time {worst_time:.2f}, memory {worst_memory:.2f}")
+
+
+if __name__ == "__main__":
+    main()
