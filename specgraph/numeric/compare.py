@@ -63,6 +63,11 @@ def _runner(model: TracedModel, context: Context) -> Runner:
     return runner_class(model.framework)(context)
 
 
+def _describe(runner: Runner) -> str:
+    ctx = runner.context
+    return f"{runner.framework} {runner.device_kind()},{ctx.mode},{ctx.dtype}"
+
+
 def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
                     options: NumericOptions | None = None, *,
                     progress: Callable[[str], None] | None = None
@@ -113,7 +118,7 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
             break
     notes.extend(sides.notes)
     return findings, NumericResult(
-        lhs_context=opts.lhs_context.describe(), rhs_context=opts.rhs_context.describe(),
+        lhs_context=_describe(lrun), rhs_context=_describe(rrun),
         seeds=tuple(done), transferred=opts.transfer, isolated=opts.isolated,
         layers=result_layers, outputs=outputs, gradients=gradients, notes=tuple(notes),
         case=case)

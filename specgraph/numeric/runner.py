@@ -125,6 +125,11 @@ class Runner(abc.ABC):
     def synchronize(self) -> None:
         """Wait for queued device work (for timing and memory figures)."""
 
+    def device_kind(self) -> str:
+        """``cuda`` when this runner's tensors live on a GPU, else ``cpu``."""
+        where = str(getattr(self, "device", "cpu")).lower()
+        return "cuda" if "cuda" in where or "gpu" in where else "cpu"
+
     # --- ops -----------------------------------------------------------------------------
     def supports(self, op: str) -> bool:
         return op in self.ops

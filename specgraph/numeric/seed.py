@@ -16,7 +16,7 @@ from specgraph.numeric.oracle import directional_derivative, reference_outputs
 from specgraph.numeric.result import LayerResult, ReproCase
 from specgraph.numeric.runner import FLOAT, Runner
 from specgraph.numeric.stats import Stats, Tolerance, measure, tolerance
-from specgraph.numeric.store import Store
+from specgraph.numeric.arrays import arrays_for
 from specgraph.ops import get_spec
 from specgraph.report import Finding
 
@@ -78,7 +78,8 @@ class SeedRun:
                  opts: Any, *, backward: bool, say: Callable[[str], None]) -> None:
         self.s, self.seed, self.opts, self.backward, self.say = sides, seed, opts, backward, say
         self.linputs, self.rinputs, self.loss = linputs, rinputs, loss
-        self.store = Store(opts.store_budget)
+        self.ax = arrays_for(sides.lrun, sides.rrun)
+        self.store = self.ax.store(opts.store_budget)
         self.precisions = (opts.lhs_context.dtype, opts.rhs_context.dtype)
         self.fwd: dict[int, Stats] = {}
         self.iso: dict[int, Stats] = {}
@@ -132,7 +133,7 @@ class SeedRun:
         self._seed_finite(lg, self.lfinite, self.linputs, s.lweights)
 
         def on_node(i: int, node: Node, args: Any, outs: Any) -> None:
-            hosts = [s.lrun.fetch(o) for o in outs]
+            hosts = [self.ax.keep(s.lrun, o) for o in outs]
             for v, h in zip(node.outputs, hosts):
                 if v in need:
                     self.store.put(("f", v), h)
@@ -142,7 +143,7 @@ class SeedRun:
 
         outs = ex.forward(on_node=on_node)
         for name, o in outs.items():
-            self.store.put(("out", name), s.lrun.fetch(o))
+            self.store.put(("out", name), self.ax.keep(s.lrun, o))
         if not self.backward:
             return
 
@@ -151,14 +152,14 @@ class SeedRun:
                 return
             for k, c in enumerate(octs):
                 if c is not None:
-                    self.store.put(("oct", i, k), s.lrun.fetch(c))
+                    self.store.put(("oct", i, k), self.ax.keep(s.lrun, c))
             for slot, c in enumerate(shares):
                 if c is not None:
-                    self.store.put(("ct", i, slot), s.lrun.fetch(c))
+                    self.store.put(("ct", i, slot), self.ax.keep(s.lrun, c))
 
         ex.backward(self.loss, on_node=on_back)
         for name, g in ex.param_grads.items():
-            self.store.put(("grad", name), s.lrun.fetch(g))
+            self.store.put(("grad", name), self.ax.keep(s.lrun, g))
 
     def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
                      weights: Mapping[str, Any]) -> None:
@@ -170,7 +171,7 @@ class SeedRun:
     def _check_finite(self, side: str, g: Graph, index: int, node: Node,
                       hosts: list[np.ndarray], flags: dict[Value, bool]) -> None:
         for v, h in zip(node.outputs, hosts):
-            flags[v] = _finite(h)
+            flags[v] = self.ax.finite(h)
         if side in self.nan or all(flags[v] for v in node.outputs):
             return
         if all(flags.get(v, True) for v in node.inputs):
@@ -182,11 +183,13 @@ class SeedRun:
         if repeat <= 1 or side in self.nondeterministic:
             return
         for _ in range(repeat - 1):
-            again = [runner.fetch(o) for o in runner.run(node, args)]
-            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(hosts, again)):
+            again = [self.ax.keep(runner, o) for o in runner.run(node, args)]
+            if not all(self.ax.equal(a, b) for a, b in zip(hosts, again)):
                 self.nondeterministic[side] = True
                 g = self.s.lhs if side == "lhs" else self.s.rhs
-                self.events.append((4, words.nondeterministic(side, g, node, hosts, again)))
+                self.events.append((4, words.nondeterministic(
+                    side, g, node, [self.ax.host(h) for h in hosts],
+                    [self.ax.host(h) for h in again])))
                 return
 
     # --- rhs ---------------------------------------------------------------------------
@@ -217,7 +220,7 @@ class SeedRun:
     def _lhs_value(self, u: Value) -> np.ndarray | None:
         lg = self.s.lhs
         if lg.producer(u) is not None:
-            return self.store.get(("f", u)) if ("f", u) in self.store else None
+            return self.ax.host(self.store.get(("f", u))) if ("f", u) in self.store else None
         if u in lg.constants:
             return np.asarray(lg.constants[u])
         name = lg.param_name(u)
@@ -250,7 +253,7 @@ class SeedRun:
 
     def _compare_forward(self, j: int, node: Node, args: Any, outs: Any) -> None:
         s = self.s
-        hosts = [s.rrun.fetch(o) for o in outs]
+        hosts = [self.ax.keep(s.rrun, o) for o in outs]
         self._check_finite("rhs", s.rhs, j, node, hosts, self.rfinite)
         self._check_repeat("rhs", s.rrun, self.opts.rhs_context.repeat, j, node, args, hosts)
         if j not in s.r2l:
@@ -260,7 +263,7 @@ class SeedRun:
         stats = []
         for k, (v, h) in enumerate(zip(node.outputs, hosts)):
             if k < len(a.outputs) and ("f", a.outputs[k]) in self.store:
-                st = measure(self.store.get(("f", a.outputs[k])), h, tol)
+                st = self.ax.measure(self.store.get(("f", a.outputs[k])), h, tol)
                 self.agree[v] = not st.diverges
                 stats.append(st)
         worst = _worst(stats)
@@ -294,7 +297,7 @@ class SeedRun:
         if lin is not None and len(lin) == len(b.inputs):
             rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
             riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
-            louts = [self.store.get(("f", u)) for u in a.outputs]
+            louts = [self.ax.host(self.store.get(("f", u))) for u in a.outputs]
             iso = _worst([measure(x, y, tol) for x, y in zip(louts, riso)])
             if iso is not None:
                 self.iso[j] = iso
@@ -405,22 +408,22 @@ class SeedRun:
                 continue
             producer = s.rhs.producer(v)
             tol = self.tol(producer) if producer is not None else Tolerance(1e-4, 1e-4)
-            self.outputs[lname] = measure(self.store.get(("out", lname)),
-                                          s.rrun.fetch(outs[name]), tol)
+            self.outputs[lname] = self.ax.measure(self.store.get(("out", lname)),
+                                                  self.ax.keep(s.rrun, outs[name]), tol)
 
     # --- rhs backward ------------------------------------------------------------------
     def _feed_cotangents(self, j: int, node: Node, octs: list[Any]) -> list[Any]:
         i = self.s.r2l.get(j)
         if i is None:
             return octs
-        return [self.s.rrun.put(self.store.get(("oct", i, k)), v.dtype)
+        return [self.s.rrun.put(self.ax.host(self.store.get(("oct", i, k))), v.dtype)
                 if ("oct", i, k) in self.store else c
                 for k, (c, v) in enumerate(zip(octs, node.outputs))]
 
     def _compare_backward(self, j: int, node: Node, octs: Any, shares: Any) -> None:
         s = self.s
         i = s.r2l.get(j)
-        hosts = [None if c is None else s.rrun.fetch(c) for c in shares]
+        hosts = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
         self._check_backward_finite(j, node, octs, hosts)
         if i is None:
             return
@@ -430,8 +433,8 @@ class SeedRun:
             key = ("oct", i, k)
             if c is not None and key in self.store:
                 lct = self.store.get(key)
-                floor = max(floor, float(np.sqrt(np.mean(np.square(lct, dtype=np.float64)))))
-                oct_ok &= not measure(lct, s.rrun.fetch(c), tol).diverges
+                floor = max(floor, self.ax.rms(lct))
+                oct_ok &= not self.ax.measure(lct, self.ax.keep(s.rrun, c), tol).diverges
         stats = []
         for slot, h in enumerate(hosts):
             st = self._share_stats(i, node, slot, h, tol, floor)
@@ -452,11 +455,11 @@ class SeedRun:
         key = ("ct", i, slot)
         if host is None or key not in self.store:
             return None
-        st = measure(self.store.get(key), host, tol, floor)
+        st = self.ax.measure(self.store.get(key), host, tol, floor)
         if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
             other = ("ct", i, 1 - slot)
             if other in self.store:
-                swapped = measure(self.store.get(other), host, tol, floor)
+                swapped = self.ax.measure(self.store.get(other), host, tol, floor)
                 if not swapped.diverges:
                     return swapped
         return st
@@ -464,8 +467,8 @@ class SeedRun:
     def _check_backward_finite(self, j: int, node: Node, octs: Any, hosts: list[Any]) -> None:
         if "rhs-backward" in self.nan:
             return
-        if any(h is not None and not _finite(h) for h in hosts):
-            if all(c is None or _finite(self.s.rrun.fetch(c)) for c in octs):
+        if any(h is not None and not self.ax.finite(h) for h in hosts):
+            if all(c is None or self.ax.finite(self.ax.keep(self.s.rrun, c)) for c in octs):
                 self.nan["rhs-backward"] = True
                 self.events.append((3, words.nan_introduced("rhs", self.s.rhs, node,
                                                             "backward")))
@@ -489,8 +492,9 @@ class SeedRun:
                            "reached it, not reported as a divergence")
                 return False
             if self.case is None or self.case.kind != "forward":
-                octs = tuple(self.store.get(("oct", i, k)) if ("oct", i, k) in self.store
-                             else None for k in range(len(a.outputs)))
+                octs = tuple(self.ax.host(self.store.get(("oct", i, k)))
+                             if ("oct", i, k) in self.store else None
+                             for k in range(len(a.outputs)))
                 self.case = ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
                                       s.lrun.framework, s.rrun.framework, self.seed)
         self.events.append((2, words.gradient_divergence(
@@ -501,13 +505,13 @@ class SeedRun:
     def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
                         tol: Tolerance, floor: float) -> words.Verdict:
         s = self.s
-        locts = [self.store.get(("oct", i, k)) if ("oct", i, k) in self.store else None
-                 for k in range(len(a.outputs))]
+        locts = [self.ax.host(self.store.get(("oct", i, k))) if ("oct", i, k) in self.store
+                 else None for k in range(len(a.outputs))]
         _, pullback = s.rrun.vjp(b, [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
         rshares = pullback([None if c is None else s.rrun.put(c, v.dtype)
                             for c, v in zip(locts, b.outputs)])
-        lshares = [self.store.get(("ct", i, k)) if ("ct", i, k) in self.store else None
-                   for k in range(len(a.inputs))]
+        lshares = [self.ax.host(self.store.get(("ct", i, k))) if ("ct", i, k) in self.store
+                   else None for k in range(len(a.inputs))]
         rhost = [None if c is None else s.rrun.fetch(c).astype(np.float64) for c in rshares]
         if not any(x is not None and y is not None and measure(x, y, tol, floor).diverges
                    for x, y in zip(lshares, rhost)):
@@ -532,8 +536,7 @@ class SeedRun:
             u = s.vmap.get(s.rhs.params[name])
             lname = s.lhs.param_name(u) if u is not None else None
             if lname is not None and ("grad", lname) in self.store:
-                rms[name] = float(np.sqrt(np.mean(np.square(
-                    self.store.get(("grad", lname)), dtype=np.float64))))
+                rms[name] = self.ax.rms(self.store.get(("grad", lname)))
         for name, g in grads.items():
             u = s.vmap.get(s.rhs.params[name])
             lname = s.lhs.param_name(u) if u is not None else None
@@ -544,8 +547,8 @@ class SeedRun:
             # a gradient that cancels to near zero is judged against its layer's others
             floor = max((rms.get(s.rhs.param_name(v) or "", 0.0) for r in readers
                          for v in r.inputs), default=0.0)
-            self.gradients[lname] = measure(self.store.get(("grad", lname)),
-                                            s.rrun.fetch(g), tol, floor)
+            self.gradients[lname] = self.ax.measure(self.store.get(("grad", lname)),
+                                                    self.ax.keep(s.rrun, g), tol, floor)
 
 
 def _rel_error(got: np.ndarray, truth: np.ndarray) -> float:

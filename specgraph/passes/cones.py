@@ -51,7 +51,7 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
             if len(nodes) > limit:
                 return None
             stack.extend(reversed(node.inputs))
-    return free, [n for n in rw.nodes if id(n) in nodes]
+    return free, rw.in_order(nodes.values())
 
 
 

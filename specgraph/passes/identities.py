@@ -1,6 +1,8 @@
 """Drop no-ops: identities, inference dropout, same-type casts, same-shape reshapes and
-expands, identity transposes, multiplications by one and additions of zero;
-squeeze/unsqueeze become reshapes; chains of reshapes or of transposes become one.
+expands, identity transposes, multiplications by one and additions of zero, reshapes that
+only add leading size-1 axes for broadcasting elementwise ops (NumPy's implicit rank
+promotion, which JAX writes out and PyTorch does not); squeeze/unsqueeze become reshapes;
+chains of reshapes or of transposes become one.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate).
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specgraph.ir import Graph, Node
+from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["DropIdentitiesPass"]
@@ -33,7 +36,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "where":
         return _index_wrap(rw, node)
-    if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node)):
+    if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
+                                 _rank_promotion(rw, node)):
         return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
@@ -99,6 +103,29 @@ def _select(rw: Rewriter, node: Node) -> bool:
     index = rw.constant(np.array(start, dtype=np.int64), "int64")
     rw.replace(node.outputs[0], rw.emit("gather", [x, index], {"axis": axis}, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _rank_promotion(rw: Rewriter, node: Node) -> bool:
+    """reshape(x, [1, ..., 1, *x.shape]) read only by elementwise ops that broadcast it to
+    their own shape anyway: NumPy broadcasting prepends those size-1 axes itself."""
+    x, out = node.inputs[0], node.outputs[0]
+    lead = out.rank - x.rank
+    if lead < 1 or out.shape != (1,) * lead + x.shape:
+        return False
+    users = rw.graph.consumers(out)
+    if not users or rw.uses(out) != len(users):
+        return False  # unread, or a graph output: its shape is visible
+    for user in users:
+        if get_spec(user.op).category not in ("elementwise", "activation"):
+            return False
+        shapes = [x.shape if v is out else v.shape for v in user.inputs]
+        try:
+            if np.broadcast_shapes(*shapes) != user.outputs[0].shape:
+                return False  # x alone would give the result fewer axes
+        except ValueError:
+            return False
+    rw.replace(out, x)
     return True
 
 

@@ -9,7 +9,7 @@ constant, another approximation) do not match and stay as arithmetic.
 
 from __future__ import annotations
 
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.cones import arithmetic_cone, inputs_to_try
 from specgraph.passes.regions import agrees, region
@@ -71,9 +71,16 @@ def _raise(rw: Rewriter, node: Node) -> None:
             def candidate(env, spec=spec, attrs=attrs, x=x):
                 return spec.reference(env[x], **attrs)
 
-            if agrees(rw, inner, y, [x], candidate):
+            if agrees(rw, inner, y, [x], candidate, claim=("activation", op, attrs),
+                      batch=_slicewise(op, attrs, x, y)):
                 rw.replace(y, rw.emit(op, [x], attrs, like=node, shape=y.shape))
                 return
+
+
+def _slicewise(op: str, attrs: dict, x: Value, y: Value) -> dict[Value, tuple[int, ...]]:
+    """The axes the op computes slice by slice: all of them, but softmax's own axis."""
+    axes = tuple(a for a in range(y.rank) if a != attrs.get("axis"))
+    return {y: axes, x: axes}  # x.shape == y.shape (inputs_to_try)
 
 
 _TARGETS = frozenset({"relu", "gelu", "silu", "softmax", "log_softmax"})

@@ -119,6 +119,21 @@ def _apply(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
     return array if perm is None else np.transpose(array, perm)
 
 
+def _heads(y: Value, q: tuple, kt: tuple, v: Value) -> dict[Value, tuple[int, ...]] | None:
+    """Where q, kᵀ and v hold the output's leading (batch, head) axes: attention computes
+    each of those slices on its own (the transposes the candidate applies moved them)."""
+    lead = tuple(range(y.rank - 2))
+    (qb, q_perm), (kb, kt_perm) = q, kt
+    if any(t.rank != y.rank for t in (qb, kb, v)):
+        return None
+    batch: dict[Value, tuple[int, ...]] = {y: lead}
+    for t, dims in ((v, lead), (qb, tuple((q_perm or lead)[j] for j in lead)),
+                    (kb, tuple((kt_perm or lead)[j] for j in lead))):
+        if batch.setdefault(t, dims) != dims:
+            return None  # one tensor read with its axes in two places
+    return batch
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op != "matmul":
         return False
@@ -138,7 +153,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
         return spec.reference(_apply(env[q], q_perm), kk, env[v], **attrs)
 
-    if not agrees(rw, nodes, y, [q, kt, v], candidate):
+    claim = ("attention", attrs, q_perm, kt_perm)
+    if not agrees(rw, nodes, y, [q, kt, v], candidate, claim=claim,
+                  batch=_heads(y, (q, q_perm), (kt, kt_perm), v)):
         return True
     if q_perm is not None:
         q = rw.emit("transpose", [q], {"perm": q_perm}, like=node,

@@ -99,7 +99,10 @@ def _raise(rw: Rewriter, node: Node, op: str, x: Value, nodes: list[Node],
         wb = [np.reshape(env[p], norm_shape) for p in present]
         return spec.reference(env[x], *wb, **full)
 
-    if not agrees(rw, nodes, y, [x, *used], candidate):
+    free = [x, *used]
+    claim = (op, full, norm_shape, tuple(free.index(p) for p in present))
+    rows = tuple(range(attrs["axis"]))  # the norm computes each row over the trailing axes
+    if not agrees(rw, nodes, y, free, candidate, claim=claim, batch={y: rows, x: rows}):
         return False
     sources = [_param_source(rw, p) for p in present]
     inputs = [x]
@@ -146,7 +149,10 @@ def _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv) -> bool:
         out = spec.reference(xt, *[np.reshape(env[p], -1) for p in roles], **attrs)
         return np.transpose(out, inv)
 
-    return agrees(rw, nodes, y, [x, *roles], candidate, positive=roles)
+    # free is [x, *roles]: positions name the roles; every axis but the channel is slicewise
+    others = tuple(a for a in range(x.rank) if a != perm[1])
+    return agrees(rw, nodes, y, [x, *roles], candidate, positive=roles,
+                  claim=("batch_norm", attrs, perm, inv), batch={y: others, x: others})
 
 
 def _emit_batch_norm(rw, node, x, roles, eps, perm, inv) -> None:

@@ -7,7 +7,7 @@ readers are pruned at the end, so a rule never deletes anything by hand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -37,6 +37,7 @@ class Rewriter:
         self.subst: dict[Value, Value] = {}
         self.constants: dict[Value, np.ndarray] = dict(graph.constants)
         self.producers: dict[Value, Node] = {}
+        self._position: dict[Node, int] = {}
         self.modified = False
         self._uses = {v: len(graph.consumers(v)) for n in graph.nodes for v in n.outputs}
         self._outputs = set(graph.outputs)
@@ -77,6 +78,10 @@ class Rewriter:
         self._fixed[value] = result
         return result
 
+    def in_order(self, nodes: Iterable[Node]) -> list[Node]:
+        """``nodes``, all kept already, in the order they were kept (the new graph's order)."""
+        return sorted(nodes, key=self._position.__getitem__)
+
     def scalar(self, value: Value) -> float | None:
         """The number a constant holds if it is a single element, else None."""
         data = self.constant_value(value)
@@ -86,6 +91,7 @@ class Rewriter:
 
     # --- writing ---------------------------------------------------------------------------
     def keep(self, node: Node) -> Node:
+        self._position.setdefault(node, len(self.nodes))
         self.nodes.append(node)
         for v in node.outputs:
             self.producers[v] = node
