@@ -699,7 +699,9 @@ class TorchRunner(Runner):
         a = np.asarray(array)
         if a.dtype.kind not in "biuf":  # bfloat16 from ml_dtypes and the like
             a = a.astype(np.float32)
-        return torch.tensor(a).to(self.device, self._dtype(dtype))
+        if not a.flags.writeable or not a.flags.c_contiguous:
+            a = np.array(a)  # torch shares memory only with writable, contiguous arrays
+        return torch.from_numpy(a).to(self.device, self._dtype(dtype))
 
     def fetch(self, tensor: Any) -> np.ndarray:
         if not isinstance(tensor, torch.Tensor):

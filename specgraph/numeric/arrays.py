@@ -39,8 +39,9 @@ class HostArrays:
         return data.dtype.kind != "f" or bool(np.isfinite(data).all())
 
     def rms(self, kept: Any) -> float:
-        data = np.asarray(kept, dtype=np.float64)
-        return float(np.sqrt(np.mean(np.square(data)))) if data.size else 0.0
+        data = np.asarray(kept).ravel()
+        return float(np.sqrt(np.sum(data * data, dtype=np.float64) / data.size)) \
+            if data.size else 0.0
 
     def equal(self, a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))

@@ -114,12 +114,15 @@ class Execution:
 
     def backward(self, output_cts: Mapping[str, np.ndarray], *,
                  on_node: BackwardHook | None = None,
+                 on_param: Callable[[str, Any], None] | None = None,
                  feed: Callable[[int, Node, list[Any]], list[Any]] | None = None) -> None:
         """Pull ``output_cts`` (host arrays by output name) back through every node.
 
         ``on_node(index, node, out_cts, in_cts)`` sees each node's output cotangents and its
-        pullback's share for each input (None where nothing flows). Parameter gradients are
-        left in ``param_grads`` by name. ``feed`` may replace a node's output cotangents.
+        pullback's share for each input (None where nothing flows). ``on_param(name, grad)``
+        sees each parameter's gradient once complete (after its first reader), which is then
+        dropped; without it, parameter gradients are left in ``param_grads`` by name.
+        ``feed`` may replace a node's output cotangents.
         """
         if not self.backward_enabled:
             raise ExecutionError(f"the {self.runner.framework} runner computes no gradients")
@@ -128,24 +131,41 @@ class Execution:
         for name, v in zip(g.output_names, g.outputs):
             if name in output_cts and v in self._needs_grad:
                 self._accumulate(cts, v, self.runner.put(output_cts[name], v.dtype))
+        names = {v: n for n, v in g.params.items()}
+        done_at: dict[int, list[Value]] = {}
+        if on_param is not None:
+            first: dict[Value, int] = {}
+            for index, node in enumerate(g.nodes):
+                for v in node.inputs:
+                    if v in names:
+                        first.setdefault(v, index)
+            for v, index in first.items():
+                done_at.setdefault(index, []).append(v)
         for index in range(len(g.nodes) - 1, -1, -1):
             node = g.nodes[index]
-            pullback = self._pullbacks.pop(index, None)
-            if pullback is None:
-                continue
-            outs = [cts.pop(v, None) for v in node.outputs]
-            if feed is not None:
-                outs = feed(index, node, outs)
-            if all(o is None for o in outs):
-                continue
-            shares = pullback(outs)
-            if on_node is not None:
-                on_node(index, node, outs, shares)
-            for v, share in zip(node.inputs, shares):
-                if share is not None and v in self._needs_grad:
-                    self._accumulate(cts, v, share)
-        names = {v: n for n, v in g.params.items()}
+            self._step_back(index, node, cts, on_node, feed)
+            for v in done_at.get(index, ()):
+                if v in cts:
+                    on_param(names[v], cts.pop(v))  # type: ignore[misc]
         self.param_grads = {names[v]: ct for v, ct in cts.items() if v in names}
+
+    def _step_back(self, index: int, node: Node, cts: dict[Value, Any],
+                   on_node: BackwardHook | None, feed: Any) -> None:
+        pullback = self._pullbacks.pop(index, None)
+        if pullback is None:
+            return
+        outs = [cts.pop(v, None) for v in node.outputs]
+        if feed is not None:
+            outs = feed(index, node, outs)
+        if all(o is None for o in outs):
+            return
+        shares = pullback(outs)
+        del pullback  # its residuals go now, not at the end of the pass
+        if on_node is not None:
+            on_node(index, node, outs, shares)
+        for v, share in zip(node.inputs, shares):
+            if share is not None and v in self._needs_grad:
+                self._accumulate(cts, v, share)
 
     def _accumulate(self, cts: dict[Value, Any], v: Value, share: Any) -> None:
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)

@@ -98,6 +98,7 @@ class SeedRun:
         self.gradients: dict[str, Stats] = {}
         self.layers: tuple[LayerResult, ...] = ()
         self.case: ReproCase | None = None
+        self._floors: dict[Value, float] = {}
 
     def tol(self, node: Node, backward: bool = False) -> Tolerance:
         return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol,
@@ -154,12 +155,13 @@ class SeedRun:
                 if c is not None:
                     self.store.put(("oct", i, k), self.ax.keep(s.lrun, c))
             for slot, c in enumerate(shares):
-                if c is not None:
+                if c is not None and lg.param_name(node.inputs[slot]) is None:
                     self.store.put(("ct", i, slot), self.ax.keep(s.lrun, c))
 
-        ex.backward(self.loss, on_node=on_back)
-        for name, g in ex.param_grads.items():
-            self.store.put(("grad", name), self.ax.keep(s.lrun, g))
+        def on_param(name: str, grad: Any) -> None:
+            self.store.put(("grad", name), self.ax.keep(s.lrun, grad))
+
+        ex.backward(self.loss, on_node=on_back, on_param=on_param)
 
     def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
                      weights: Mapping[str, Any]) -> None:
@@ -214,8 +216,8 @@ class SeedRun:
             if lname in self.loss:
                 loss[name] = self.loss[lname].astype(np.float32)
         feed_cts = self._feed_cotangents if self.opts.isolated else None
-        ex.backward(loss, on_node=self._compare_backward, feed=feed_cts)
-        self._compare_gradients(ex.param_grads)
+        ex.backward(loss, on_node=self._compare_backward, on_param=self._compare_gradient,
+                    feed=feed_cts)
 
     def _lhs_value(self, u: Value) -> np.ndarray | None:
         lg = self.s.lhs
@@ -450,12 +452,27 @@ class SeedRun:
             if self._gradient_finding(j, worst, tol, floor):
                 self.first_bwd = j if self.first_bwd is None else self.first_bwd
 
+    def _share_key(self, i: int, slot: int, rhs_input: Value | None = None) -> Any:
+        """Where lhs's share of node ``i``'s input ``slot`` is kept: a parameter read once is
+        its whole gradient (``None`` for parameters read several times, compared whole)."""
+        u = self.s.lhs.nodes[i].inputs[slot]
+        name = self.s.lhs.param_name(u)
+        if name is None:
+            return ("ct", i, slot)
+        single = len(self.s.lhs.consumers(u)) == 1 and (
+            rhs_input is None or len(self.s.rhs.consumers(rhs_input)) == 1)
+        return ("grad", name) if single else None
+
     def _share_stats(self, i: int, node: Node, slot: int, host: np.ndarray | None,
                      tol: Tolerance, floor: float) -> Stats | None:
-        key = ("ct", i, slot)
-        if host is None or key not in self.store:
+        if slot < len(node.inputs) and self.s.rhs.param_name(node.inputs[slot]) is not None:
+            self._floors[node.inputs[slot]] = floor
+        key = self._share_key(i, slot, node.inputs[slot])
+        if host is None or key is None or key not in self.store:
             return None
         st = self.ax.measure(self.store.get(key), host, tol, floor)
+        if key[0] == "grad":  # a parameter read once: this is its whole gradient
+            self.gradients[key[1]] = st
         if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
             other = ("ct", i, 1 - slot)
             if other in self.store:
@@ -510,8 +527,10 @@ class SeedRun:
         _, pullback = s.rrun.vjp(b, [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
         rshares = pullback([None if c is None else s.rrun.put(c, v.dtype)
                             for c, v in zip(locts, b.outputs)])
-        lshares = [self.ax.host(self.store.get(("ct", i, k))) if ("ct", i, k) in self.store
-                   else None for k in range(len(a.inputs))]
+        keys = [self._share_key(i, k, b.inputs[k] if k < len(b.inputs) else None)
+                for k in range(len(a.inputs))]
+        lshares = [self.ax.host(self.store.get(key)) if key is not None and key in self.store
+                   else None for key in keys]
         rhost = [None if c is None else s.rrun.fetch(c).astype(np.float64) for c in rshares]
         if not any(x is not None and y is not None and measure(x, y, tol, floor).diverges
                    for x, y in zip(lshares, rhost)):
@@ -529,26 +548,19 @@ class SeedRun:
         return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
                            definitions_differ=differ)
 
-    def _compare_gradients(self, grads: Mapping[str, Any]) -> None:
+    def _compare_gradient(self, name: str, grad: Any) -> None:
+        """A parameter's whole gradient, against lhs's, once rhs has finished it."""
         s = self.s
-        rms = {}
-        for name in grads:
-            u = s.vmap.get(s.rhs.params[name])
-            lname = s.lhs.param_name(u) if u is not None else None
-            if lname is not None and ("grad", lname) in self.store:
-                rms[name] = self.ax.rms(self.store.get(("grad", lname)))
-        for name, g in grads.items():
-            u = s.vmap.get(s.rhs.params[name])
-            lname = s.lhs.param_name(u) if u is not None else None
-            if lname is None or ("grad", lname) not in self.store:
-                continue
-            readers = s.rhs.consumers(s.rhs.params[name])
-            tol = self.tol(readers[0], backward=True) if readers else Tolerance(1e-4, 1e-4)
-            # a gradient that cancels to near zero is judged against its layer's others
-            floor = max((rms.get(s.rhs.param_name(v) or "", 0.0) for r in readers
-                         for v in r.inputs), default=0.0)
-            self.gradients[lname] = self.ax.measure(self.store.get(("grad", lname)),
-                                                    self.ax.keep(s.rrun, g), tol, floor)
+        v = s.rhs.params[name]
+        u = s.vmap.get(v)
+        lname = s.lhs.param_name(u) if u is not None else None
+        if lname is None or ("grad", lname) not in self.store or lname in self.gradients:
+            return
+        readers = s.rhs.consumers(v)
+        tol = self.tol(readers[0], backward=True) if readers else Tolerance(1e-4, 1e-4)
+        self.gradients[lname] = self.ax.measure(self.store.get(("grad", lname)),
+                                                self.ax.keep(s.rrun, grad), tol,
+                                                self._floors.get(v, 0.0))
 
 
 def _rel_error(got: np.ndarray, truth: np.ndarray) -> float:

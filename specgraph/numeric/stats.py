@@ -77,6 +77,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
 
     ``floor`` is a least scale for the relative ``atol``: a gradient that cancels to near
     zero (a bias that softmax cannot see) is judged against the gradient that reached it.
+    Elementwise work is done in the arrays' own precision when both are float32 (a
+    difference of two float32 numbers is computed to within one rounding), sums in float64.
     """
     a, b = np.asarray(lhs), np.asarray(rhs)
     if a.shape != b.shape:
@@ -85,10 +87,40 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         wrong = float(np.mean(a != b)) if a.size else 0.0
         return Stats(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
                      0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    fa, fb = np.isfinite(a), np.isfinite(b)
-    both = fa & fb
-    same_nonfinite = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
+    work = np.float32 if a.dtype == b.dtype == np.float32 else np.float64
+    a, b = a.astype(work, copy=False).ravel(), b.astype(work, copy=False).ravel()
+    fa, fb = bool(np.isfinite(a).all()), bool(np.isfinite(b).all())
+    if not (fa and fb):
+        return _measure_nonfinite(a.astype(np.float64), b.astype(np.float64), tol, floor,
+                                  fa, fb)
+    saa, sbb, sab = _sums(a, b)
+    scale = math.sqrt(saa / a.size) if a.size else 0.0
+    diff = np.abs(a - b)
+    atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
+    bound = np.maximum(np.abs(a), np.abs(b))
+    bound *= tol.rtol
+    bound += atol
+    bad = int(np.count_nonzero(diff > bound))
+    na, nb = math.sqrt(saa), math.sqrt(sbb)
+    cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    max_abs = float(diff.max()) if a.size else 0.0
+    scale = max(scale, floor)
+    return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
+                 bad / a.size if a.size else 0.0, cosine, scale)
+
+
+def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """Σa², Σb² and Σab: products in the arrays' precision (one rounding each), sums
+    accumulated in float64 (NumPy's pairwise summation)."""
+    return (float(np.sum(a * a, dtype=np.float64)), float(np.sum(b * b, dtype=np.float64)),
+            float(np.sum(a * b, dtype=np.float64)))
+
+
+def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: float,
+                       fa: bool, fb: bool) -> Stats:
+    ia, ib = np.isfinite(a), np.isfinite(b)
+    both = ia & ib
+    same_nonfinite = ~ia & ~ib & ((a == b) | (np.isnan(a) & np.isnan(b)))
     scale = float(np.sqrt(np.mean(np.square(a[both])))) if both.any() else 0.0
     diff = np.where(both, np.abs(a - b), 0.0)
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
@@ -100,8 +132,7 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     max_abs = float(np.max(diff, initial=0.0))
     scale = max(scale, floor)
     return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
-                 float(np.mean(bad)) if a.size else 0.0, cosine, scale,
-                 bool(fa.all()), bool(fb.all()))
+                 float(np.mean(bad)) if a.size else 0.0, cosine, scale, fa, fb)
 
 
 def reduction_size(node: Node) -> int:
