@@ -246,6 +246,53 @@ class _Matcher:
                 self.l2r[lp], self.r2l[rp] = rp, lp
                 self.l2r[lq], self.r2l[rq] = rq, lq
 
+    def untangle_down(self) -> None:
+        """Swap two pairings of twin readers when each reads what the other's partner reads:
+        the outputs of a split (q, k, v of a fused projection) or twin producers. Walks the
+        lhs in order, so a correction flows downstream."""
+        for i in range(len(self.lhs.nodes)):
+            j = self.l2r.get(i)
+            if j is None:
+                continue
+            a, b = self.lhs.nodes[i], self.rhs.nodes[j]
+            for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
+                want = self._counterpart(va)
+                if want is None or want is vb:
+                    continue
+                if self._swap_reader(i, j, slot, want, vb):
+                    break
+
+    def _counterpart(self, value: Value) -> Value | None:
+        """The rhs value matching lhs ``value``: the same output of the matched producer."""
+        p = self.lhs.producer(value)
+        if p is None:
+            return None
+        rp = self.l2r.get(self.l_index[id(p)])
+        if rp is None:
+            return None
+        q = self.rhs.nodes[rp]
+        k = p.outputs.index(value)
+        return q.outputs[k] if k < len(q.outputs) else None
+
+    def _swap_reader(self, i: int, j: int, slot: int, want: Value, got: Value) -> bool:
+        a = self.lhs.nodes[i]
+        for reader in self.rhs.consumers(want):
+            j2 = self.r_index[id(reader)]
+            i2 = self.r2l.get(j2)
+            if i2 is None or j2 == j or _label(reader) != _label(self.rhs.nodes[j]):
+                continue
+            if slot >= len(reader.inputs) or reader.inputs[slot] is not want:
+                continue
+            other = self.lhs.nodes[i2]
+            if _label(other) != _label(a) or slot >= len(other.inputs):
+                continue
+            if self._counterpart(other.inputs[slot]) is not got:
+                continue
+            self.l2r[i], self.r2l[j2] = j2, i
+            self.l2r[i2], self.r2l[j] = j, i2
+            return True
+        return False
+
     def moved(self) -> None:
         left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
         right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
@@ -283,6 +330,7 @@ def align(lhs: Graph, rhs: Graph, *,
     m.relabel()
     m.moved()
     m.untangle()
+    m.untangle_down()
     pairs = tuple(sorted(m.l2r.items()))
     lhs_only = tuple(i for i in range(len(lhs.nodes)) if i not in m.l2r)
     rhs_only = tuple(j for j in range(len(rhs.nodes)) if j not in m.r2l)

@@ -239,7 +239,7 @@ class SeedRun:
             return args
         i = self.s.r2l[j]
         lin = self._lhs_inputs(i)
-        if lin is None or len(lin) != len(args):
+        if not _feedable(lin, node):
             return args
         return [self.s.rrun.put(x, v.dtype) for x, v in zip(lin, node.inputs)]
 
@@ -271,6 +271,11 @@ class SeedRun:
         worst = _worst(stats)
         if worst is None:
             return
+        if worst.shape_differs:  # laid out differently here: nothing to compare
+            self._note(f"{words.describe(node)} not compared: its output is shaped "
+                       f"{list(node.outputs[0].shape)} on rhs, "
+                       f"{list(a.outputs[0].shape)} on lhs")
+            return
         self.fwd[j] = worst
         self.inputs_ok[j] = self.opts.isolated or (
             all(self._agrees(v) for v in node.inputs) and self._wired_alike(a, node))
@@ -296,7 +301,7 @@ class SeedRun:
         a, b = s.lhs.nodes[i], s.rhs.nodes[j]
         lin = self._lhs_inputs(i)
         verdict = words.Verdict("unknown", "no inputs to re-run it on")
-        if lin is not None and len(lin) == len(b.inputs):
+        if _feedable(lin, b):
             rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
             riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
             louts = [self.ax.host(self.store.get(("f", u))) for u in a.outputs]
@@ -360,7 +365,7 @@ class SeedRun:
         s = self.s
         a, b = s.lhs.nodes[s.r2l[j]], s.rhs.nodes[j]
         lin = self._lhs_inputs(s.r2l[j])
-        if lin is None or len(lin) != len(b.inputs):
+        if not _feedable(lin, b):
             return 0.0
         return max((_rel_error(x, t) for x, t in zip(reference_outputs(a, lin),
                                                      reference_outputs(b, lin))), default=0.0)
@@ -471,6 +476,8 @@ class SeedRun:
         if host is None or key is None or key not in self.store:
             return None
         st = self.ax.measure(self.store.get(key), host, tol, floor)
+        if st.shape_differs:
+            return None
         if key[0] == "grad":  # a parameter read once: this is its whole gradient
             self.gradients[key[1]] = st
         if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
@@ -500,7 +507,7 @@ class SeedRun:
         a, b = s.lhs.nodes[i], s.rhs.nodes[j]
         verdict = words.Verdict("unknown", "no inputs to re-run it on")
         lin = self._lhs_inputs(i)
-        if lin is not None and len(lin) == len(b.inputs):
+        if _feedable(lin, b):
             verdict = self._judge_backward(i, a, b, lin, tol, floor)
             if verdict.reason == "inherited":
                 self._note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
@@ -561,6 +568,12 @@ class SeedRun:
         self.gradients[lname] = self.ax.measure(self.store.get(("grad", lname)),
                                                 self.ax.keep(s.rrun, grad), tol,
                                                 self._floors.get(v, 0.0))
+
+
+def _feedable(values: list[np.ndarray] | None, node: Node) -> bool:
+    """Whether lhs's ``values`` can be fed to rhs's ``node`` (same count and shapes)."""
+    return values is not None and len(values) == len(node.inputs) and all(
+        tuple(np.shape(x)) == v.shape for x, v in zip(values, node.inputs))
 
 
 def _rel_error(got: np.ndarray, truth: np.ndarray) -> float:
