@@ -714,7 +714,12 @@ class JaxRunner(Runner):
                     f"the JAX runner stores {dtype} values as {target.name} (jax_enable_x64 "
                     f"is off) and this input holds values beyond that range; set "
                     f"JAX_ENABLE_X64=1 or compare with --no-numeric")
-        tensor = jax.device_put(host.astype(target, copy=False), self.device)
+        host = host.astype(target, copy=False)
+        # XLA's CPU buffers may share host memory that is contiguous and 64-byte aligned
+        # (PyTorch allocates so): weights moved from a PyTorch model are then not copied
+        share = (self.device.platform == "cpu" and host.flags.c_contiguous
+                 and host.ctypes.data % 64 == 0 and host.nbytes >= 1 << 16)
+        tensor = jax.device_put(host, self.device, may_alias=True if share else None)
         self._mark_wide(tensor, dtype)
         return tensor
 

@@ -55,11 +55,12 @@ def dtype_name(dtype: torch.dtype, where: str = "") -> str:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A detached CPU NumPy copy (bfloat16 widened to float32)."""
+    """A detached CPU NumPy copy (bfloat16 widened to float32), in memory PyTorch allocated
+    (64-byte aligned, so that the runners of other frameworks can share it)."""
     t = t.detach().cpu()
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return t.numpy().copy()
+    return t.clone(memory_format=torch.contiguous_format).numpy()
 
 
 def _leaves_with_names(tree: Any, root: str) -> list[tuple[str, Any]]:
@@ -463,9 +464,9 @@ class _Converter:
         state = {**self.ep.state_dict, **self.ep.constants}
         out = {}
         for target, layout in self.layouts.items():
-            array = to_numpy(state[target])
+            tensor = state[target]
             name = self.preferred.get(target, target)
-            out[name] = np.swapaxes(array, -1, -2).copy() if layout == "linear" else array
+            out[name] = to_numpy(tensor.transpose(-1, -2) if layout == "linear" else tensor)
         return out
 
 

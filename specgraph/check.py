@@ -38,10 +38,10 @@ def _check_inputs(lhs: TracedModel, rhs: TracedModel) -> None:
 
 
 def _prepare(model: str | TracedModel, name: str, raw: bool,
-             say: Callable[[str], None]) -> TracedModel:
+             say: Callable[[str], None], batch: int | None = None) -> TracedModel:
     if isinstance(model, str):
         say(f"tracing {name} {model}")
-        model = trace(model)
+        model = trace(model, batch=batch)
     if not raw:
         say(f"canonicalizing {name} ({len(model.graph)} nodes)")
         model = canonicalize_model(model)
@@ -66,7 +66,7 @@ def compare_structure(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bo
 
 def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False,
             structure: bool = True, numeric: bool | None = None,
-            options: NumericOptions | None = None,
+            options: NumericOptions | None = None, batch: int | None = None,
             progress: Callable[[str], None] | None = None) -> DiffReport:
     """Compare two implementations of a model: structure, then numbers.
 
@@ -79,6 +79,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
         numeric: True to compare numbers, False not to, None (default) to compare them when
             the alignment covers both graphs or ``structure`` is False.
         options: how to compare numbers (seeds, contexts, tolerances...).
+        batch: trace model references with their example inputs resized to this batch.
         progress: called with a line of text at each step (for a terminal).
 
     Returns:
@@ -95,8 +96,8 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
         True
     """
     say = progress or (lambda _: None)
-    left = _prepare(lhs, "lhs", raw, say)
-    right = _prepare(rhs, "rhs", raw, say)
+    left = _prepare(lhs, "lhs", raw, say, batch)
+    right = _prepare(rhs, "rhs", raw, say, batch)
     _check_inputs(left, right)
     say("aligning and comparing structure")
     alignment = align(left.graph, right.graph)

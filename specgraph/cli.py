@@ -113,6 +113,8 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
                      help="feed every rhs layer lhs's inputs, to measure each layer alone")
     num.add_argument("--seed", type=_seeds, default=(0,), metavar="SEEDS",
                      help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
+    num.add_argument("--batch", type=int, default=None, metavar="N",
+                     help="trace both models with their example inputs resized to N examples")
     num.add_argument("--device", choices=DEVICES, default=None, help="device for both sides")
     num.add_argument("--mode", choices=MODES, default=None,
                      help="eager, or compiled (torch.compile, jax.jit, XLA for TF)")
@@ -147,7 +149,8 @@ def _diff(args: argparse.Namespace) -> int:
     progress = Progress.for_format(args.format)
     numeric = False if args.no_numeric else (True if args.numeric_only else None)
     report = compare(args.lhs, args.rhs, raw=args.raw, structure=not args.numeric_only,
-                     numeric=numeric, options=_numeric_options(args), progress=progress.step)
+                     numeric=numeric, options=_numeric_options(args), batch=args.batch,
+                     progress=progress.step)
     if args.repro and report.numeric is not None:
         from specgraph.numeric.repro import write_repro
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specgraph.errors import FactoryError, ModelReferenceError
 from specgraph.model import TracedModel
 
@@ -152,11 +154,49 @@ def _describe(result: Any) -> str:
     return f"a {type(result).__name__}"
 
 
-def trace(reference: str) -> TracedModel:
+def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any, ...]:
+    """The factory's result with its example inputs (the last item) resized to ``batch``
+    along their first axis: rows repeated in turn, or the first ``batch`` rows kept."""
+    def resize(leaf: Any) -> Any:
+        if isinstance(leaf, dict):
+            return {k: resize(v) for k, v in leaf.items()}
+        if isinstance(leaf, (tuple, list)):
+            return type(leaf)(resize(v) for v in leaf)
+        if not hasattr(leaf, "shape") or len(leaf.shape) == 0:
+            return leaf
+        data = np.asarray(leaf)
+        data = np.ascontiguousarray(np.take(data, np.arange(batch) % data.shape[0], axis=0))
+        return _like(leaf, data)
+
+    if batch < 1:
+        raise ModelReferenceError(f"--batch {batch}: a batch holds at least one example")
+    return (*items[:-1], resize(items[-1]))
+
+
+def _like(leaf: Any, data: np.ndarray) -> Any:
+    """``data`` as the same kind of array as ``leaf`` (torch, JAX, TensorFlow or NumPy)."""
+    module = type(leaf).__module__.split(".")[0]
+    if module == "torch":
+        import torch
+
+        return torch.from_numpy(data)
+    if module in ("jax", "jaxlib"):
+        import jax.numpy as jnp
+
+        return jnp.asarray(data)
+    if module in ("tensorflow", "keras", "tf_keras"):
+        import tensorflow as tf
+
+        return tf.constant(data)
+    return data
+
+
+def trace(reference: str, *, batch: int | None = None) -> TracedModel:
     """Trace the model that ``reference`` names into a TracedModel.
 
     Args:
         reference: ``path/to/file.py:factory``.
+        batch: trace with the example inputs resized to this many examples.
 
     Raises:
         SpecgraphError: the reference, the factory or the trace failed (one sentence).
@@ -168,6 +208,10 @@ def trace(reference: str) -> TracedModel:
         if not path.is_file():
             raise ModelReferenceError(f"model reference {reference!r}: file {reference} does "
                                       "not exist; pass the path of an .onnx file")
+        if batch is not None:
+            raise ModelReferenceError(
+                f"model reference {reference!r}: an .onnx file's batch size is fixed by its "
+                "example inputs; drop --batch for ONNX models")
         return frontends.load("onnx").trace_file(path, reference=reference)
     if reference.endswith((".yaml", ".yml")):
         raise ModelReferenceError(
@@ -175,5 +219,7 @@ def trace(reference: str) -> TracedModel:
             f"version; pass {_FORMS} or a .onnx file"
         )
     name, items = call_factory(reference)
+    if batch is not None:
+        items = with_batch(items, batch, reference)
     frontend = frontends.load(name)
     return getattr(frontend, frontends.FRONTENDS[name].function)(*items, reference=reference)
