@@ -1,0 +1,82 @@
+"""``specgraph diff`` with numbers: on by default where the alignment covers both graphs,
+its flags, one-sentence errors, and the repro folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specgraph.cli import main
+
+pytest.importorskip("torch")
+pytest.importorskip("jax")
+
+TORCH = "examples/xor/model_torch.py"
+JAX = "examples/xor/model_jax.py"
+
+
+def test_equivalent_pair_agrees_in_numbers_by_default(repo_root, capsys) -> None:
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:correct", "--seed", "0-2"]) == 0
+    out = capsys.readouterr().out
+    assert "Numbers  (lhs torch cpu,eager,float32, rhs jax cpu,eager,float32; seeds 0-2" in out
+    assert "outputs and gradients agree layer by layer over seeds 0-2" in out
+
+
+def test_no_numeric_and_numbers_skipped_where_structure_differs(repo_root, capsys) -> None:
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:correct", "--no-numeric"]) == 0
+    assert "Numbers" not in capsys.readouterr().out
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:forgot_activation"]) == 1
+    out = capsys.readouterr().out
+    assert "note: numbers not compared: the alignment leaves 1 lhs and 0 rhs nodes" in out
+
+
+def test_numeric_only_localizes_the_missing_activation(repo_root, capsys) -> None:
+    code = main(["diff", f"{TORCH}:correct", f"{JAX}:forgot_activation", "--numeric-only",
+                 "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    [finding] = report["findings"]
+    assert finding["code"] == "numeric-divergence"
+    assert "lhs's relu at act, which rhs has no counterpart for" in finding["message"]
+
+
+def test_batch_seed_and_contexts_reach_the_report(repo_root, capsys) -> None:
+    code = main(["diff", f"{TORCH}:correct", f"{JAX}:correct", "--batch", "6", "--seed",
+                 "1,3", "--rhs-context", "cpu,compiled", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["equivalent"]
+    numeric = report["numeric"]
+    assert numeric["seeds"] == [1, 3]
+    assert numeric["rhs_context"] == "jax cpu,compiled,float32"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--lhs-context", "cpu,warp"], "'warp' is no device"),
+    (["--batch", "0"], "--batch 0: a batch holds at least one example"),
+])
+def test_bad_numeric_options_are_one_sentence(repo_root, capsys, args, says) -> None:
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:correct", *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_repro_folder_for_a_planted_fault(repo_root, capsys, tmp_path: Path) -> None:
+    from tests.zoo.torch_faults import wrong_softmax
+
+    folder = tmp_path / "repro"
+    models = tmp_path / "models.py"
+    models.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(repo_root)!r})\n"
+        "from tests.zoo import torch_models, jax_models\n"
+        "def torch_wide():\n    return torch_models.MODELS['wide_classifier']()\n"
+        "def jax_wide():\n    return jax_models.MODELS['wide_classifier/jax']()\n")
+    with wrong_softmax():
+        code = main(["diff", f"{models}:jax_wide", f"{models}:torch_wide", "--repro",
+                     str(folder)])
+    out = capsys.readouterr().out
+    assert code == 1 and "rhs (torch) leaves the fp64 reference" in out
+    assert sorted(p.name for p in folder.iterdir()) == ["case.npz", "repro_jax.py",
+                                                       "repro_torch.py"]
