@@ -10,8 +10,8 @@ aligned layer's output and gradients compared (tracing, canonicalization and ali
 done beforehand and not timed; the check's first run, which warms JAX's op caches, is not
 timed either). Time is the median of per-round ratios over alternating rounds. Memory is
 measured in a fresh process per figure: the peak resident memory (VmHWM, reset through
-/proc/self/clear_refs after set-up) above the resident memory once both models are built
-and warmed up.
+/proc/self/clear_refs after set-up) over two runs, above the resident memory once both
+models are built (for the check: traced, canonicalized and aligned too).
 
 The last line reads ``numeric: check/plain time T.TT, memory M.MM`` (the worst model of
 each; targets 2.0 and 1.3).
@@ -105,11 +105,13 @@ def time_ratio(name: str, repeat: int, device: str) -> dict[str, float]:
 
 
 def memory_child(kind: str, name: str, device: str) -> None:
-    """In a fresh process: set up, warm up, then the peak memory of one more run."""
+    """In a fresh process: build both models (and, for the check, trace, canonicalize and
+    align them), then the peak memory of the work itself from its first run (compiles
+    included: warmed-up allocators would hide what a run needs)."""
     fn = (_plain if kind == "plain" else _check)(name, device)
-    fn()
     base = _rss_kib("VmRSS")
     _reset_peak()
+    fn()
     fn()
     print(json.dumps({"peak_mib": (_rss_kib("VmHWM") - base) / 1024}))
 
