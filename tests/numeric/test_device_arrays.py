@@ -1,0 +1,100 @@
+"""Comparison arithmetic on the device: PyTorch over DLPack gives the same statistics as
+NumPy on the host, for tensors of every framework; on a GPU a whole comparison stays there.
+
+The DLPack path runs on CPU tensors too, so it is tested everywhere; the tests marked
+``gpu`` run where PyTorch sees CUDA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specgraph.numeric.arrays import HostArrays
+from specgraph.numeric.stats import Tolerance
+
+torch = pytest.importorskip("torch")
+jnp = pytest.importorskip("jax.numpy")
+
+from specgraph.frontends._device_arrays import DeviceArrays, as_torch  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+
+
+def _pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 33)).astype(np.float32)
+    b = a + rng.standard_normal(a.shape).astype(np.float32) * 1e-6
+    b[3, 7] += 0.5  # one element far off
+    return a, b
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "jax", "tf"])
+def test_device_statistics_match_the_host(kind: str) -> None:
+    a, b = _pair()
+    if kind == "torch":
+        rhs = torch.from_numpy(b)
+    elif kind == "jax":
+        rhs = jnp.asarray(b)
+    elif kind == "tf":
+        tf = pytest.importorskip("tensorflow")
+        rhs = tf.constant(b)
+    else:
+        rhs = b
+    tol = Tolerance(2e-5, 2e-5)
+    host, device = HostArrays().measure(a, b, tol), DeviceArrays().measure(a, rhs, tol)
+    assert device.mismatch == host.mismatch == 1 / a.size
+    assert device.max_abs == pytest.approx(host.max_abs, rel=1e-6)
+    assert device.cosine == pytest.approx(host.cosine, rel=1e-7)
+    assert device.scale == pytest.approx(host.scale, rel=1e-6)
+
+
+def test_device_arrays_see_nonfinite_values_and_shapes() -> None:
+    a, b = _pair()
+    b[0, 0] = np.nan
+    arrays = DeviceArrays()
+    stats = arrays.measure(torch.from_numpy(a), torch.from_numpy(b), Tolerance(1e-4, 1e-4))
+    assert stats.rhs_finite is False and stats.diverges
+    assert not arrays.finite(torch.from_numpy(b)) and arrays.finite(torch.from_numpy(a))
+    assert arrays.measure(a, a[:3], Tolerance(1e-4, 1e-4)).shape_differs
+    assert arrays.equal(torch.from_numpy(b), torch.from_numpy(b.copy()))
+
+
+def test_jax_arrays_are_shared_not_copied() -> None:
+    x = jnp.arange(12.0).reshape(3, 4)
+    t = as_torch(x)
+    assert t.data_ptr() == x.unsafe_buffer_pointer()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_golden_pair_compares_on_the_gpu() -> None:
+    from specgraph.check import compare
+    from specgraph.numeric.compare import NumericOptions
+    from specgraph.numeric.runner import Context
+    from tests.test_golden_equivalence import GOLDEN, _canonical, _variant
+
+    cuda = Context(device="cuda")
+    for golden in sorted(GOLDEN):
+        lhs, rhs = _canonical("torch", GOLDEN[golden][0]), _variant(golden, "jax")
+        report = compare(lhs, rhs, options=NumericOptions(seeds=(0, 1), lhs_context=cuda,
+                                                          rhs_context=cuda))
+        assert report.equivalent, [f.message for f in report.findings]
+        assert report.numeric.lhs_context == "torch cuda,eager,float32"
+        assert report.numeric.rhs_context == "jax cuda,eager,float32"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("dtype", ["tf32", "bfloat16", "float16"])
+def test_gpu_precisions_agree_within_their_tolerance(dtype: str) -> None:
+    from specgraph.check import compare
+    from specgraph.numeric.compare import NumericOptions
+    from specgraph.numeric.runner import Context
+    from tests.test_golden_equivalence import GOLDEN, _canonical
+
+    model = _canonical("torch", GOLDEN["transformer_block"][0])
+    options = NumericOptions(lhs_context=Context(device="cuda"),
+                             rhs_context=Context(device="cuda", dtype=dtype))
+    report = compare(model, model, options=options)
+    assert report.equivalent, [f.message for f in report.findings]
