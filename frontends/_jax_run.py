@@ -648,6 +648,9 @@ def _pullback_program(fn: Callable[..., Any], float_in: tuple[int, ...], dtypes:
     return program
 
 
+_PROGRAMS: dict[Any, Any] = {}  # compiled per op, attributes (and shapes)
+
+
 class JaxRunner(Runner):
     """Runs canonical ops with JAX on the CPU or a GPU, eagerly or each op under jax.jit.
 
@@ -669,7 +672,9 @@ class JaxRunner(Runner):
     def __init__(self, context: Context) -> None:
         super().__init__(context)
         self.device = self._resolve_device(context.device)
-        self._compiled: dict[tuple, Callable[..., Any]] = {}
+        # compiled programs are shared by every runner of the process: a second comparison
+        # (another seed, another pair) reuses them instead of compiling again
+        self._compiled = _PROGRAMS
         self._wide: dict[int, weakref.ref] = {}  # ids of int32 tensors that are int64 values
         self._last: Any = None
 

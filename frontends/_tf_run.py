@@ -762,6 +762,9 @@ def _device_name(device: str) -> str:
     return _DEVICES[device]
 
 
+_PROGRAMS: dict[Any, Any] = {}  # compiled per op, attributes (and shapes)
+
+
 class TfRunner(Runner):
     """Canonical nodes on TensorFlow's kernels, eagerly under ``tf.device``.
 
@@ -788,7 +791,7 @@ class TfRunner(Runner):
         super().__init__(context)
         self.device = _device_name(context.device)
         self._storage = tf.as_dtype(context.storage)
-        self._compiled: dict[tuple, tuple[Any, bool]] = {}
+        self._compiled = _PROGRAMS  # shared by every runner of the process
         self.not_compiled: set[str] = set()
 
     # --- tensors -------------------------------------------------------------------------

@@ -653,6 +653,9 @@ def _compile(fn: Any, attrs: dict[str, Any], op: str) -> Any:
     return torch.compile(bound, dynamic=False)
 
 
+_PROGRAMS: dict[Any, Any] = {}  # compiled per op, attributes (and shapes)
+
+
 class TorchRunner(Runner):
     """Canonical nodes on PyTorch kernels, eager or each op through ``torch.compile``.
 
@@ -678,7 +681,7 @@ class TorchRunner(Runner):
         super().__init__(replace(context, device=device))
         self.device = torch.device(device)
         self.storage = getattr(torch, context.storage)
-        self._compiled: dict[Any, Any] = {}
+        self._compiled = _PROGRAMS  # shared by every runner of the process
         self._set_precision()
 
     def _set_precision(self) -> None:
