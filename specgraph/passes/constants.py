@@ -1,16 +1,19 @@
 """Fold computations on constants: a node whose inputs are all constants (not parameters)
 becomes a constant computed by the op's reference (``sqrt(64)`` in a hand-written attention
-scale, shape arithmetic left by an exporter).
+scale, shape arithmetic left by an exporter, a causal mask or position ids built from
+``arange`` and ``full``, which read no input at all).
 
 Requires: a verified graph. Ensures: no node reads only constants, except sources of large
-tensors (``full``, ``arange`` above a million elements) that stay as ops.
+tensors (``full``, ``arange`` above a million elements) that stay as ops; constant
+embedding indices repeated along an axis (position ids expanded over the batch) are kept
+once along it when only broadcasting elementwise ops read the rows, which repeat them anyway.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.elementwise import numpy_dtype
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
@@ -20,8 +23,56 @@ __all__ = ["FoldConstantsPass"]
 _LIMIT = 1 << 20
 
 
+def _repeated_axes(data: np.ndarray) -> list[int]:
+    """Axes of size > 1 along which every slice of ``data`` is the same."""
+    return [a for a in range(data.ndim) if data.shape[a] > 1 and
+            bool(np.all(data == np.take(data, [0], axis=a)))]
+
+
+def _broadcast_reader(rw: Rewriter, value: Value, shape: tuple[int, ...]) -> bool:
+    """Whether only elementwise ops read ``value``, each with the same result shape if
+    ``value`` had ``shape`` instead (NumPy broadcasting repeats it for them)."""
+    users = rw.graph.consumers(value)
+    if not users or rw.uses(value) != len(users):
+        return False  # unread, or a graph output: its shape is visible
+    for user in users:
+        if get_spec(user.op).category not in ("elementwise", "activation"):
+            return False
+        shapes = [shape if v is value else v.shape for v in user.inputs]
+        try:
+            if np.broadcast_shapes(*shapes) != user.outputs[0].shape:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def _shrink_indices(rw: Rewriter, node: Node) -> bool:
+    """embedding(i) with constant ``i`` repeated along some axes, read only by broadcasting
+    elementwise ops: the rows once along those axes (``emb(arange)`` as PyTorch writes it,
+    not ``emb(expand(arange))`` as Flax does)."""
+    indices = rw.constant_value(node.inputs[0])
+    if indices is None:
+        return False
+    axes = _repeated_axes(np.asarray(indices))
+    out = node.outputs[0]
+    if not axes:
+        return False
+    shape = tuple(1 if a in axes else s for a, s in enumerate(out.shape))
+    if not _broadcast_reader(rw, out, shape):
+        return False
+    kept = np.asarray(indices)[tuple(slice(0, 1) if a in axes else slice(None)
+                                     for a in range(indices.ndim))]
+    small = rw.constant(kept, node.inputs[0].dtype)
+    rw.replace(out, rw.emit("embedding", [small, *node.inputs[1:]], dict(node.attrs),
+                            like=node, shape=shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
-    if not node.inputs or node.op == "opaque" or len(node.outputs) != 1:
+    if node.op == "embedding":
+        return _shrink_indices(rw, node)
+    if node.op == "opaque" or len(node.outputs) != 1:
         return False
     arrays = [rw.constant_value(v) for v in node.inputs]
     if any(a is None for a in arrays) or node.outputs[0].size > _LIMIT:

@@ -1,6 +1,7 @@
 """Raise written-out activations to their ops: max(x, 0) -> relu, x·sigmoid(x) -> silu,
 erf/tanh GELU formulas -> gelu with the approximation they compute, exp/sum -> softmax or
-log_softmax with its axis.
+log_softmax with its axis. softmax(x + c), c a constant along the softmax axis (HF's
+TF stable_softmax adds 1e-9), is softmax(x): the shift cancels.
 
 Requires: a verified graph. Ensures: each rewrite is proved by running the replaced region
 and the op on random inputs in float64 (``regions.agrees``); formulas that differ (another
@@ -45,11 +46,39 @@ def _candidates(nodes: list[Node]) -> list[tuple[str, dict]]:
 def _rule(rw: Rewriter, node: Node) -> bool:
     if len(node.outputs) != 1 or not node.outputs[0].dtype.startswith(("float", "bfloat")):
         return False
+    if node.op in ("softmax", "log_softmax"):
+        rw.keep(node)  # the region's root must be visible to the region walk
+        _drop_shift(rw, node)
+        return True
     if get_spec(node.op).category not in ("elementwise", "activation"):
         return False
-    rw.keep(node)  # the region's root must be visible to the region walk
+    rw.keep(node)
     _raise(rw, node)
     return True
+
+
+def _drop_shift(rw: Rewriter, node: Node) -> None:
+    """softmax(x ± c) with c constant along the axis: softmax(x), proved on random x."""
+    y, axis = node.outputs[0], node.attrs["axis"]
+    add = rw.producer(node.inputs[0])
+    if add is None or add.op not in ("add", "sub"):
+        return
+    for x, c in (add.inputs, add.inputs[::-1]) if add.op == "add" else (add.inputs,):
+        data = rw.constant_value(c)
+        if data is None or x.shape != y.shape or x.dtype != y.dtype:
+            continue
+        full = (1,) * (y.rank - c.rank) + c.shape
+        if full[axis] != 1:
+            continue
+        nodes = region(rw, y, [x])
+        spec = get_spec(node.op)
+        attrs = dict(node.attrs)
+        if nodes is not None and agrees(
+                rw, nodes, y, [x], lambda env, x=x: spec.reference(env[x], **attrs),
+                claim=("shifted", node.op, spec.normalize_attrs(attrs)),
+                batch=_slicewise(node.op, attrs, x, y)):
+            rw.replace(y, rw.emit(node.op, [x], attrs, like=node, shape=y.shape))
+            return
 
 
 def _raise(rw: Rewriter, node: Node) -> None:

@@ -1,5 +1,7 @@
 """Raise attention written out by hand (q·kᵀ, scale, mask, softmax, ·v) to ``attention``
-with its scale, causality and mask.
+with its scale and causality. A constant mask, however written (a select, an added
+``finfo.min``, TF GPT-2's ``w·b − 1e4·(1 − b)``), or an attention op's constant mask input,
+that keeps exactly the keys j <= i becomes ``causal``.
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
 random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
@@ -19,26 +21,33 @@ from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 __all__ = ["RaiseAttentionPass"]
 
 
-def _peel_scores(rw: Rewriter, s: Value) -> tuple[Value, list[float], list[Value]] | None:
-    """Walk back from the softmax input to the q·kᵀ product: scales and mask constants."""
+def _peel_scores(rw: Rewriter, s: Value
+                 ) -> tuple[Value, list[float], list[tuple[Node, Value]]] | None:
+    """Walk back from the softmax input to the q·kᵀ product: its scalar scales and the nodes
+    masking it with constants (added, subtracted, multiplied in, or selected), last first."""
     scales: list[float] = []
-    masks: list[Value] = []
-    for _ in range(6):
+    masks: list[tuple[Node, Value]] = []  # each with the scores it reads
+    for _ in range(8):
         node = rw.producer(s)
         if node is None:
             return None
         if node.op == "matmul":
             return s, scales, masks
-        if node.op in ("mul", "div") and any(rw.scalar(v) is not None for v in node.inputs):
+        consts = [rw.constant_value(v) is not None for v in node.inputs]
+        scalar = [rw.scalar(v) is not None for v in node.inputs]
+        if node.op in ("mul", "div") and any(scalar):
             c = next(rw.scalar(v) for v in node.inputs if rw.scalar(v) is not None)
             scales.append(c if node.op == "mul" else 1.0 / c)
             s = next(v for v in node.inputs if rw.scalar(v) is None)
-        elif node.op == "add" and any(rw.constant_value(v) is not None for v in node.inputs):
-            masks.append(next(v for v in node.inputs if rw.constant_value(v) is not None))
-            s = next(v for v in node.inputs if rw.constant_value(v) is None)
-        elif node.op == "where" and rw.constant_value(node.inputs[0]) is not None:
-            masks.append(node.inputs[0])
+        elif node.op in ("add", "mul") and consts.count(True) == 1:
+            s = node.inputs[consts.index(False)]
+            masks.append((node, s))
+        elif node.op == "sub" and consts == [False, True]:
+            s = node.inputs[0]
+            masks.append((node, s))
+        elif node.op == "where" and consts == [True, False, True]:
             s = node.inputs[1]
+            masks.append((node, s))
         else:
             return None
     return None
@@ -82,16 +91,28 @@ def _qk(rw: Rewriter, product: Value):
     return q, q_perm, kt, kt_perm, q_scale * k_scale
 
 
-def _causal(mask: np.ndarray, where: bool) -> bool:
+def _causal(mask: np.ndarray) -> bool:
+    """Whether the additive ``mask`` [..., L, S] keeps j <= i and drowns the rest (-inf, or
+    at most -1e4, whose exp vanishes next to the kept scores)."""
     m = np.asarray(mask)
     if m.ndim < 2:
         return False
     length, source = m.shape[-2:]
     keep = np.tril(np.ones((length, source), dtype=bool))
-    if where:
-        return bool(np.all(np.broadcast_to(m.astype(bool), m.shape) == keep))
-    return bool(np.all(np.isneginf(m[..., ~keep]) | (m[..., ~keep] < -1e4))
-                and np.all(m[..., keep] == 0))
+    return bool(np.all(m[..., ~keep] <= -1e4) and np.all(m[..., keep] == 0))
+
+
+def _mask_effect(rw: Rewriter, shape: tuple[int, ...], masks: list[tuple[Node, Value]]
+                 ) -> np.ndarray | None:
+    """What the mask nodes make of zero scores: the additive mask they amount to."""
+    effect = np.zeros(shape)
+    for node, scores in masks[::-1]:
+        args = [effect if v is scores else rw.constant_value(v) for v in node.inputs]
+        if any(a is None for a in args):
+            return None
+        with np.errstate(all="ignore"):
+            effect = np.asarray(get_spec(node.op).reference(*args, **node.attrs), float)
+    return effect
 
 
 def _pattern(rw: Rewriter, node: Node) -> tuple | None:
@@ -100,16 +121,14 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
     if sm is None or sm.op != "softmax" or sm.attrs["axis"] != p.rank - 1:
         return None
     peeled = _peel_scores(rw, sm.inputs[0])
-    if peeled is None or len(peeled[2]) > 1:
+    if peeled is None:
         return None
     product, scales, masks = peeled
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
     causal = False
-    if masks:
-        mask_node = rw.producer(sm.inputs[0])
-        data = rw.constant_value(masks[0])
-        causal = data is not None and _causal(data, mask_node is not None and
-                                              mask_node.op == "where")
+    if masks:  # proved below with the region: here only whether it can be causal
+        effect = _mask_effect(rw, product.shape, masks)
+        causal = effect is not None and _causal(effect)
         if not causal:
             return None  # a general constant mask: kept as written
     return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal
@@ -134,7 +153,34 @@ def _heads(y: Value, q: tuple, kt: tuple, v: Value) -> dict[Value, tuple[int, ..
     return batch
 
 
+def _constant_causal_mask(rw: Rewriter, node: Node) -> bool:
+    """attention with a constant mask that is the causal one (PyTorch's GPT-2 keeps its
+    lower-triangular buffer): attention with ``causal`` and no mask, proved on random q, k,
+    v."""
+    if not node.attrs["has_mask"] or node.attrs["causal"]:
+        return False
+    data = rw.constant_value(node.inputs[3])
+    if data is None:
+        return False
+    data = np.asarray(data)
+    additive = np.where(data, 0.0, -np.inf) if data.dtype == bool else data
+    if not _causal(additive):
+        return False
+    y, (q, k, v) = node.outputs[0], node.inputs[:3]
+    rw.keep(node)  # the root must be visible to the region walk
+    spec = get_spec("attention")
+    attrs = spec.normalize_attrs({**node.attrs, "causal": True, "has_mask": False})
+    if len({q, k, v}) == 3 and agrees(
+            rw, [node], y, [q, k, v], lambda env: spec.reference(env[q], env[k], env[v],
+                                                                  **attrs),
+            claim=("causal-mask", attrs)):
+        rw.replace(y, rw.emit("attention", [q, k, v], attrs, like=node, shape=y.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "attention":
+        return _constant_causal_mask(rw, node)
     if node.op != "matmul":
         return False
     found = _pattern(rw, node)

@@ -1,4 +1,5 @@
-"""Raise matmul by a weight matrix to ``linear``, and fold a following bias add into
+"""Raise matmul by a weight matrix (a parameter, or a transposed one: a tied lm_head) to
+``linear``, and fold a following bias add into
 ``linear``, ``conv`` or ``conv_transpose`` (TF's MatMul + BiasAdd, JAX's dot_general + add,
 ONNX's MatMul + Add all become one linear).
 
@@ -36,9 +37,18 @@ def _bias_axis(value: Value, out_rank: int) -> int | None:
     return non_unit[0] if len(non_unit) == 1 else None
 
 
+def _weight(rw: Rewriter, w: Value) -> bool:
+    """A parameter, or a transpose or reshape of one (a tied embedding read as [d, vocab])."""
+    node = rw.producer(w)
+    while node is not None and node.op in ("transpose", "reshape"):
+        w = node.inputs[0]
+        node = rw.producer(w)
+    return rw.is_param(w)
+
+
 def _matmul(rw: Rewriter, node: Node) -> bool:
     x, w = node.inputs
-    if not rw.is_param(w) or w.rank != 2 or x.rank < 2 or rw.is_param(x):
+    if not _weight(rw, w) or w.rank != 2 or x.rank < 2 or rw.is_fixed(x):
         return False
     out = rw.emit("linear", [x, w], {"bias": False}, like=node, shape=node.outputs[0].shape)
     rw.replace(node.outputs[0], out)

@@ -3,14 +3,25 @@
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
 moving each transpose past elementwise ops, reductions and softmax (adjusting their axes and
 re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
-identities pass removes them. Requires: a verified graph. Ensures: no transpose directly
-feeds an elementwise op, reduction or softmax whose layout could absorb it.
+identities pass removes them. A transpose followed by a reshape that merges axes which the
+transpose keeps adjacent and in order becomes the merge then a smaller transpose (PyTorch
+flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras as
+``transpose[N, H, W, C]·reshape``: one form), proved on random values.
+
+Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
+reduction or softmax whose layout could absorb it, nor a reshape merging axes it keeps in
+order.
 """
 
 from __future__ import annotations
 
+from math import prod
+
+import numpy as np
+
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["SinkTransposesPass"]
@@ -119,7 +130,55 @@ def _softmax(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _merge_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[list[int]] | None:
+    """Runs of consecutive ``source`` axes whose sizes multiply to each ``target`` size, or
+    None if the reshape does anything but merge runs (size-1 axes make the runs ambiguous)."""
+    if 1 in source or 1 in target:
+        return None
+    groups, i = [], 0
+    for size in target:
+        group = []
+        while i < len(source) and prod(source[j] for j in group) < size:
+            group.append(i)
+            i += 1
+        if not group or prod(source[j] for j in group) != size:
+            return None
+        groups.append(group)
+    return groups if i == len(source) else None
+
+
+def _merge_before_transpose(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(x, p), S), S merging runs of axes that p keeps adjacent and in
+    order in x: transpose(reshape(x, M), q), the same values with the merge done first."""
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None:
+        return False
+    x, perm, out = t.inputs[0], t.attrs["perm"], node.outputs[0]
+    groups = _merge_groups(t.outputs[0].shape, out.shape)
+    if groups is None or all(len(g) == 1 for g in groups):
+        return False
+    runs = [[perm[i] for i in g] for g in groups]  # x's axes, per output axis
+    if any(r != list(range(r[0], r[0] + len(r))) for r in runs):
+        return False
+    order = sorted(range(len(runs)), key=lambda j: runs[j][0])  # x's order of the runs
+    merged = tuple(out.shape[j] for j in order)
+    q = tuple(order.index(j) for j in range(len(runs)))
+    rw.keep(node)  # the region's root must be visible to the region walk
+    nodes = region(rw, out, [x])
+    if nodes is None or not agrees(
+            rw, nodes, out, [x], lambda env: np.transpose(np.reshape(env[x], merged), q),
+            claim=("merge-before-transpose", merged, q)):
+        return True
+    inner = rw.emit("reshape", [x], {"shape": merged}, like=node, shape=merged)
+    if q != tuple(range(len(q))):
+        inner = rw.emit("transpose", [inner], {"perm": q}, like=t, shape=out.shape)
+    rw.replace(out, inner)
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "reshape":
+        return _merge_before_transpose(rw, node)
     if node.op in _REDUCTIONS:
         return _reduction(rw, node)
     if node.op in ("softmax", "log_softmax"):
