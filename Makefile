@@ -20,6 +20,10 @@ demo: $(STAMP)
 	$(BIN)/specgraph show examples/xor/model_torch.py:correct
 	@# exit 1 means "differences found", which is what this pair must show
 	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation || test $$? -eq 1
+	@# the faithful port agrees in numbers too, forward and backward, over five input seeds
+	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:correct --seed 0-4
+	@# and the numbers alone, structure ignored, find the forgotten activation
+	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation --numeric-only --no-backward || test $$? -eq 1
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
