@@ -1,11 +1,14 @@
 """Drop no-ops: identities, inference dropout, same-type casts, same-shape reshapes and
 expands, identity transposes, multiplications by one and additions of zero, reshapes that
-only add leading size-1 axes for broadcasting elementwise ops (NumPy's implicit rank
-promotion, which JAX writes out and PyTorch does not); squeeze/unsqueeze become reshapes;
-chains of reshapes or of transposes become one.
+only add leading size-1 axes for broadcasting elementwise ops and matrix products (NumPy's
+implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
+below such a reshape to reach them); squeeze/unsqueeze become reshapes;
+chains of reshapes or of transposes become one; tiles that only repeat size-1 axes, with
+the reshapes around them, become one expand.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
-computation identical (every rewrite here is exact, not approximate).
+computation identical (every rewrite here is exact, not approximate; the tile rewrite is
+also proved on random values).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node
 from specgraph.ops import get_spec
+from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["DropIdentitiesPass"]
@@ -39,9 +43,48 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
         return True
+    if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
+        return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
     return False
+
+
+_VIEWS = ("reshape", "expand", "tile")
+
+
+def _tile_as_expand(rw: Rewriter, node: Node) -> bool:
+    """A chain of reshapes, expands and tiles, one a tile, that only repeats x along new or
+    size-1 axes (TF's ``tf.repeat`` as reshape·tile·reshape) is ``expand(x)``, proved on
+    random x."""
+    chain, x = [node], node.inputs[0]
+    while (inner := rw.producer(x)) is not None and inner.op in _VIEWS and rw.uses(x) == 1:
+        chain.append(inner)
+        x = inner.inputs[0]
+    if node.op != "tile" and (len(chain) == 1 or all(n.op == "reshape" for n in chain)):
+        return False
+    out = node.outputs[0]
+    starts = [x] + [n.inputs[0] for n in reversed(chain[:-1])]  # farthest first
+    starts = [v for v in starts if _broadcasts(v.shape, out.shape)]
+    if not starts:
+        return False
+    rw.keep(node)  # the region's root must be visible to the region walk
+    for v in starts:
+        nodes = region(rw, out, [v])
+        if nodes is not None and agrees(
+                rw, nodes, out, [v], lambda env, v=v: np.broadcast_to(env[v], out.shape),
+                claim=("expand", out.shape)):
+            rw.replace(out, rw.emit("expand", [v], {"shape": out.shape}, like=node,
+                                    shape=out.shape))
+            break
+    return True
+
+
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    try:
+        return len(shape) <= len(target) and np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
 
 
 def _transpose(rw: Rewriter, node: Node) -> bool:
@@ -51,6 +94,8 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
         rw.replace(node.outputs[0], x)
         return True
     inner = rw.producer(x)
+    if inner is not None and inner.op == "reshape" and rw.uses(x) == 1:
+        return _unit_axes_after(rw, node, inner)
     if inner is not None and inner.op == "transpose":
         composed = tuple(inner.attrs["perm"][p] for p in perm)
         source = inner.inputs[0]
@@ -61,6 +106,24 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
                                                 like=node, shape=node.outputs[0].shape))
         return True
     return False
+
+
+def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
+    """transpose(reshape(x, [1, .., 1, *x.shape]), p), p keeping those leading size-1 axes
+    in place: the transpose of x, then the reshape adding them (they sink toward a
+    broadcasting reader that drops them)."""
+    x, perm = reshape.inputs[0], node.attrs["perm"]
+    lead = reshape.outputs[0].rank - x.rank
+    if lead < 1 or reshape.outputs[0].shape != (1,) * lead + x.shape or \
+            perm[:lead] != tuple(range(lead)):
+        return False
+    inner_perm = tuple(p - lead for p in perm[lead:])
+    moved = tuple(x.shape[p] for p in inner_perm)
+    out = node.outputs[0]
+    t = rw.emit("transpose", [x], {"perm": inner_perm}, like=node, shape=moved)
+    rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
+                            shape=out.shape))
+    return True
 
 
 def _batched_transpose(rw: Rewriter, node: Node) -> bool:
@@ -107,8 +170,9 @@ def _select(rw: Rewriter, node: Node) -> bool:
 
 
 def _rank_promotion(rw: Rewriter, node: Node) -> bool:
-    """reshape(x, [1, ..., 1, *x.shape]) read only by elementwise ops that broadcast it to
-    their own shape anyway: NumPy broadcasting prepends those size-1 axes itself."""
+    """reshape(x, [1, ..., 1, *x.shape]) read only by elementwise ops or matrix products that
+    broadcast it to their own shape anyway: NumPy broadcasting prepends those size-1 axes
+    itself."""
     x, out = node.inputs[0], node.outputs[0]
     lead = out.rank - x.rank
     if lead < 1 or out.shape != (1,) * lead + x.shape:
@@ -117,16 +181,24 @@ def _rank_promotion(rw: Rewriter, node: Node) -> bool:
     if not users or rw.uses(out) != len(users):
         return False  # unread, or a graph output: its shape is visible
     for user in users:
-        if get_spec(user.op).category not in ("elementwise", "activation"):
-            return False
         shapes = [x.shape if v is out else v.shape for v in user.inputs]
+        shape_of = _matmul_shape if user.op == "matmul" else (
+            np.broadcast_shapes if get_spec(user.op).category in ("elementwise", "activation")
+            else None)
         try:
-            if np.broadcast_shapes(*shapes) != user.outputs[0].shape:
+            if shape_of is None or shape_of(*shapes) != user.outputs[0].shape:
                 return False  # x alone would give the result fewer axes
         except ValueError:
             return False
     rw.replace(out, x)
     return True
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of a·b for operands of rank >= 2 (batch axes broadcast as NumPy's)."""
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        raise ValueError("not a matrix product")
+    return tuple(np.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-1])
 
 
 def _reshape_chain(rw: Rewriter, node: Node) -> bool:

@@ -22,13 +22,14 @@ _WITH_BIAS = {"linear": -1, "conv": 1, "conv_transpose": 1}
 
 
 def _param_behind(rw: Rewriter, value: Value) -> Value | None:
-    """The rank-1 parameter that ``value`` is (or is a broadcasting reshape/expand of)."""
+    """The parameter that ``value`` is (or is a broadcasting reshape/expand of), holding one
+    axis of size > 1 (a [n] bias, or TF's [1, n])."""
     while not rw.is_param(value):
         node = rw.producer(value)
         if node is None or node.op not in ("reshape", "expand"):
             return None
         value = node.inputs[0]
-    return value if value.rank == 1 else None
+    return value if sum(s != 1 for s in value.shape) == 1 else None
 
 
 def _bias_axis(value: Value, out_rank: int) -> int | None:
@@ -65,9 +66,12 @@ def _bias_add(rw: Rewriter, node: Node) -> bool:
         bias = _param_behind(rw, other)
         rank = layer_value.rank
         axis = _WITH_BIAS[layer.op] % rank
-        if bias is None or _bias_axis(other, rank) != axis or bias.shape[0] != \
+        if bias is None or _bias_axis(other, rank) != axis or bias.size != \
                 layer_value.shape[axis]:
             continue
+        if bias.rank != 1:  # [1, n]: read as [n] (canonicalize_model stores it so)
+            bias = rw.emit("reshape", [bias], {"shape": (bias.size,)}, like=node,
+                           shape=(bias.size,))
         attrs = {**layer.attrs, "bias": True}
         out = rw.emit(layer.op, [*layer.inputs, bias], attrs, like=layer,
                       shape=layer_value.shape)

@@ -3,14 +3,14 @@
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
 moving each transpose past elementwise ops, reductions and softmax (adjusting their axes and
 re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
-identities pass removes them. A transpose followed by a reshape that merges axes which the
-transpose keeps adjacent and in order becomes the merge then a smaller transpose (PyTorch
-flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras as
-``transpose[N, H, W, C]·reshape``: one form), proved on random values.
+identities pass removes them. A reshape that merges runs of axes followed by a transpose
+becomes the transpose of the runs then the merge (PyTorch flattens patches as
+``reshape[N, C, HW]·transpose``, Flax and Keras as ``transpose[N, H, W, C]·reshape``: one
+form), proved on random values.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
-reduction or softmax whose layout could absorb it, nor a reshape merging axes it keeps in
-order.
+reduction or softmax whose layout could absorb it, nor reads a reshape that only merges
+runs of axes.
 """
 
 from __future__ import annotations
@@ -147,38 +147,34 @@ def _merge_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[list
     return groups if i == len(source) else None
 
 
-def _merge_before_transpose(rw: Rewriter, node: Node) -> bool:
-    """reshape(transpose(x, p), S), S merging runs of axes that p keeps adjacent and in
-    order in x: transpose(reshape(x, M), q), the same values with the merge done first."""
-    t = _sinkable_transpose(rw, node.inputs[0])
-    if t is None:
+def _merge_after_transpose(rw: Rewriter, node: Node) -> bool:
+    """transpose(reshape(x, M), q), M merging runs of x's axes: transpose(x, p) moving the
+    runs whole, then the merge (the same values, one form for both orders)."""
+    r = rw.producer(node.inputs[0])
+    if r is None or r.op != "reshape" or rw.uses(node.inputs[0]) != 1:
         return False
-    x, perm, out = t.inputs[0], t.attrs["perm"], node.outputs[0]
-    groups = _merge_groups(t.outputs[0].shape, out.shape)
+    x, q, out = r.inputs[0], node.attrs["perm"], node.outputs[0]
+    groups = _merge_groups(x.shape, r.outputs[0].shape)
     if groups is None or all(len(g) == 1 for g in groups):
         return False
-    runs = [[perm[i] for i in g] for g in groups]  # x's axes, per output axis
-    if any(r != list(range(r[0], r[0] + len(r))) for r in runs):
-        return False
-    order = sorted(range(len(runs)), key=lambda j: runs[j][0])  # x's order of the runs
-    merged = tuple(out.shape[j] for j in order)
-    q = tuple(order.index(j) for j in range(len(runs)))
+    perm = tuple(i for j in q for i in groups[j])
+    moved = tuple(x.shape[i] for i in perm)
     rw.keep(node)  # the region's root must be visible to the region walk
     nodes = region(rw, out, [x])
     if nodes is None or not agrees(
-            rw, nodes, out, [x], lambda env: np.transpose(np.reshape(env[x], merged), q),
-            claim=("merge-before-transpose", merged, q)):
+            rw, nodes, out, [x],
+            lambda env: np.reshape(np.transpose(env[x], perm), out.shape),
+            claim=("merge-after-transpose", perm, out.shape)):
         return True
-    inner = rw.emit("reshape", [x], {"shape": merged}, like=node, shape=merged)
-    if q != tuple(range(len(q))):
-        inner = rw.emit("transpose", [inner], {"perm": q}, like=t, shape=out.shape)
-    rw.replace(out, inner)
+    inner = rw.emit("transpose", [x], {"perm": perm}, like=node, shape=moved)
+    rw.replace(out, rw.emit("reshape", [inner], {"shape": out.shape}, like=r,
+                            shape=out.shape))
     return True
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
-    if node.op == "reshape":
-        return _merge_before_transpose(rw, node)
+    if node.op == "transpose":
+        return _merge_after_transpose(rw, node)
     if node.op in _REDUCTIONS:
         return _reduction(rw, node)
     if node.op in ("softmax", "log_softmax"):

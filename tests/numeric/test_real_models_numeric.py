@@ -3,11 +3,10 @@ and TensorFlow (tf-keras), small configs, random weights, nothing downloaded. Ev
 pair of frameworks is compared with lhs's weights moved into rhs by specgraph, on input seeds
 0-19, forward and backward, float32 on CPU.
 
-The models compute the same function, so any finding is a false alarm. Where specgraph
-cannot yet tell them equivalent the test is a strict xfail that names what stands in the way
-(the xfail turns into a failure once it is fixed). The numbers-only comparison runs one seed
-per call: a pair with a finding stops at its first seed, and these pairs have one on every
-seed (a layout difference), while their outputs and gradients still agree.
+The models compute the same function, so any finding is a false alarm: canonicalization
+makes the three frameworks' graphs one (patch flattening, TF's repeated class token and
+stable_softmax shift, Flax's in-graph position ids and causal mask, TFConv1D's [1, n] biases,
+the tied lm_head), so every pair is equivalent in structure and in numbers.
 """
 
 from __future__ import annotations
@@ -142,53 +141,13 @@ def _same_shape_divergences(n: NumericResult) -> list[str]:
     return out
 
 
-def _qk_swapped(description: str) -> bool:
-    """A q or k head reshape/transpose of GPT-2 (``{kind} {lhs} / {rhs} (...)``)."""
-    return description.split()[1] in ("reshape", "transpose") and ".attn" in description
-
-
-def _xfail(reason: str, raises: type[BaseException] = AssertionError):
-    return pytest.mark.xfail(reason=reason, raises=raises, strict=True)
-
-
-# Why specgraph cannot yet tell each pair equivalent (its structure differs).
-_PATCHES = ("patch flattening: PyTorch reshapes NCHW to [N, C, HW] then transposes, Flax and "
-            "TF transpose to NHWC then reshape; canonicalization keeps both orders")
-_TF_VIT = ("TF repeats the class token with reshape·tile·reshape (the others expand it) and "
-           "HF's stable_softmax adds 1e-9 before softmax, so TF's attention stays unfused")
-_FLAX_GPT2 = ("Flax computes the position ids (arange·reshape·expand, broadcast before wpe) "
-              "and the causal mask in the graph and scales the query before q·kᵀ, so its "
-              "attention stays unfused; its tied lm_head is a matmul, PyTorch's a linear")
-_TF_GPT2 = ("TFConv1D's [1, n] bias stays an add after a bias-free linear; TF masks with "
-            "w·b − 1e4·(1 − b) plus stable_softmax's 1e-9, so its attention stays unfused; "
-            "its tied lm_head is a matmul")
-_STRUCTURE = {
-    frozenset(("torch", "flax")): {"vit": _PATCHES, "gpt2": _FLAX_GPT2},
-    frozenset(("torch", "tf")): {"vit": f"{_TF_VIT}; {_PATCHES}", "gpt2": _TF_GPT2},
-    frozenset(("flax", "tf")): {"vit": _TF_VIT, "gpt2": f"{_TF_GPT2}; {_FLAX_GPT2}"},
-}
-
-# Why the numbers-only comparison cannot run.
-_NO_TRANSFER = {"vit": "weights cannot be moved: TF's tiled class token pairs with no "
-                       "parameter of the other side (nor, from TF to PyTorch, does layer 0's "
-                       "query, misaligned by TF's unfused attention)",
-                "gpt2": "weights cannot be moved: TFConv1D's [1, n] biases (an add after a "
-                        "bias-free linear) and the attention's c_proj pair with no parameter "
-                        "of the other side"}
-_NUMBERS = {("vit", "flax", "torch"): _xfail(
-    "at the patch reshape/transpose (shapes differ) the divergence re-run feeds lhs's 4-D "
-    "input to rhs's 3-D transpose and the PyTorch runner fails", RunnerError)}
-_NUMBERS.update({p: _xfail(_NO_TRANSFER[p[0]], TransferError) for p in PAIRS if "tf" in p})
-
-
 def _pair_id(pair: tuple[str, str, str]) -> str:
     return f"{pair[0]}-{pair[1]}-{pair[2]}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pair", [
-    pytest.param(p, marks=_xfail(_STRUCTURE[frozenset(p[1:])][p[0]]), id=_pair_id(p))
-    for p in PAIRS])
+    pytest.param(p, id=_pair_id(p)) for p in PAIRS])
 def test_hf_pair_is_equivalent_over_twenty_seeds(pair: tuple[str, str, str]) -> None:
     name, a, b = pair
     report = compare(_traced(name, a), _traced(name, b), options=NumericOptions(seeds=SEEDS))
@@ -197,26 +156,22 @@ def test_hf_pair_is_equivalent_over_twenty_seeds(pair: tuple[str, str, str]) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pair", [
-    pytest.param(p, marks=_NUMBERS.get(p, ()), id=_pair_id(p)) for p in PAIRS])
+@pytest.mark.parametrize("pair", [pytest.param(p, id=_pair_id(p)) for p in PAIRS])
 def test_hf_pair_numbers_agree_over_twenty_seeds(pair: tuple[str, str, str]) -> None:
     """Numbers only: outputs and all gradients agree on every seed, and so does every aligned
-    layer whose two tensors have one shape, except GPT-2's q and k heads, which the
-    alignment swaps where one side's attention is unfused."""
+    layer whose two tensors have one shape."""
     name, a, b = pair
     lhs, rhs = _traced(name, a), _traced(name, b)
     for seed in SEEDS:
         n = _numbers(lhs, rhs, seed)
         _assert_end_to_end(n, lhs)
-        wrong = [d for d in _same_shape_divergences(n)
-                 if not (name == "gpt2" and _qk_swapped(d))]
+        wrong = _same_shape_divergences(n)
         assert not wrong, (seed, wrong)
 
 
 def test_vit_torch_to_flax_numbers_agree() -> None:
     """The cheapest pair, two seeds: the outputs, every gradient and every aligned layer
-    whose two tensors have one shape agree forward and backward (only the patch flattening,
-    a layout difference, is flagged)."""
+    agree forward and backward."""
     lhs, rhs = _traced("vit", "torch"), _traced("vit", "flax", weights=False)
     for seed in (0, 1):
         n = _numbers(lhs, rhs, seed)
