@@ -129,6 +129,8 @@ class SeedRun:
         for i in s.l2r:
             need.update(lg.nodes[i].outputs)
             need.update(v for v in lg.nodes[i].inputs if lg.producer(v) is not None)
+        # what a reshape or transpose makes is remade from its input when needed
+        need = {v for v in need if lg.producer(v).op not in _LAYOUT_OPS}  # type: ignore
         self.say(f"seed {self.seed}: running lhs with {s.lrun.framework} "
                  f"({len(lg.nodes)} nodes{', forward and backward' if self.backward else ''})")
         ex = Execution(lg, s.lrun, s.lweights, self.linputs, backward=self.backward)
@@ -152,8 +154,8 @@ class SeedRun:
         def on_back(i: int, node: Node, octs: Any, shares: Any) -> None:
             if i not in s.l2r:
                 return
-            for k, c in enumerate(octs):
-                if c is not None:
+            for k, c in enumerate(octs):  # else summed from the readers' shares if needed
+                if c is not None and self.opts.isolated:
                     self.store.put(("oct", i, k), self.ax.keep(s.lrun, c))
             for slot, c in enumerate(shares):
                 if c is not None and lg.param_name(node.inputs[slot]) is None:
@@ -222,14 +224,54 @@ class SeedRun:
 
     def _lhs_value(self, u: Value) -> np.ndarray | None:
         lg = self.s.lhs
-        if lg.producer(u) is not None:
-            return self.ax.host(self.store.get(("f", u))) if ("f", u) in self.store else None
+        p = lg.producer(u)
+        if p is not None:
+            if ("f", u) in self.store:
+                return self.ax.host(self.store.get(("f", u)))
+            if p.op not in _LAYOUT_OPS:
+                return None
+            ins = [self._lhs_value(x) for x in p.inputs]
+            if any(x is None for x in ins):
+                return None
+            out = get_spec(p.op).reference(*ins, **p.attrs)
+            return np.asarray(out[p.outputs.index(u)] if isinstance(out, tuple) else out)
         if u in lg.constants:
             return np.asarray(lg.constants[u])
         name = lg.param_name(u)
         if name is not None:
             return np.asarray(self.s.lweights[name])
         return np.asarray(self.linputs[lg.input_names[lg.inputs.index(u)]])
+
+    def _lhs_kept(self, u: Value) -> Any:
+        """lhs's value ``u`` as kept for comparison (remade if it was not kept)."""
+        if ("f", u) in self.store:
+            return self.store.get(("f", u))
+        return self._lhs_value(u) if self.s.lhs.producer(u) is not None else None
+
+    def _lhs_oct(self, i: int, k: int) -> np.ndarray | None:
+        """The gradient that reached lhs node ``i``'s output ``k``: kept (isolated mode), or
+        summed from its readers' shares and the loss (None if a reader's share is unknown)."""
+        if ("oct", i, k) in self.store:
+            return self.ax.host(self.store.get(("oct", i, k)))
+        lg = self.s.lhs
+        v = lg.nodes[i].outputs[k]
+        total: np.ndarray | None = None
+        if v in lg.outputs:
+            name = lg.output_names[lg.outputs.index(v)]
+            if name in self.loss:
+                total = np.asarray(self.loss[name], dtype=np.float64)
+        index = {id(n): r for r, n in enumerate(lg.nodes)}
+        for reader in lg.consumers(v):
+            r = index[id(reader)]
+            for slot, x in enumerate(reader.inputs):
+                if x is not v:
+                    continue
+                key = self._share_key(r, slot)
+                if key is None or key not in self.store:
+                    return None
+                share = self.ax.host(self.store.get(key)).astype(np.float64)
+                total = share if total is None else total + share
+        return None if total is None else total.astype(np.float32)
 
     def _lhs_inputs(self, i: int) -> list[np.ndarray] | None:
         values = [self._lhs_value(u) for u in self.s.lhs.nodes[i].inputs]
@@ -269,8 +311,9 @@ class SeedRun:
         tol = self.tol(node)
         stats = []
         for k, (v, h) in enumerate(zip(node.outputs, hosts)):
-            if k < len(a.outputs) and ("f", a.outputs[k]) in self.store:
-                st = self.ax.measure(self.store.get(("f", a.outputs[k])), h, tol)
+            lv = self._lhs_kept(a.outputs[k]) if k < len(a.outputs) else None
+            if lv is not None:
+                st = self.ax.measure(lv, h, tol)
                 self.agree[v] = not st.diverges
                 stats.append(st)
         worst = _worst(stats)
@@ -444,7 +487,9 @@ class SeedRun:
         i = s.r2l.get(j)
         hosts = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
         self._check_backward_finite(j, node, octs, hosts)
-        if i is None:
+        if i is None:  # a node lhs lacks sends gradients lhs does not have
+            self.share_agree.update((v, False) for v, h in zip(node.inputs, hosts)
+                                    if h is not None)
             return
         a = s.lhs.nodes[i]
         # the output gradients were measured as the shares of the readers that sent them
@@ -493,7 +538,8 @@ class SeedRun:
         if st.shape_differs:
             return None
         v = node.inputs[slot]
-        self.share_agree[v] = self.share_agree.get(v, True) and not st.diverges
+        same = self.s.vmap.get(v) is self.s.lhs.nodes[i].inputs[slot]  # the same value?
+        self.share_agree[v] = self.share_agree.get(v, True) and same and not st.diverges
         if key[0] == "grad":  # a parameter read once: this is its whole gradient
             self.gradients[key[1]] = st
         if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
@@ -532,9 +578,7 @@ class SeedRun:
                            "reached it, not reported as a divergence")
                 return False
             if self.case is None or self.case.kind != "forward":
-                octs = tuple(self.ax.host(self.store.get(("oct", i, k)))
-                             if ("oct", i, k) in self.store else None
-                             for k in range(len(a.outputs)))
+                octs = tuple(self._lhs_oct(i, k) for k in range(len(a.outputs)))
                 self.case = ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
                                       s.lrun.framework, s.rrun.framework, self.seed)
         self.events.append((2, words.gradient_divergence(
@@ -545,8 +589,7 @@ class SeedRun:
     def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
                         tol: Tolerance, floor: float) -> words.Verdict:
         s = self.s
-        locts = [self.ax.host(self.store.get(("oct", i, k))) if ("oct", i, k) in self.store
-                 else None for k in range(len(a.outputs))]
+        locts = [self._lhs_oct(i, k) for k in range(len(a.outputs))]
         _, pullback = s.rrun.vjp(b, [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
         rshares = pullback([None if c is None else s.rrun.put(c, v.dtype)
                             for c, v in zip(locts, b.outputs)])
