@@ -97,23 +97,24 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     scale = math.sqrt(saa / a.size) if a.size else 0.0
     diff = np.abs(a - b)
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
-    bound = np.maximum(np.abs(a), np.abs(b))
-    bound *= tol.rtol
-    bound += atol
-    bad = int(np.count_nonzero(diff > bound))
+    max_abs = float(diff.max()) if a.size else 0.0
+    bad = 0
+    if max_abs > atol:  # else no element can exceed its bound
+        bound = np.maximum(np.abs(a), np.abs(b))
+        bound *= tol.rtol
+        bound += atol
+        bad = int(np.count_nonzero(diff > bound))
     na, nb = math.sqrt(saa), math.sqrt(sbb)
     cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    max_abs = float(diff.max()) if a.size else 0.0
     scale = max(scale, floor)
     return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
                  bad / a.size if a.size else 0.0, cosine, scale)
 
 
 def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Σa², Σb² and Σab: products in the arrays' precision (one rounding each), sums
-    accumulated in float64 (NumPy's pairwise summation)."""
-    return (float(np.sum(a * a, dtype=np.float64)), float(np.sum(b * b, dtype=np.float64)),
-            float(np.sum(a * b, dtype=np.float64)))
+    """Σa², Σb² and Σab: BLAS dot products for float32 (blocked accumulation, relative
+    error far below what the statistics report), float64 otherwise."""
+    return float(np.dot(a, a)), float(np.dot(b, b)), float(np.dot(a, b))
 
 
 def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: float,
