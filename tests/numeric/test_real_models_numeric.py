@@ -22,8 +22,6 @@ from specgraph.check import compare
 from specgraph.model import TracedModel
 from specgraph.numeric.compare import NumericOptions
 from specgraph.numeric.result import NumericResult
-from specgraph.numeric.runner import RunnerError
-from specgraph.transfer import TransferError
 
 transformers = pytest.importorskip("transformers")
 
