@@ -618,17 +618,37 @@ def _float_forward(fn: Callable[..., Any], inputs: Sequence[Any], float_in: Sequ
     return forward
 
 
-def _forward_program(fn: Callable[..., Any], float_in: tuple[int, ...], dtypes: tuple,
-                     float_out: tuple[int, ...]) -> Callable[..., Any]:
-    """A function inputs -> (pullback, outputs) for jax.jit: the pullback (jax.vjp's VJP
-    object) is a pytree of the residuals, so it crosses jit's boundary."""
+class _ForwardProgram:
+    """inputs -> (residuals, outputs) for jax.jit, where the residuals are the leaves of
+    jax.vjp's VJP object (a pytree, so it crosses jit) minus the layer's own inputs: jit
+    would copy an input it returns (a weight kept for the backward pass), so those leaves
+    are left out and put back from the caller's arrays by ``pullback``. What goes where is
+    recorded while jit traces, per input signature."""
 
-    def program(inputs: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-        forward = _float_forward(fn, inputs, float_in, dtypes, float_out)
-        _, pull, outs = jax.vjp(forward, *(inputs[i] for i in float_in), has_aux=True)
-        return pull, outs
+    def __init__(self, fn: Callable[..., Any], float_in: tuple[int, ...], dtypes: tuple,
+                 float_out: tuple[int, ...]) -> None:
+        self.fn, self.float_in, self.dtypes, self.float_out = fn, float_in, dtypes, float_out
+        self.layout: dict[tuple, tuple[Any, tuple[int, ...]]] = {}
 
-    return program
+    @staticmethod
+    def signature(inputs: Sequence[Any]) -> tuple:
+        return tuple((tuple(x.shape), str(x.dtype)) for x in inputs)
+
+    def __call__(self, inputs: tuple[Any, ...]) -> tuple[list[Any], tuple[Any, ...]]:
+        forward = _float_forward(self.fn, inputs, self.float_in, self.dtypes, self.float_out)
+        _, pull, outs = jax.vjp(forward, *(inputs[i] for i in self.float_in), has_aux=True)
+        leaves, treedef = jax.tree_util.tree_flatten(pull)
+        which = tuple(next((i for i, x in enumerate(inputs) if leaf is x), -1)
+                      for leaf in leaves)
+        self.layout[self.signature(inputs)] = (treedef, which)
+        return [leaf for leaf, w in zip(leaves, which) if w < 0], outs
+
+    def pullback(self, inputs: Sequence[Any], kept: list[Any]) -> Any:
+        """The VJP object again, its input leaves taken from ``inputs`` (not copies)."""
+        treedef, which = self.layout[self.signature(inputs)]
+        rest = iter(kept)
+        return jax.tree_util.tree_unflatten(
+            treedef, [inputs[w] if w >= 0 else next(rest) for w in which])
 
 
 def _apply_pullback(pull: Any, cts: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -787,13 +807,13 @@ class JaxRunner(Runner):
             outs = self.run(node, inputs)
             pull = self._compiled_pullback(node, inputs, float_in, dtypes, float_out)
         else:
-            forward, backward = self._layer_vjp(node, float_in, dtypes, float_out)
+            program, forward, backward = self._layer_vjp(node, float_in, dtypes, float_out)
             with self._scope():
-                residuals, outs = forward(inputs)
+                kept, outs = forward(inputs)
             outs = self._finish(node, outs)
 
             def pull(flowing: tuple[Any, ...]) -> tuple[Any, ...]:
-                return backward(residuals, flowing)
+                return backward(program.pullback(inputs, kept), flowing)
 
         def pullback(cts: Sequence[Any]) -> tuple[Any, ...]:
             grads: list[Any] = [None] * len(inputs)
@@ -811,15 +831,15 @@ class JaxRunner(Runner):
         return outs, pullback
 
     def _layer_vjp(self, node: Node, float_in: tuple[int, ...], dtypes: tuple,
-                   float_out: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        """The layer's forward, keeping what its backward needs, and that backward, each one
-        XLA computation cached per op and attributes."""
+                   float_out: tuple[int, ...]) -> tuple[Any, Callable[..., Any], Callable[..., Any]]:
+        """The layer's forward program, that program under jit (keeping what its backward
+        needs), and the backward, each one XLA computation cached per op and attributes."""
         attrs = self._attrs(node)
         key = ("vjp", node.op, _frozen(attrs), float_in, dtypes, float_out)
         if key not in self._compiled:
             fn = functools.partial(self._fn(node), **attrs)
-            self._compiled[key] = (jax.jit(_forward_program(fn, float_in, dtypes, float_out)),
-                                   jax.jit(_apply_pullback))
+            program = _ForwardProgram(fn, float_in, dtypes, float_out)
+            self._compiled[key] = (program, jax.jit(program), jax.jit(_apply_pullback))
         return self._compiled[key]
 
     def _compiled_pullback(self, node: Node, inputs: tuple[Any, ...], float_in: tuple[int, ...],
