@@ -1,15 +1,36 @@
-"""Mutation benchmark of the structural diff: the golden transformer block and CNN, written
-in PyTorch, JAX, Keras and exported to ONNX, against copies with one planted mutation, for
-every ordered pair of frameworks.
+"""Mutation benchmark of the structural diff and of the numeric check: the golden transformer
+block and CNN, written in PyTorch, JAX, Keras and exported to ONNX, against copies with one
+planted mutation, for every ordered pair of frameworks.
 
     python bench/mutations.py [--frameworks torch,jax,keras,onnx] [--models ...] [--quiet]
+                              [--no-numeric]
 
-Scores, over all (model, mutation, lhs framework, rhs framework) cases:
+Structural diff (``compare_structure``), over all (model, mutation, lhs framework, rhs
+framework) cases:
     recall        the diff reports at least one finding;
     precision     it reports exactly one finding (nothing else);
     localization  a finding concerns the mutated layer (its op is the layer's op);
 and false alarms: unmutated pairs of different frameworks that report anything.
-The last line reads ``mutations: recall R/N, precision P/N, localization L/N, false alarms F/M``.
+
+Numeric check alone (``compare(..., structure=False, numeric=True)``, seed 0; forward only
+where a side is ONNX, whose runner computes no gradients), over the same cases:
+    shapes differ the mutation changes a parameter's shape, so lhs's weights cannot be
+                  moved into rhs: such cases are counted apart, as named when the
+                  TransferError names a parameter of the mutated layer whose shape changed;
+    silent        the mutation moves no value beyond the float32 tolerance (run in float64
+                  by the reference interpreter on the same weights and inputs, every aligned
+                  layer and output): no float32 check can see it, so it is counted apart;
+    recall        of the other cases, the numeric check reports a finding;
+    localization  its first finding concerns the mutated layer: the finding's op is the
+                  layer's op, or the finding names that layer as the upstream node the
+                  difference comes from (a layer one side lacks);
+and false alarms: unmutated pairs of different frameworks with any numeric finding (or whose
+weights cannot be moved). A weight transfer refused for any other reason, or an exception
+raised by the check, is a miss (printed; the other cases still run).
+
+The last line reads ``mutations: recall R/N, precision P/N, localization L/N, false alarms
+F/M; numeric: localization X/Y (Z with different shapes named by the transfer), false alarms
+A/B`` (without the numeric part under ``--no-numeric``).
 """
 
 from __future__ import annotations
@@ -17,7 +38,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -82,42 +105,229 @@ def _factories() -> dict[str, Callable[[str, str | None], Any]]:
     return {"torch": torch_side, "jax": jax_side, "keras": keras_side, "onnx": onnx_side}
 
 
-def run(frameworks: list[str], models: list[str], *, say: Callable[[str], None] = print
-        ) -> dict[str, int]:
-    """Run the benchmark; returns the counts (also printed through ``say``)."""
-    from specgraph.check import compare_structure
+# "... the difference comes from lhs's relu at act, which rhs has no counterpart for"
+_CAUSE = re.compile(r"\b(?:lhs|rhs)'s (\w+) at \S+?, which (?:lhs|rhs) has no counterpart for")
 
-    make = _factories()
-    cache: dict[tuple[str, str, str | None], Any] = {}
 
-    def get(fw: str, model: str, mutation: str | None) -> Any:
+def cause_ops(message: str) -> set[str]:
+    """The ops a numeric finding names as the unmatched upstream layers its difference comes
+    from (the finding carries them only in its message)."""
+    return set(_CAUSE.findall(message))
+
+
+def numerically_located(finding: Any, ops: set[str]) -> bool:
+    """Whether a numeric finding concerns a layer of one of ``ops``: its own op, or the
+    upstream layer it says the difference comes from."""
+    return finding.op in ops or bool(cause_ops(finding.message) & ops)
+
+
+def reshaped_params(golden: Any, mutant: Any) -> dict[str, tuple[int, ...]]:
+    """The parameters of ``mutant`` whose shape differs from the same-named parameter of
+    ``golden`` (one framework's canonical models), with their new shapes."""
+    before = golden.graph.params
+    return {name: v.shape for name, v in mutant.graph.params.items()
+            if name in before and before[name].shape != v.shape}
+
+
+def names_mutated_layer(message: str, mutant: Any, reshaped: dict[str, Any],
+                        ops: set[str]) -> bool:
+    """Whether a TransferError message names a reshaped parameter read by a layer of one of
+    ``ops`` (the error lists rhs parameters as ``name [shape]``)."""
+    g = mutant.graph
+    return any(f"{name} [" in message and any(r.op in ops for r in g.consumers(g.params[name]))
+               for name in reshaped)
+
+
+def observable(lhs: Any, rhs: Any) -> bool:
+    """Whether rhs, given lhs's weights and example inputs, computes any aligned layer's
+    values or any output beyond the float32 tolerance of lhs's, both run in float64 by the
+    reference interpreter (forward only): whether a float32 check can see the difference."""
+    from specgraph.align import align
+    from specgraph.interpreter import run as interpret
+    from specgraph.numeric.feeds import example_inputs, rhs_inputs, transfer_weights, value_map
+    from specgraph.numeric.stats import measure, tolerance
+
+    alignment = align(lhs.graph, rhs.graph)
+    inputs = example_inputs(lhs, 0)
+    values: dict[Any, Any] = {}
+    louts = interpret(lhs.graph, inputs, lhs.weights,
+                      on_node=lambda node, outs: values.update(zip(node.outputs, outs)))
+    vmap = value_map(alignment, params=False)
+    seen = [False]
+
+    def compare_node(node: Any, outs: Any) -> None:
+        tol = tolerance(node, ("float32", "float32"))
+        for v, out in zip(node.outputs, outs):
+            u = vmap.get(v)
+            if u in values and measure(values[u], out, tol).diverges:
+                seen[0] = True
+
+    routs = interpret(rhs.graph, rhs_inputs(lhs.graph, rhs.graph, inputs),
+                      transfer_weights(alignment, lhs.weights), on_node=compare_node)
+    for a, (rname, b) in zip(louts.values(), routs.items()):
+        producer = rhs.graph.producer(rhs.graph.outputs[rhs.graph.output_names.index(rname)])
+        if producer is not None and measure(a, b, tolerance(producer, ("float32",) * 2)).diverges:
+            seen[0] = True
+    return seen[0]
+
+
+def _brief(findings: Any) -> str:
+    return " | ".join(f"[{f.code}] {f.op} (lhs {f.lhs.node if f.lhs else '-'}, rhs "
+                      f"{f.rhs.node if f.rhs else '-'}): {f.message[:160]}"
+                      for f in findings[:2]) or "no finding"
+
+
+class _Bench:
+    """The traced models (cached), the counts, and the two passes over the cases."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.make = _factories()
+        self.cache: dict[tuple[str, str, str | None], Any] = {}
+        self.say = say
+        self.counts = dict.fromkeys(
+            ["cases", "recall", "precision", "localization", "pairs", "alarms",
+             "numeric_cases", "numeric_recall", "numeric_localization", "numeric_shapes",
+             "numeric_shapes_named", "numeric_silent", "numeric_errors", "numeric_pairs",
+             "numeric_alarms", "numeric_runs"], 0)
+        self.numeric_seconds: dict[tuple[str, str], float] = {}
+
+    def get(self, fw: str, model: str, mutation: str | None) -> Any:
         key = (fw, model, mutation)
-        if key not in cache:
-            cache[key] = make[fw](model, mutation)
-        return cache[key]
+        if key not in self.cache:
+            self.cache[key] = self.make[fw](model, mutation)
+        return self.cache[key]
 
-    counts = dict.fromkeys(["cases", "recall", "precision", "localization", "pairs", "alarms"],
-                           0)
-    for model in models:
+    def structural(self, model: str, frameworks: list[str]) -> None:
+        from specgraph.check import compare_structure
+
+        c = self.counts
         for a, b in itertools.permutations(frameworks, 2):
-            report = compare_structure(get(a, model, None), get(b, model, None))
-            counts["pairs"] += 1
+            report = compare_structure(self.get(a, model, None), self.get(b, model, None))
+            c["pairs"] += 1
             if report.findings:
-                counts["alarms"] += 1
-                say(f"FALSE ALARM {model} {a}/{b}: {report.findings[0].message}")
+                c["alarms"] += 1
+                self.say(f"FALSE ALARM {model} {a}/{b}: {report.findings[0].message}")
         for mutation, ops in EXPECTED[model].items():
             for a, b in itertools.product(frameworks, repeat=2):
-                report = compare_structure(get(a, model, None), get(b, model, mutation))
+                report = compare_structure(self.get(a, model, None),
+                                           self.get(b, model, mutation))
                 found = report.findings
-                counts["cases"] += 1
-                counts["recall"] += bool(found)
-                counts["precision"] += len(found) == 1
+                c["cases"] += 1
+                c["recall"] += bool(found)
+                c["precision"] += len(found) == 1
                 located = any(f.op in ops or any(op in f.message for op in ops) for f in found)
-                counts["localization"] += located
+                c["localization"] += located
                 if len(found) != 1 or not located:
-                    say(f"{model}/{mutation} {a}->{b}: {len(found)} findings: " +
-                        " | ".join(f"[{f.code}] {f.message[:110]}" for f in found[:3]))
-    return counts
+                    self.say(f"{model}/{mutation} {a}->{b}: {len(found)} findings: " +
+                             " | ".join(f"[{f.code}] {f.message[:110]}" for f in found[:3]))
+
+    def _timed(self, key: tuple[str, str], work: Callable[[], Any]) -> Any:
+        """``work()``, its time added to the numeric seconds of the pair of frameworks."""
+        start = time.perf_counter()
+        try:
+            return work()
+        finally:
+            spent = time.perf_counter() - start
+            self.numeric_seconds[key] = self.numeric_seconds.get(key, 0.0) + spent
+
+    def _numeric(self, lhs: Any, rhs: Any, key: tuple[str, str]) -> Any:
+        """The numeric-only report, or the error that stopped it: a TransferError, or any
+        other exception (a crash, scored as a miss and printed, so the other cases run)."""
+        from specgraph.check import compare
+        from specgraph.numeric.compare import NumericOptions
+
+        def work() -> Any:
+            try:
+                return compare(lhs, rhs, structure=False, numeric=True,
+                               options=NumericOptions(seeds=(0,)))
+            except Exception as err:  # every outcome of a case is scored
+                return err
+
+        self.counts["numeric_runs"] += 1
+        return self._timed(key, work)
+
+    def numeric(self, model: str, frameworks: list[str]) -> None:
+        c = self.counts
+        for a, b in itertools.permutations(frameworks, 2):
+            out = self._numeric(self.get(a, model, None), self.get(b, model, None), (a, b))
+            c["numeric_pairs"] += 1
+            if not hasattr(out, "findings") or out.findings:
+                c["numeric_alarms"] += 1
+                self.say(f"NUMERIC FALSE ALARM {model} {a}/{b}: " + (
+                    _brief(out.findings) if hasattr(out, "findings")
+                    else f"{type(out).__name__}: {out}"))
+        for mutation, ops in EXPECTED[model].items():
+            for a, b in itertools.product(frameworks, repeat=2):
+                self._numeric_case(model, mutation, ops, a, b)
+
+    def _numeric_case(self, model: str, mutation: str, ops: set[str], a: str, b: str) -> None:
+        from specgraph.transfer import TransferError
+
+        c, where = self.counts, f"numeric {model}/{mutation} {a}->{b}"
+        lhs, rhs = self.get(a, model, None), self.get(b, model, mutation)
+        reshaped = reshaped_params(self.get(b, model, None), rhs)
+        out = self._numeric(lhs, rhs, (a, b))
+        if reshaped:
+            c["numeric_shapes"] += 1
+            named = isinstance(out, TransferError) and names_mutated_layer(str(out), rhs,
+                                                                            reshaped, ops)
+            c["numeric_shapes_named"] += named
+            if not named:
+                self.say(f"{where}: shapes differ ({', '.join(reshaped)}), not named: {out}")
+            return
+        if not hasattr(out, "findings"):
+            c["numeric_cases"] += 1
+            crashed = not isinstance(out, TransferError)
+            c["numeric_errors"] += crashed
+            self.say(f"{where}: " + (f"ERROR {type(out).__name__}: {out}" if crashed
+                                      else f"weights not moved: {out}"))
+            return
+        if not self._timed((a, b), lambda: observable(lhs, rhs)):
+            c["numeric_silent"] += 1
+            self.say(f"{where}: below float32 resolution; {_brief(out.findings)}")
+            return
+        c["numeric_cases"] += 1
+        c["numeric_recall"] += bool(out.findings)
+        located = bool(out.findings) and numerically_located(out.findings[0], ops)
+        c["numeric_localization"] += located
+        if not located:
+            self.say(f"{where}: not at {'/'.join(sorted(ops))}: {_brief(out.findings)}")
+
+
+def run(frameworks: list[str], models: list[str], *, numeric: bool = True,
+        say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark; returns the counts (details are printed through ``say``), with
+    ``numeric_seconds`` the time the numeric part took (comparisons and float64 runs)."""
+    bench = _Bench(say)
+    for model in models:
+        bench.structural(model, frameworks)
+        if numeric:
+            bench.numeric(model, frameworks)
+    if numeric:
+        say("numeric seconds by pair: " + ", ".join(
+            f"{a}->{b} {t:.0f}" for (a, b), t in sorted(bench.numeric_seconds.items())))
+    return {**bench.counts, "numeric_seconds": sum(bench.numeric_seconds.values())}
+
+
+def summary(counts: dict[str, Any], *, numeric: bool = True) -> list[str]:
+    """The summary lines; the last one is the benchmark's score."""
+    c = counts
+    n, m = c["cases"], c["pairs"]
+    last = (f"mutations: recall {c['recall']}/{n}, precision {c['precision']}/{n}, "
+            f"localization {c['localization']}/{n}, false alarms {c['alarms']}/{m}")
+    if not numeric:
+        return [last]
+    y = c["numeric_cases"]
+    lines = [f"numeric only: recall {c['numeric_recall']}/{y}, localization "
+             f"{c['numeric_localization']}/{y} ({c['numeric_errors']} crashed); shapes "
+             f"differ: named by the transfer error {c['numeric_shapes_named']}/"
+             f"{c['numeric_shapes']}; below float32 resolution {c['numeric_silent']}; false "
+             f"alarms {c['numeric_alarms']}/{c['numeric_pairs']}; {c['numeric_runs']} numeric "
+             f"comparisons (seed 0) in {c['numeric_seconds']:.0f} s"]
+    last += (f"; numeric: localization {c['numeric_localization']}/{y} "
+             f"({c['numeric_shapes_named']} with different shapes named by the transfer), "
+             f"false alarms {c['numeric_alarms']}/{c['numeric_pairs']}")
+    return [*lines, last]
 
 
 def main() -> None:
@@ -125,13 +335,14 @@ def main() -> None:
     parser.add_argument("--frameworks", default="torch,jax,keras,onnx")
     parser.add_argument("--models", default="transformer_block,cnn")
     parser.add_argument("--quiet", action="store_true", help="print the summary only")
+    parser.add_argument("--no-numeric", action="store_true",
+                        help="score the structural diff only (skip the numeric check)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)  # the zoo of test models lives in the repository's tests/
     counts = run(args.frameworks.split(","), args.models.split(","),
-                 say=(lambda _: None) if args.quiet else print)
-    n, m = counts["cases"], counts["pairs"]
-    print(f"mutations: recall {counts['recall']}/{n}, precision {counts['precision']}/{n}, "
-          f"localization {counts['localization']}/{n}, false alarms {counts['alarms']}/{m}")
+                 numeric=not args.no_numeric, say=(lambda _: None) if args.quiet else print)
+    for line in summary(counts, numeric=not args.no_numeric):
+        print(line)
 
 
 if __name__ == "__main__":
