@@ -40,6 +40,8 @@ class Finding:
         lhs: where it is on the lhs, or None where the lhs has nothing.
         rhs: where it is on the rhs, or None.
         blame: ``lhs``, ``rhs`` or ``unknown`` (structure alone cannot say who is wrong).
+        causes: for a numeric divergence that comes from upstream, the layers that explain it
+            (a layer one side lacks, or what each side reads), their ``value`` the side.
     """
 
     code: str
@@ -49,6 +51,7 @@ class Finding:
     lhs: Side | None = None
     rhs: Side | None = None
     blame: str = "unknown"
+    causes: tuple[Side, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -59,6 +62,8 @@ class Finding:
         out["lhs"] = self.lhs.to_dict() if self.lhs else None
         out["rhs"] = self.rhs.to_dict() if self.rhs else None
         out["blame"] = self.blame
+        if self.causes:  # the layers upstream that explain it (value: the side they are on)
+            out["causes"] = [c.to_dict() for c in self.causes]
         return out
 
 

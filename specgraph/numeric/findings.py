@@ -12,7 +12,7 @@ from specgraph.numeric.stats import Stats, Tolerance
 from specgraph.report import Finding, Side
 
 __all__ = ["Verdict", "judge", "describe", "numeric_divergence", "gradient_divergence",
-           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition"]
+           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired"]
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,9 @@ def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol
     inputs = " (seed %d inputs)" % seed if seed else ""
     message = (f"values part at {where}{inputs}: {_measure(stats, tol)}; "
                f"{_why(verdict, lfw, rfw, 'computation', upstream)}")
-    blame = verdict.blame
+    causes = tuple(_side(rg if side == "rhs" else lg, n, side) for side, n in upstream)
     return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
-                   rhs=_side(rg, b, stats.to_dict()), blame=blame)
+                   rhs=_side(rg, b, stats.to_dict()), blame=verdict.blame, causes=causes)
 
 
 def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a: Node,
@@ -103,6 +103,23 @@ def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a
                f"{describe(seen_b)} parts: {_measure(stats, tol)}")
     return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
                    rhs=_side(rg, b, stats.to_dict()), blame="unknown")
+
+
+def rewired(lg: Graph, a: Node, rg: Graph, b: Node,
+            crossed: Sequence[tuple[Node | None, Node | None]], stats: Stats, tol: Tolerance,
+            seed: int) -> Finding:
+    """Two layers that agree when fed the same inputs but read different values."""
+    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    inputs = " (seed %d inputs)" % seed if seed else ""
+    reads = "; ".join(
+        f"lhs's reads {describe(la) if la else 'an input'}, rhs's reads "
+        f"{describe(rb) if rb else 'an input'}" for la, rb in crossed)
+    message = (f"values part at {where}{inputs}: {_measure(stats, tol)}; fed the same inputs "
+               f"the two layers agree, but they are wired to different values: {reads}")
+    causes = tuple(_side(g, n, side) for pair in crossed
+                   for side, g, n in (("lhs", lg, pair[0]), ("rhs", rg, pair[1])) if n)
+    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
+                   rhs=_side(rg, b, stats.to_dict()), blame="unknown", causes=causes)
 
 
 def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,

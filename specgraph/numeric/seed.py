@@ -352,7 +352,9 @@ class SeedRun:
         if _feedable(lin, b):
             rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
             riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
-            louts = [self.ax.host(self.store.get(("f", u))) for u in a.outputs]
+            louts = [self._lhs_value(u) for u in a.outputs]
+            if any(x is None for x in louts):
+                louts = []
             iso = _worst([measure(x, y, tol) for x, y in zip(louts, riso)])
             if iso is not None:
                 self.iso[j] = iso
@@ -361,6 +363,12 @@ class SeedRun:
                 self.case = ReproCase("forward", a, b, tuple(lin), (), verdict.blame,
                                       s.lrun.framework, s.rrun.framework, self.seed)
         upstream = [] if self.inputs_ok.get(j, True) else self._upstream(a, b)
+        if verdict.reason in ("inherited", "no inputs to re-run it on") and not upstream:
+            crossed = self._rewired(a, b)
+            if crossed:
+                self.events.append((0, words.rewired(s.lhs, a, s.rhs, b, crossed, stats, tol,
+                                                     self.seed)))
+                return True
         if verdict.reason == "inherited" and not upstream:
             root = self._definition_root(j)
             if root is not None:
@@ -440,6 +448,14 @@ class SeedRun:
         """Whether each input of rhs's node is the counterpart of lhs's input in that slot."""
         return len(a.inputs) == len(b.inputs) and all(
             self.s.vmap.get(v) is u for u, v in zip(a.inputs, b.inputs))
+
+    def _rewired(self, a: Node, b: Node) -> list[tuple[Node | None, Node | None]]:
+        """Where the two layers read values that are not each other's counterparts: the
+        producers (None for a graph input or parameter) each side reads in those slots."""
+        if len(a.inputs) != len(b.inputs):
+            return []
+        return [(self.s.lhs.producer(u), self.s.rhs.producer(v))
+                for u, v in zip(a.inputs, b.inputs) if self.s.vmap.get(v) is not u]
 
     def _upstream(self, a: Node, b: Node) -> list[tuple[str, Node]]:
         """The unmatched nodes above the two layers that explain why their inputs differ."""
