@@ -21,12 +21,6 @@ BY_ID = {c.id: c for c in CASES}
 # Central differences of the reference cannot check these pullbacks: perturbing the exponent
 # of a negative base makes the reference NaN, and 1.0 // 0.1f sits within h of the jump of
 # floor, so the difference quotient is the jump, not the (zero) derivative.
-FD_UNUSABLE = {
-    "pow-negative_base_int_exponent": "reference NaN along the exponent of a negative base",
-    "div-floor_is_python_floordiv": "central difference straddles the jump of floor",
-}
-
-
 def _has_gpu() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
@@ -87,8 +81,6 @@ def test_forward(runner: TfRunner, case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_vjp(runner: TfRunner, case) -> None:
-    if case.id in FD_UNUSABLE:
-        pytest.xfail(FD_UNUSABLE[case.id])
     if not check_vjp(runner, case):
         pytest.skip("nothing to differentiate")
 
