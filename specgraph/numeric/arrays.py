@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.numeric.runner import Runner
-from specgraph.numeric.stats import Stats, Tolerance, measure
+from specgraph.numeric.stats import Stats, Tolerance, all_finite, measure
 from specgraph.numeric.store import Store
 
 __all__ = ["HostArrays", "DeviceStore", "arrays_for"]
@@ -35,8 +35,7 @@ class HostArrays:
         return measure(lhs, rhs, tol, floor)
 
     def finite(self, kept: Any) -> bool:
-        data = np.asarray(kept)
-        return data.dtype.kind != "f" or bool(np.isfinite(data).all())
+        return all_finite(kept)
 
     def rms(self, kept: Any) -> float:
         data = np.asarray(kept).ravel()

@@ -15,7 +15,7 @@ from specgraph.numeric.engine import Execution
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
 from specgraph.numeric.result import LayerResult, ReproCase
 from specgraph.numeric.runner import FLOAT, Runner
-from specgraph.numeric.stats import Stats, Tolerance, measure, tolerance
+from specgraph.numeric.stats import Stats, Tolerance, all_finite, measure, tolerance
 from specgraph.numeric.arrays import arrays_for
 from specgraph.ops import get_spec
 from specgraph.report import Finding
@@ -61,7 +61,7 @@ def _is_float(v: Value) -> bool:
 
 
 def _finite(data: np.ndarray) -> bool:
-    return data.dtype.kind != "f" or bool(np.isfinite(data).all())
+    return all_finite(data)
 
 
 def _worst(stats: list[Stats]) -> Stats | None:

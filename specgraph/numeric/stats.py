@@ -16,7 +16,8 @@ import numpy as np
 
 from specgraph.ir import Node
 
-__all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL"]
+__all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL",
+           "all_finite"]
 
 # relative tolerance per precision for a node that sums over few terms; TF32 and the
 # 16-bit formats keep 10, 7 and 10 mantissa bits
@@ -89,11 +90,13 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
                      0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
     work = np.float32 if a.dtype == b.dtype == np.float32 else np.float64
     a, b = a.astype(work, copy=False).ravel(), b.astype(work, copy=False).ravel()
-    fa, fb = bool(np.isfinite(a).all()), bool(np.isfinite(b).all())
-    if not (fa and fb):
+    saa, sbb, sab = _sums(a, b)
+    # Σx² is finite exactly when every element is (short of overflow, checked the long way)
+    fa = math.isfinite(saa) or bool(np.isfinite(a).all())
+    fb = math.isfinite(sbb) or bool(np.isfinite(b).all())
+    if not (fa and fb and math.isfinite(saa) and math.isfinite(sbb)):
         return _measure_nonfinite(a.astype(np.float64), b.astype(np.float64), tol, floor,
                                   fa, fb)
-    saa, sbb, sab = _sums(a, b)
     scale = math.sqrt(saa / a.size) if a.size else 0.0
     diff = np.abs(a - b)
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
@@ -111,10 +114,23 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
                  bad / a.size if a.size else 0.0, cosine, scale)
 
 
+def all_finite(x: np.ndarray) -> bool:
+    """Whether every element of ``x`` is finite (one BLAS pass for float32)."""
+    flat = np.asarray(x).ravel()
+    if flat.dtype.kind != "f":
+        return True
+    if flat.dtype == np.float32:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if math.isfinite(float(np.dot(flat, flat))):
+                return True
+    return bool(np.isfinite(flat).all())
+
+
 def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """Σa², Σb² and Σab: BLAS dot products for float32 (blocked accumulation, relative
     error far below what the statistics report), float64 otherwise."""
-    return float(np.dot(a, a)), float(np.dot(b, b)), float(np.dot(a, b))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.dot(a, a)), float(np.dot(b, b)), float(np.dot(a, b))
 
 
 def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: float,

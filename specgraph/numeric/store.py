@@ -48,7 +48,7 @@ class Store:
             self._file = os.fdopen(fd, "w+b")
             os.unlink(path)  # gone when closed, whatever happens
         offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data.tobytes())
+        self._file.write(memoryview(data.reshape(-1)).cast("B"))  # no copy of the bytes
         self._index[key] = (offset, data.dtype.str, data.shape)
         self.spilled += data.nbytes
 
