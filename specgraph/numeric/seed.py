@@ -100,6 +100,7 @@ class SeedRun:
         self.case: ReproCase | None = None
         self._floors: dict[Value, float] = {}
         self.share_agree: dict[Value, bool] = {}  # rhs value -> its readers' shares agree
+        self._done = 0  # aligned layers compared forward, for progress lines
 
     def tol(self, node: Node, backward: bool = False) -> Tolerance:
         return tolerance(node, self.precisions, rtol=self.opts.rtol, atol=self.opts.atol,
@@ -218,6 +219,7 @@ class SeedRun:
                 lname = s.lhs.output_names[position]
             if lname in self.loss:
                 loss[name] = self.loss[lname].astype(np.float32)
+        self.say(f"seed {self.seed}: rhs backward, comparing gradients layer by layer")
         feed_cts = self._feed_cotangents if self.opts.isolated else None
         ex.backward(loss, on_node=self._compare_backward, on_param=self._compare_gradient,
                     feed=feed_cts)
@@ -303,6 +305,9 @@ class SeedRun:
         self._check_repeat("rhs", s.rrun, self.opts.rhs_context.repeat, j, node, args, hosts)
         if j not in s.r2l:
             return
+        self._done += 1
+        if self._done * 4 // len(s.r2l) > (self._done - 1) * 4 // len(s.r2l):
+            self.say(f"seed {self.seed}: compared {self._done}/{len(s.r2l)} layers forward")
         a = s.lhs.nodes[s.r2l[j]]
         if self._moves_data_alike(a, node):
             self.agree.update((v, True) for v in node.outputs)
