@@ -206,7 +206,9 @@ class SeedRun:
         ex = Execution(rg, s.rrun, s.rweights, self.rinputs, backward=self.backward)
         self._seed_finite(rg, self.rfinite, self.rinputs, s.rweights)
         feed = self._feed_inputs if self.opts.isolated else None
-        outs = ex.forward(on_node=self._compare_forward, feed=feed)
+        lagging = _Lagging(self._compare_forward)
+        outs = ex.forward(on_node=lagging, feed=feed)
+        lagging.flush()
         self._compare_outputs(outs)
         if not self.backward:
             return
@@ -221,8 +223,14 @@ class SeedRun:
                 loss[name] = self.loss[lname].astype(np.float32)
         self.say(f"seed {self.seed}: rhs backward, comparing gradients layer by layer")
         feed_cts = self._feed_cotangents if self.opts.isolated else None
-        ex.backward(loss, on_node=self._compare_backward, on_param=self._compare_gradient,
-                    feed=feed_cts)
+        lagging = _Lagging(self._compare_backward)
+
+        def on_param(name: str, grad: Any) -> None:
+            lagging.flush()  # its reader's share, compared first, sets what this one uses
+            self._compare_gradient(name, grad)
+
+        ex.backward(loss, on_node=lagging, on_param=on_param, feed=feed_cts)
+        lagging.flush()
 
     def _lhs_value(self, u: Value) -> np.ndarray | None:
         lg = self.s.lhs
@@ -648,6 +656,25 @@ class SeedRun:
         self.gradients[lname] = self.ax.measure(self.store.get(("grad", lname)),
                                                 self.ax.keep(s.rrun, grad), tol,
                                                 self._floors.get(v, 0.0))
+
+
+class _Lagging:
+    """Calls ``compare`` one node late: the framework (JAX dispatches asynchronously) computes
+    the next node while the previous one is compared. Every node is compared after all the
+    nodes it depends on, as the comparison needs."""
+
+    def __init__(self, compare: Callable[..., None]) -> None:
+        self.compare = compare
+        self.pending: tuple[Any, ...] | None = None
+
+    def __call__(self, *event: Any) -> None:
+        self.flush()
+        self.pending = event
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            event, self.pending = self.pending, None
+            self.compare(*event)
 
 
 _LAYOUT_OPS = frozenset({"reshape", "transpose", "squeeze", "unsqueeze", "identity"})
