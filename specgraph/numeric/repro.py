@@ -27,7 +27,7 @@ from specgraph.ir import GraphBuilder, Node
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
 from specgraph.numeric.result import ReproCase
 
-__all__ = ["write_repro", "function_source"]
+__all__ = ["write_repro", "function_source", "global_names"]
 
 _TOLERANCE = 1e-4
 
@@ -99,13 +99,13 @@ def _imports(module: types.ModuleType) -> list[str]:
     return out
 
 
-def _names(code: types.CodeType) -> set[str]:
+def global_names(code: types.CodeType) -> set[str]:
     """The global names ``code`` reads (attribute names such as ``F.pad`` are not)."""
     names = {ins.argval for ins in dis.get_instructions(code)
              if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _names(const)
+            names |= global_names(const)
     return names
 
 
@@ -113,7 +113,7 @@ def _collect(fn: Any, module: types.ModuleType, parts: dict[str, str]) -> None:
     if fn.__name__ in parts:
         return
     parts[fn.__name__] = inspect.getsource(fn).rstrip() + "\n"
-    for name in sorted(_names(fn.__code__)):
+    for name in sorted(global_names(fn.__code__)):
         obj = module.__dict__.get(name)
         if inspect.isfunction(obj) and obj.__module__ == module.__name__:
             _collect(obj, module, parts)

@@ -8,18 +8,25 @@ exactly what the runner saw.
 
 from __future__ import annotations
 
+import builtins
+import inspect
+import types
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from specgraph.ir import Node, Value
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
+from specgraph.numeric.repro import global_names
 from specgraph.numeric.runner import Runner
 from specgraph.ops import get_spec
 from tests.ops import cases_elementwise, cases_layers
 from tests.ops.torch_cases import Case, make_input
 
 CASES: list[Case] = [*cases_elementwise.CASES, *cases_layers.CASES]
+BY_ID = {c.id: c for c in CASES}
 
 # ops whose gradient is zero almost everywhere or undefined: no backward check
 NO_GRADIENT = frozenset({
@@ -101,3 +108,44 @@ def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> bool:
     assert abs(got - want) <= rtol * (abs(want) + 1e-2 * size * ct_size / max(
         1, np.sqrt(sum(a.size for a in arrays)))), f"{c.id}: <grad, u> {got} vs fd {want}"
     return True
+
+
+def check_self_contained(module: types.ModuleType, ops: Mapping[str, Any],
+                         modules: set[str], *, private_helpers: bool) -> None:
+    """Each op function, and every helper it reaches, is a named module-level def without a
+    closure that reads no global but ``modules`` (the module's imports), builtins and the
+    module's own functions (named ``_...`` when ``private_helpers``): what a repro script
+    copies must run on its own."""
+    for op, fn in ops.items():
+        todo, seen = [fn], set()
+        while todo:
+            f = todo.pop()
+            if f.__name__ in seen:
+                continue
+            seen.add(f.__name__)
+            assert inspect.isfunction(f) and f.__module__ == module.__name__, (op, f)
+            assert f.__qualname__ == f.__name__ != "<lambda>", (op, f)
+            assert getattr(module, f.__name__) is f and f.__closure__ is None, (op, f)
+            for name in global_names(f.__code__) - set(dir(builtins)):
+                if name in modules:
+                    assert inspect.ismodule(getattr(module, name)), (op, name)
+                    continue
+                helper = getattr(module, name, None)
+                assert inspect.isfunction(helper) and helper.__module__ == module.__name__, (
+                    op, name)
+                assert name.startswith("_") or not private_helpers, (op, name)
+                todo.append(helper)
+
+
+def forward_and_grads(runner: Runner, case_id: str) -> tuple[list, list]:
+    """A case's outputs and input gradients (seeded output gradients) on ``runner``."""
+    case = BY_ID[case_id]
+    arrays = case_inputs(case)
+    node = case_node(case, arrays)
+    rng = np.random.default_rng(0)
+    cts = [runner.put(rng.standard_normal(v.shape).astype(np.float32), "float32")
+           for v in node.outputs]
+    outs, pullback = runner.vjp(node, [runner.put(a, str(a.dtype)) for a in arrays])
+    grads = pullback(cts)
+    return ([runner.fetch(o) for o in outs],
+            [None if g is None else runner.fetch(g) for g in grads])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-import types
 
 import jax
 import numpy as np
@@ -14,9 +12,9 @@ from specgraph.frontends._jax_run import JaxRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import registered_ops
-from tests.numeric.runner_checks import CASES, case_inputs, case_node, check_forward, check_vjp
+from tests.numeric.runner_checks import (CASES, case_inputs, case_node, check_forward,
+                                         check_self_contained, check_vjp, forward_and_grads)
 
-BY_ID = {c.id: c for c in CASES}
 # int64 values beyond the int32 range: JAX without x64 cannot hold them
 BEYOND_INT32 = {"div-int_beyond_float53", "div-int_floor_beyond_float53"}
 
@@ -45,13 +43,6 @@ def test_op_table_covers_every_canonical_op() -> None:
     assert set(JaxRunner.ops) == set(registered_ops()) - {"opaque"}
 
 
-def test_op_functions_are_named_module_level_defs() -> None:
-    for op, fn in JaxRunner.ops.items():
-        assert inspect.isfunction(fn) and fn.__module__ == _jax_run.__name__, op
-        assert fn.__qualname__ == fn.__name__ and fn.__name__ != "<lambda>", op
-        assert getattr(_jax_run, fn.__name__) is fn, op
-
-
 # Every case compiles a few XLA programs (tens of ms each on a CPU, most of the sweep's time):
 # the default sweep runs the default (eager) runner; the compiled runner's sweep runs with
 # -m slow (test_compiled_agrees_with_eager covers it on a few layers by default).
@@ -63,29 +54,10 @@ def sweep(request: pytest.FixtureRequest, runner: JaxRunner, compiled: JaxRunner
     return compiled if request.param == "compiled" else runner
 
 
-def _global_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
 def test_op_functions_use_only_jax_numpy_math_and_private_helpers() -> None:
     """What a standalone script needs to run an op: those imports and the helpers it calls."""
-    modules = {"jax", "jnp", "lax", "math", "np"}
-    seen: set[str] = set()
-    todo = [fn.__name__ for fn in JaxRunner.ops.values()]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for used in _global_names(getattr(_jax_run, name).__code__) & set(vars(_jax_run)):
-            if used not in modules:
-                helper = getattr(_jax_run, used)
-                assert used.startswith("_") and inspect.isfunction(helper), (name, used)
-                todo.append(used)
+    check_self_contained(_jax_run, JaxRunner.ops, {"jax", "jnp", "lax", "math", "np"},
+                         private_helpers=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -103,19 +75,6 @@ def test_vjp(sweep: JaxRunner, case) -> None:
         pytest.skip("nothing to differentiate")
 
 
-def _forward_and_grads(runner: JaxRunner, case_id: str) -> tuple[list, list]:
-    case = BY_ID[case_id]
-    arrays = case_inputs(case)
-    node = case_node(case, arrays)
-    rng = np.random.default_rng(0)
-    cts = [runner.put(rng.standard_normal(v.shape).astype(np.float32), "float32")
-           for v in node.outputs]
-    outs, pullback = runner.vjp(node, [runner.put(a, str(a.dtype)) for a in arrays])
-    grads = pullback(cts)
-    return ([runner.fetch(o) for o in outs],
-            [None if g is None else runner.fetch(g) for g in grads])
-
-
 COMPILED_CASES = ["linear-bias", "conv-2d_stride_asym_pad_dilation", "softmax-last_axis",
                   "layer_norm-two_axes_eps", "attention-causal_and_bool_mask",
                   "embedding-padding_idx"]
@@ -123,15 +82,15 @@ COMPILED_CASES = ["linear-bias", "conv-2d_stride_asym_pad_dilation", "softmax-la
 
 @pytest.mark.parametrize("case_id", COMPILED_CASES)
 def test_compiled_agrees_with_eager(runner: JaxRunner, compiled: JaxRunner, case_id: str) -> None:
-    want_outs, want_grads = _forward_and_grads(runner, case_id)
-    got_outs, got_grads = _forward_and_grads(compiled, case_id)
+    want_outs, want_grads = forward_and_grads(runner, case_id)
+    got_outs, got_grads = forward_and_grads(compiled, case_id)
     for got, want in zip(got_outs + got_grads, want_outs + want_grads):
         assert (got is None) == (want is None)
         if got is not None:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the jitted forward and pullback are cached per op and attributes
     cached = len(compiled._compiled)
-    _forward_and_grads(compiled, case_id)
+    forward_and_grads(compiled, case_id)
     assert len(compiled._compiled) == cached
 
 
@@ -232,7 +191,7 @@ def test_cuda_agrees_with_cpu(runner: JaxRunner, case) -> None:
                                                        for a in arrays])]
     _agree(got, want, 1e-5)
     if any(v.dtype == "float32" for v in node.outputs):
-        _agree(*(_forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
+        _agree(*(forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
 
 
 @pytest.mark.gpu

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
-import inspect
-import math
-
 import numpy as np
 import pytest
 
@@ -14,13 +10,10 @@ from specgraph.frontends._tf_run import TfRunner, tf
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import registered_ops
-from tests.numeric.runner_checks import CASES, case_inputs, case_node, check_forward, check_vjp
+from tests.numeric.runner_checks import (CASES, case_inputs, case_node, check_forward,
+                                         check_self_contained, check_vjp, forward_and_grads)
 
-BY_ID = {c.id: c for c in CASES}
 
-# Central differences of the reference cannot check these pullbacks: perturbing the exponent
-# of a negative base makes the reference NaN, and 1.0 // 0.1f sits within h of the jump of
-# floor, so the difference quotient is the jump, not the (zero) derivative.
 def _has_gpu() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
@@ -42,36 +35,10 @@ def test_op_table_covers_every_canonical_op() -> None:
     assert set(TfRunner.ops) == set(registered_ops()) - {"opaque"}
 
 
-def _globals_used(fn) -> set[str]:
-    names = set(fn.__code__.co_names)
-    for const in fn.__code__.co_consts:
-        if inspect.iscode(const):  # comprehensions and generator expressions
-            names |= set(const.co_names)
-    return {n for n in names if n in vars(_tf_run) or hasattr(builtins, n)}
-
-
 def test_op_functions_are_self_contained_module_level_defs() -> None:
     """Each op function, and every helper it reaches, is a named def of the module that
     refers to nothing global but tf, math, np, builtins and the module's own functions."""
-    allowed = {"tf": tf, "math": math, "np": np}
-    for op, fn in TfRunner.ops.items():
-        todo, seen = [fn], set()
-        while todo:
-            f = todo.pop()
-            if f.__name__ in seen:
-                continue
-            seen.add(f.__name__)
-            assert inspect.isfunction(f) and f.__module__ == _tf_run.__name__, (op, f)
-            assert f.__qualname__ == f.__name__ != "<lambda>", (op, f)
-            assert f.__closure__ is None, (op, f)
-            for name in _globals_used(f):
-                value = vars(_tf_run).get(name, getattr(builtins, name, None))
-                if name in allowed:
-                    assert value is allowed[name], (op, name)
-                elif inspect.isfunction(value) and value.__module__ == _tf_run.__name__:
-                    todo.append(value)
-                else:
-                    assert name not in vars(_tf_run) and hasattr(builtins, name), (op, name)
+    check_self_contained(_tf_run, TfRunner.ops, {"tf", "math", "np"}, private_helpers=False)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -85,34 +52,21 @@ def test_vjp(runner: TfRunner, case) -> None:
         pytest.skip("nothing to differentiate")
 
 
-def _forward_and_grads(runner: TfRunner, case_id: str) -> tuple[list, list]:
-    case = BY_ID[case_id]
-    arrays = case_inputs(case)
-    node = case_node(case, arrays)
-    rng = np.random.default_rng(0)
-    cts = [runner.put(rng.standard_normal(v.shape).astype(np.float32), "float32")
-           for v in node.outputs]
-    outs, pullback = runner.vjp(node, [runner.put(a, str(a.dtype)) for a in arrays])
-    grads = pullback(cts)
-    return ([runner.fetch(o) for o in outs],
-            [None if g is None else runner.fetch(g) for g in grads])
-
-
 COMPILED_CASES = ["linear-bias", "conv-2d_stride_asym_pad_dilation",
                   "softmax-last_axis", "layer_norm-two_axes_eps"]
 
 
 @pytest.mark.parametrize("case_id", COMPILED_CASES)
 def test_compiled_agrees_with_eager(runner: TfRunner, compiled: TfRunner, case_id: str) -> None:
-    want_outs, want_grads = _forward_and_grads(runner, case_id)
-    got_outs, got_grads = _forward_and_grads(compiled, case_id)
+    want_outs, want_grads = forward_and_grads(runner, case_id)
+    got_outs, got_grads = forward_and_grads(compiled, case_id)
     for got, want in zip(got_outs + got_grads, want_outs + want_grads):
         assert (got is None) == (want is None)
         if got is not None:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # one XLA-compiled function per op and attributes, reused
     cached = dict(compiled._compiled)
-    _forward_and_grads(compiled, case_id)
+    forward_and_grads(compiled, case_id)
     assert compiled._compiled == cached
     assert not compiled.not_compiled
 
@@ -244,7 +198,7 @@ def test_cuda_agrees_with_cpu(runner: TfRunner, case) -> None:
     assert all("GPU" in o.device for o in cuda.run(node, [cuda.put(a, str(a.dtype))
                                                           for a in arrays]))
     if any(v.dtype == "float32" for v in node.outputs):
-        _agree(*(_forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
+        _agree(*(forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
 
 
 @pytest.mark.gpu

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
-import dis
-import inspect
 
 import numpy as np
 import pytest
@@ -15,11 +12,11 @@ from specgraph.frontends._torch_run import TorchRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import OPAQUE, get_spec, registered_ops
-from tests.numeric.runner_checks import CASES, case_inputs, case_node, check_forward, check_vjp
+from tests.numeric.runner_checks import (BY_ID, CASES, case_inputs, case_node, check_forward,
+                                         check_self_contained, check_vjp)
 from tests.ops.torch_cases import INT, Case
 from tests.zoo import torch_faults
 
-BY_ID = {c.id: c for c in CASES}
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
@@ -44,32 +41,9 @@ def test_op_table_covers_every_canonical_op() -> None:
     assert set(TorchRunner.ops) == set(registered_ops()) - {OPAQUE}
 
 
-def test_op_functions_are_named_module_level_defs() -> None:
-    for op, fn in TorchRunner.ops.items():
-        assert inspect.isfunction(fn) and fn.__module__ == _torch_run.__name__, op
-        assert fn.__qualname__ == fn.__name__ and fn.__name__ != "<lambda>", op
-        assert getattr(_torch_run, fn.__name__) is fn, op
-
-
-def _globals(code) -> set[str]:
-    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _globals(const)
-    return names
-
-
 def test_op_functions_need_only_torch_numpy_math_and_private_helpers() -> None:
-    allowed = {"torch", "F", "math", "np"} | set(dir(builtins))
-    for op, fn in TorchRunner.ops.items():
-        seen, todo = set(), [fn]
-        while todo:
-            f = todo.pop()
-            for name in _globals(f.__code__) - allowed - seen:
-                helper = getattr(_torch_run, name, None)
-                assert name.startswith("_") and inspect.isfunction(helper), (op, name)
-                seen.add(name)
-                todo.append(helper)
+    check_self_contained(_torch_run, TorchRunner.ops, {"torch", "F", "math", "np"},
+                         private_helpers=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
