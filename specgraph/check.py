@@ -113,7 +113,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
                                             forced=numeric is True or not structure)
         findings = [*findings, *numeric_findings]
         if result is None:
-            notes.append(numeric_findings and "" or _SKIPPED_TRANSFER)
+            notes.append(_SKIPPED_TRANSFER)
     elif numeric is None:
         notes.append(f"numbers not compared: the alignment leaves "
                      f"{len(alignment.lhs_only)} lhs and {len(alignment.rhs_only)} rhs nodes "
@@ -121,7 +121,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
                      "with --numeric-only")
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
                       tuple(findings), tuple(rows), numeric=result,
-                      notes=tuple(n for n in notes if n))
+                      notes=tuple(notes))
 
 
 _SKIPPED_TRANSFER = "numbers not compared: weights cannot be moved from lhs to rhs"

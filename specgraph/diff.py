@@ -16,7 +16,7 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.report import Finding, Row, Side
 
-__all__ = ["diff", "describe_node"]
+__all__ = ["diff", "describe_node", "node_side"]
 
 
 
@@ -24,7 +24,8 @@ def describe_node(node: Node) -> str:
     return f"{node.op} at {node.scope or '<model>'}"
 
 
-def _side(graph: Graph, node: Node, value: Any = None) -> Side:
+def node_side(graph: Graph, node: Node, value: Any = None) -> Side:
+    """Where ``node`` sits in ``graph``, as a finding's Side (node named ``index:op``)."""
     index = graph.nodes.index(node)
     return Side(node.scope or "<model>", f"{index}:{node.op}", node.source, value)
 
@@ -179,7 +180,7 @@ class _Differ:
         before, _ = self._neighbour_scopes(graph, first, matched, index)
         _, after = self._neighbour_scopes(graph, last, matched, index)
         ops = "·".join(graph.nodes[i].op for i in comp)
-        where = _side(graph, first)
+        where = node_side(graph, first)
         message = (f"{other} has no {ops} between {before} and {after} "
                    f"({side} has it at {first.scope or '<model>'}"
                    f"{', ' + first.source if first.source else ''})")
@@ -201,8 +202,8 @@ class _Differ:
                    f"{after} ({a.scope or '<model>'} / {b.scope or '<model>'})"
                    f"{': ' + detail if detail else ''}")
         self.findings.append((lc[0], Finding("op-mismatch", message, op=a.op,
-                                             lhs=_side(self.lhs, a, l_ops),
-                                             rhs=_side(self.rhs, b, r_ops))))
+                                             lhs=node_side(self.lhs, a, l_ops),
+                                             rhs=node_side(self.rhs, b, r_ops))))
         self.flagged_l.update(lc)
         self.flagged_r.update(rc)
 
@@ -221,7 +222,7 @@ class _Differ:
                     "op-mismatch",
                     f"lhs computes {a.op} where rhs computes {b.op} "
                     f"({a.scope or '<model>'} / {b.scope or '<model>'})",
-                    op=a.op, lhs=_side(self.lhs, a, a.op), rhs=_side(self.rhs, b, b.op)))
+                    op=a.op, lhs=node_side(self.lhs, a, a.op), rhs=node_side(self.rhs, b, b.op)))
             elif not (a.op == "attention" and self._heads(i, a, b)):
                 self._attrs(i, a, b)
             inputs_differ = any(va.shape != vb.shape for va, vb in zip(a.inputs, b.inputs)
@@ -235,8 +236,8 @@ class _Differ:
                         f"{a.op} produces {a.outputs[0].shape} in lhs "
                         f"({a.scope or '<model>'}) but {b.outputs[0].shape} in rhs "
                         f"({b.scope or '<model>'}) from inputs of the same shape",
-                        op=a.op, lhs=_side(self.lhs, a, a.outputs[0].shape),
-                        rhs=_side(self.rhs, b, b.outputs[0].shape)))
+                        op=a.op, lhs=node_side(self.lhs, a, a.outputs[0].shape),
+                        rhs=node_side(self.rhs, b, b.outputs[0].shape)))
             self._edges(i, a, b)
             if len(self.findings) > before:
                 self.flagged_l.add(i)
@@ -255,8 +256,8 @@ class _Differ:
             "attr-mismatch",
             f"attention uses {qa[-3]} heads of size {qa[-1]} in lhs ({a.scope or '<model>'}) "
             f"but {qb[-3]} heads of size {qb[-1]} in rhs ({b.scope or '<model>'})",
-            op="attention", attr="heads", lhs=_side(self.lhs, a, (qa[-3], qa[-1])),
-            rhs=_side(self.rhs, b, (qb[-3], qb[-1]))))
+            op="attention", attr="heads", lhs=node_side(self.lhs, a, (qa[-3], qa[-1])),
+            rhs=node_side(self.rhs, b, (qb[-3], qb[-1]))))
         for key in ("causal", "has_mask"):
             if a.attrs[key] != b.attrs[key]:
                 self._attrs(i, a, b)
@@ -276,7 +277,7 @@ class _Differ:
                 "attr-mismatch",
                 f"{a.op} {key} is {_fmt(x)} in lhs ({a.scope or '<model>'}) but {_fmt(y)} in "
                 f"rhs ({b.scope or '<model>'})",
-                op=a.op, attr=key, lhs=_side(self.lhs, a, x), rhs=_side(self.rhs, b, y)))
+                op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
 
     def _params(self, i: int, a: Node, b: Node) -> None:
         """One finding per layer, naming every parameter whose shape differs."""
@@ -292,8 +293,8 @@ class _Differ:
             "param-mismatch",
             f"{a.op} parameters differ in shape between lhs ({a.scope or '<model>'}) and rhs "
             f"({b.scope or '<model>'}): {said}",
-            op=a.op, lhs=_side(self.lhs, a, [list(d[1]) for d in diffs]),
-            rhs=_side(self.rhs, b, [list(d[3]) for d in diffs])))
+            op=a.op, lhs=node_side(self.lhs, a, [list(d[1]) for d in diffs]),
+            rhs=node_side(self.rhs, b, [list(d[3]) for d in diffs])))
 
     def _edges(self, i: int, a: Node, b: Node) -> None:
         left = [self._matched_above(self.lhs, v, self.l2r, self.li) for v in a.inputs]
@@ -314,7 +315,7 @@ class _Differ:
             f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, 'rhs')} in lhs but "
             f"{self._say(rm, 'rhs')} in rhs ({b.scope or '<model>'}): the two sides are "
             "wired differently here",
-            op=a.op, lhs=_side(self.lhs, a), rhs=_side(self.rhs, b)))
+            op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
 
     def _explained(self, a: Node, b: Node) -> bool:
         """Every differing input is accounted for by ops one side lacks (a missing

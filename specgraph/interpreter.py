@@ -80,7 +80,7 @@ class Interpreter:
             env[v] = _as_reference(self.weights[name], v, f"parameter {name!r}")
         for v, data in g.constants.items():
             env[v] = _as_reference(data, v, "a constant")
-        last_use = _last_uses(g)
+        last_use = last_uses(g)
         keep = set(g.outputs)
         with np.errstate(all="ignore"):  # inf/nan are data here; numeric checks report them
             self._execute(env, last_use, keep)
@@ -128,7 +128,8 @@ class Interpreter:
         return tuple(checked)
 
 
-def _last_uses(graph: Graph) -> dict[Value, int]:
+def last_uses(graph: Graph) -> dict[Value, int]:
+    """The index of the last node that reads each value (values read by none are absent)."""
     last: dict[Value, int] = {}
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.errors import ExecutionError
+from specgraph.interpreter import last_uses
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric.runner import FLOAT, Pullback, Runner
 
@@ -74,7 +75,7 @@ class Execution:
         """Run every node; returns the graph outputs (runner tensors) by name."""
         g = self.graph
         env = self._leaves()
-        last = _last_uses(g)
+        last = last_uses(g)
         keep = set(g.outputs)
         for index, node in enumerate(g.nodes):
             args = [env[v] for v in node.inputs]
@@ -177,11 +178,3 @@ def _shaped(array: Any, value: Value, what: str) -> np.ndarray:
         raise ExecutionError(f"{what} has shape {tuple(data.shape)}, the graph expects "
                              f"{value.shape}")
     return data
-
-
-def _last_uses(graph: Graph) -> dict[Value, int]:
-    last: dict[Value, int] = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            last[v] = i
-    return last

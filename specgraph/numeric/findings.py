@@ -9,7 +9,9 @@ import numpy as np
 
 from specgraph.ir import Graph, Node
 from specgraph.numeric.stats import Stats, Tolerance
-from specgraph.report import Finding, Side
+from specgraph.diff import describe_node as describe
+from specgraph.diff import node_side
+from specgraph.report import Finding
 
 __all__ = ["Verdict", "judge", "describe", "numeric_divergence", "gradient_divergence",
            "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired"]
@@ -38,13 +40,10 @@ def judge(lhs_error: float, rhs_error: float, rtol: float, *,
     return Verdict("unknown", "both")
 
 
-def describe(node: Node) -> str:
-    return f"{node.op} at {node.scope or '<model>'}"
-
-
-def _side(graph: Graph, node: Node, value: object = None) -> Side:
-    return Side(node.scope or "<model>", f"{graph.nodes.index(node)}:{node.op}", node.source,
-                value)
+def _where(a: Node, b: Node, seed: int) -> str:
+    """``op at scope`` of the pair (both sides' where they differ), and the seed if not 0."""
+    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    return f"{where} (seed {seed} inputs)" if seed else where
 
 
 def _measure(stats: Stats, tol: Tolerance) -> str:
@@ -82,62 +81,58 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
 def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
                        verdict: Verdict, upstream: Sequence[tuple[str, Node]], lfw: str, rfw: str,
                        seed: int) -> Finding:
-    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
-    inputs = " (seed %d inputs)" % seed if seed else ""
-    message = (f"values part at {where}{inputs}: {_measure(stats, tol)}; "
+    where = _where(a, b, seed)
+    message = (f"values part at {where}: {_measure(stats, tol)}; "
                f"{_why(verdict, lfw, rfw, 'computation', upstream)}")
-    causes = tuple(_side(rg if side == "rhs" else lg, n, side) for side, n in upstream)
-    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
-                   rhs=_side(rg, b, stats.to_dict()), blame=verdict.blame, causes=causes)
+    causes = tuple(node_side(rg if side == "rhs" else lg, n, side) for side, n in upstream)
+    return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
+                   rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame, causes=causes)
 
 
 def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a: Node,
                       seen_b: Node, stats: Stats, tol: Tolerance, seed: int) -> Finding:
     """A layer whose two definitions differ by less than float32 noise shows, while the
     difference grows until a later layer parts."""
-    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
-    inputs = " (seed %d inputs)" % seed if seed else ""
-    message = (f"values part at {where}{inputs}: fed the same inputs, the two layers are "
+    where = _where(a, b, seed)
+    message = (f"values part at {where}: fed the same inputs, the two layers are "
                f"defined differently ({gap:.2e} of the values' scale apart in float64, too "
                f"little to stand out at the layer itself); the difference grows until "
                f"{describe(seen_b)} parts: {_measure(stats, tol)}")
-    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
-                   rhs=_side(rg, b, stats.to_dict()), blame="unknown")
+    return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
+                   rhs=node_side(rg, b, stats.to_dict()), blame="unknown")
 
 
 def rewired(lg: Graph, a: Node, rg: Graph, b: Node,
             crossed: Sequence[tuple[Node | None, Node | None]], stats: Stats, tol: Tolerance,
             seed: int) -> Finding:
     """Two layers that agree when fed the same inputs but read different values."""
-    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
-    inputs = " (seed %d inputs)" % seed if seed else ""
+    where = _where(a, b, seed)
     reads = "; ".join(
         f"lhs's reads {describe(la) if la else 'an input'}, rhs's reads "
         f"{describe(rb) if rb else 'an input'}" for la, rb in crossed)
-    message = (f"values part at {where}{inputs}: {_measure(stats, tol)}; fed the same inputs "
+    message = (f"values part at {where}: {_measure(stats, tol)}; fed the same inputs "
                f"the two layers agree, but they are wired to different values: {reads}")
-    causes = tuple(_side(g, n, side) for pair in crossed
+    causes = tuple(node_side(g, n, side) for pair in crossed
                    for side, g, n in (("lhs", lg, pair[0]), ("rhs", rg, pair[1])) if n)
-    return Finding("numeric-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
-                   rhs=_side(rg, b, stats.to_dict()), blame="unknown", causes=causes)
+    return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
+                   rhs=node_side(rg, b, stats.to_dict()), blame="unknown", causes=causes)
 
 
 def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
                         verdict: Verdict, lfw: str, rfw: str, seed: int) -> Finding:
-    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
-    inputs = " (seed %d inputs)" % seed if seed else ""
-    message = (f"gradients part in the backward of {where}{inputs} while its inputs and "
+    where = _where(a, b, seed)
+    message = (f"gradients part in the backward of {where} while its inputs and "
                f"output gradients agree: {_measure(stats, tol)}; "
                f"{_why(verdict, lfw, rfw, 'gradient', ())}")
-    return Finding("gradient-divergence", message, op=b.op, lhs=_side(lg, a, stats.to_dict()),
-                   rhs=_side(rg, b, stats.to_dict()), blame=verdict.blame)
+    return Finding("gradient-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
+                   rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame)
 
 
 def nan_introduced(side: str, graph: Graph, node: Node, direction: str) -> Finding:
     what = "values" if direction == "forward" else "gradients"
     message = (f"{side}'s {describe(node)} turns finite {'inputs' if direction == 'forward' else 'output gradients'} "
                f"into NaN or Inf {what} ({direction} pass)")
-    place = _side(graph, node)
+    place = node_side(graph, node)
     return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)
 
@@ -149,7 +144,7 @@ def nondeterministic(side: str, graph: Graph, node: Node, first: Sequence[np.nda
                  if np.shape(x) == np.shape(y)), default=float("nan"))
     message = (f"{side}'s {describe(node)} gives different results on repeated runs of the "
                f"same inputs (max difference {worst:.3g}): the kernel is nondeterministic")
-    place = _side(graph, node)
+    place = node_side(graph, node)
     return Finding("nondeterminism", message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)
 

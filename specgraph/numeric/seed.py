@@ -60,10 +60,6 @@ def _is_float(v: Value) -> bool:
     return v.dtype in FLOAT
 
 
-def _finite(data: np.ndarray) -> bool:
-    return all_finite(data)
-
-
 def _worst(stats: list[Stats]) -> Stats | None:
     if not stats:
         return None
@@ -170,9 +166,9 @@ class SeedRun:
     def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
                      weights: Mapping[str, Any]) -> None:
         for name, v in zip(g.input_names, g.inputs):
-            flags[v] = _finite(np.asarray(inputs[name]))
+            flags[v] = all_finite(inputs[name])
         for name, v in g.params.items():
-            flags[v] = _finite(np.asarray(weights[name]))
+            flags[v] = all_finite(weights[name])
 
     def _check_finite(self, side: str, g: Graph, index: int, node: Node,
                       hosts: list[np.ndarray], flags: dict[Value, bool]) -> None:
