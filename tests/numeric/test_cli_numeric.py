@@ -80,3 +80,27 @@ def test_repro_folder_for_a_planted_fault(repo_root, capsys, tmp_path: Path) -> 
     assert code == 1 and "rhs (torch) leaves the fp64 reference" in out
     assert sorted(p.name for p in folder.iterdir()) == ["case.npz", "repro_jax.py",
                                                        "repro_torch.py"]
+
+
+def test_weights_that_cannot_move_are_one_sentence(capsys, tmp_path: Path) -> None:
+    models = tmp_path / "widths.py"
+    models.write_text(
+        "import torch\n"
+        "def build(width):\n"
+        "    torch.manual_seed(0)\n"
+        "    net = torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.ReLU(),\n"
+        "                              torch.nn.Linear(width, 2))\n"
+        "    return net, (torch.randn(4, 3),)\n"
+        "def narrow():\n    return build(8)\n"
+        "def wide():\n    return build(16)\n")
+    assert main(["diff", f"{models}:narrow", f"{models}:wide", "--numeric-only"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot move weights from lhs to rhs" in err and err.count("\n") == 1
+
+
+def test_batch_is_refused_for_onnx_files(capsys, tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"")
+    assert main(["diff", str(model), str(model), "--batch", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "an .onnx file's batch size is fixed" in err and err.count("\n") == 1
