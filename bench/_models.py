@@ -14,7 +14,7 @@ them equivalent:
 Weights are drawn once with NumPy from a fixed seed, by PyTorch parameter name and layout,
 and loaded into both frameworks (Flax gets them transposed), so the two sides compute the
 same function; inputs are the same arrays too. ``TORCH[name]()`` returns ``(module,
-inputs)`` for ``specgraph.frontends.torch.trace``; ``JAX[name]()`` returns ``(module,
+inputs)`` for ``specgraph.frontends.torch.tracer``; ``JAX[name]()`` returns ``(module,
 variables, inputs)`` for ``specgraph.frontends.jax.trace_linen``. ``torch_step`` and
 ``jax_step`` build the plain framework forward + backward of ``sum(output * R)`` (R fixed
 and random), the baseline a numeric comparison is timed against.

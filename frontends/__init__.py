@@ -85,11 +85,11 @@ def detect(model: Any) -> str | None:
 
 # Runners (specgraph.numeric.runner) per TracedModel.framework: module and class.
 RUNNERS: dict[str, tuple[str, str, str]] = {
-    "torch": ("specgraph.frontends._torch_run", "TorchRunner", "torch"),
-    "jax": ("specgraph.frontends._jax_run", "JaxRunner", "jax"),
-    "flax": ("specgraph.frontends._jax_run", "JaxRunner", "jax"),
-    "tf": ("specgraph.frontends._tf_run", "TfRunner", "tf"),
-    "onnx": ("specgraph.frontends._onnx_run", "OnnxRunner", "onnx"),
+    "torch": ("specgraph.frontends.torch.runner", "TorchRunner", "torch"),
+    "jax": ("specgraph.frontends.jax.runner", "JaxRunner", "jax"),
+    "flax": ("specgraph.frontends.jax.runner", "JaxRunner", "jax"),
+    "tf": ("specgraph.frontends.tf.runner", "TfRunner", "tf"),
+    "onnx": ("specgraph.frontends.onnx.runner", "OnnxRunner", "onnx"),
 }
 
 

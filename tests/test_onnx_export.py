@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 from specgraph.errors import SpecgraphError
 from specgraph.interpreter import run
 from specgraph.ir import GraphBuilder
-from specgraph.onnx_export import EXPORTERS, UNSUPPORTED, to_onnx
+from specgraph.frontends.onnx.export import EXPORTERS, UNSUPPORTED, to_onnx
 from specgraph.ops import get_spec, registered_ops
 
 OPSETS = (13, 17, 23)

@@ -11,8 +11,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ["specgraph", "specgraph.ops", "specgraph.passes", "specgraph.frontends",
-               "specgraph.renderers"]
+FOLDERS = {"specgraph": "specgraph", "frontends": "specgraph.frontends",
+           "renderers": "specgraph.renderers"}
+
+
+def _subpackages() -> list[str]:
+    """Every folder with an ``__init__.py`` under the three installed trees, as a package."""
+    out = []
+    for folder, package in FOLDERS.items():
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            out.append(".".join((package, *parts)))
+    return out
+
+
+SUBPACKAGES = _subpackages()
+
+
+def test_pyproject_lists_every_subpackage() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert sorted(config["tool"]["setuptools"]["packages"]) == sorted(SUBPACKAGES)
 
 
 def test_import_specgraph_loads_no_framework() -> None:
@@ -20,7 +40,7 @@ def test_import_specgraph_loads_no_framework() -> None:
         "import sys, specgraph, specgraph.cli, specgraph.summary, specgraph.symbolic, "
         "specgraph.frontends, specgraph.renderers.text, specgraph.renderers.json, "
         "specgraph.renderers.latex, specgraph.canonical, specgraph.passes, "
-        "specgraph.graph_nx, specgraph.onnx_export\n"
+        "specgraph.graph_nx, specgraph.frontends.onnx.export\n"
         "specgraph.ops.registered_ops()\n"
         "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'flax', 'keras', 'tf_keras') "
         "if m in sys.modules))"
@@ -75,7 +95,7 @@ def test_wheel_contains_every_subpackage_under_specgraph(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for package in SUBPACKAGES:
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
-    assert "specgraph/frontends/torch.py" in names
+    assert "specgraph/frontends/torch/tracer.py" in names
     assert "specgraph/renderers/text.py" in names
     top = {n.split("/")[0] for n in names}
     assert top <= {"specgraph", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
@@ -88,7 +108,7 @@ def test_wheel_imports_every_subpackage(wheel: Path, tmp_path: Path) -> None:
     code = (
         "import importlib, sys\n"
         f"sys.path.insert(0, {str(wheel)!r})\n"
-        f"for name in {SUBPACKAGES!r} + ['specgraph.frontends.torch', 'specgraph.cli']:\n"
+        f"for name in {SUBPACKAGES!r} + ['specgraph.frontends.torch.tracer', 'specgraph.cli']:\n"
         "    module = importlib.import_module(name)\n"
         f"    assert module.__file__.startswith({str(wheel)!r}), module.__file__\n"
         "print('ok')\n"

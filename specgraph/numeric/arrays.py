@@ -3,7 +3,7 @@
 On a CPU the runners' tensors are fetched as NumPy arrays (free for PyTorch and JAX, which
 share the memory) and measured with NumPy. On a GPU the lhs values stay on the device and
 are measured there, every framework's tensor seen through DLPack
-(``specgraph.frontends._device_arrays``); only the statistics cross to the host, and whole
+(``specgraph.frontends.torch.arrays``); only the statistics cross to the host, and whole
 tensors only at a divergence, for the fp64 oracle.
 """
 
@@ -71,7 +71,7 @@ class DeviceStore:
 def arrays_for(*runners: Runner) -> Any:
     """Device arithmetic when any runner works on a GPU, else the host's."""
     if any(r.device_kind() == "cuda" for r in runners):
-        from specgraph.frontends._device_arrays import DeviceArrays
+        from specgraph.frontends.torch.arrays import DeviceArrays
 
         return DeviceArrays()
     return HostArrays()

@@ -198,7 +198,7 @@ def _script(framework: str, node: Node, side: str, case: ReproCase) -> str:
 
 
 def _onnx_files(folder: Path, node: Node, side: str, case: ReproCase) -> None:
-    from specgraph.onnx_export import to_onnx
+    from specgraph.frontends.onnx.export import to_onnx
 
     b = GraphBuilder("repro")
     ins = [b.input(f"input{i}", v.shape, v.dtype) for i, v in enumerate(node.inputs)]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from specgraph.frontends import jax as jax_frontend
+from specgraph.frontends.jax import tracer as jax_frontend
 from specgraph.interpreter import run
 from tests.helpers import relative_error
 from tests.zoo.jax_models import MODELS, trace

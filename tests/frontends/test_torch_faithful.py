@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from specgraph.frontends import torch as torch_frontend
+from specgraph.frontends.torch import tracer as torch_frontend
 from specgraph.interpreter import run
 from tests.helpers import relative_error
 from tests.zoo.torch_models import MODELS

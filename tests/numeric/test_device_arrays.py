@@ -16,7 +16,7 @@ from specgraph.numeric.stats import Tolerance
 torch = pytest.importorskip("torch")
 jnp = pytest.importorskip("jax.numpy")
 
-from specgraph.frontends._device_arrays import DeviceArrays, as_torch  # noqa: E402
+from specgraph.frontends.torch.arrays import DeviceArrays, as_torch  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 

@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from specgraph.frontends import _jax_run
-from specgraph.frontends._jax_run import JaxRunner
+from specgraph.frontends.jax import runner as _jax_run
+from specgraph.frontends.jax.runner import JaxRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import registered_ops

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from specgraph.frontends._onnx_run import OnnxRunner  # noqa: E402
+from specgraph.frontends.onnx.runner import OnnxRunner  # noqa: E402
 from specgraph.interpreter import run as interpret  # noqa: E402
 from specgraph.ir import GraphBuilder, Node, Value  # noqa: E402
 from specgraph.numeric.runner import Context, RunnerError  # noqa: E402

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specgraph.frontends import _tf_run
-from specgraph.frontends._tf_run import TfRunner, tf
+from specgraph.frontends.tf import runner as _tf_run
+from specgraph.frontends.tf.runner import TfRunner, tf
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import registered_ops

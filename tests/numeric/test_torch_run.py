@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from specgraph.frontends import _torch_run
-from specgraph.frontends._torch_run import TorchRunner
+from specgraph.frontends.torch import runner as _torch_run
+from specgraph.frontends.torch.runner import TorchRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import OPAQUE, get_spec, registered_ops

@@ -1,20 +1,5 @@
-"""The way back: a Graph as an ONNX model that onnxruntime runs (``to_onnx``).
-
-Every canonical op has an export rule that writes one or a few ONNX nodes; layer ops whose
-ONNX operator is newer than the target opset (LayerNormalization before 17, Gelu before 20,
-GroupNormalization before 21, RMSNormalization before 23, attention always) are written as
-their formulas. Node names carry the scope (``/encoder.layer.0/MatMul_7``), so the ONNX
-frontend reads the same scopes back. ``onnx`` is imported inside the functions only: it is
-not loaded by ``import specgraph``.
-
-Example:
-    >>> from specgraph.ir import GraphBuilder
-    >>> b = GraphBuilder("tiny")
-    >>> x = b.input("x", (2, 3), "float32")
-    >>> b.output("y", b.add("relu", [x], shape=(2, 3), dtype="float32"))
-    >>> [n.op_type for n in to_onnx(b.build()).graph.node]
-    ['Relu']
-"""
+"""The exporter every ONNX export rule writes through, the rule table, and the rules for
+ops that are one ONNX operator."""
 
 from __future__ import annotations
 
@@ -27,7 +12,7 @@ from specgraph.errors import SpecgraphError
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 
-__all__ = ["to_onnx", "EXPORTERS", "UNSUPPORTED", "MIN_OPSET"]
+__all__ = ["Exporter", "rule", "EXPORTERS", "UNSUPPORTED", "MIN_OPSET"]
 
 MIN_OPSET = 13
 Rule = Callable[["Exporter", Node], None]
@@ -40,48 +25,6 @@ _ELEM = {"float32": "FLOAT", "float64": "DOUBLE", "float16": "FLOAT16",
 _NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": np.float32, "int64": np.int64, "int32": np.int32, "int16": np.int16,
           "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
-
-
-def to_onnx(graph: Graph, weights: Mapping[str, Any] | None = None, *, opset: int = 17,
-            ir_version: int = 8) -> Any:
-    """``graph`` as an ``onnx.ModelProto`` that onnxruntime runs.
-
-    Args:
-        graph: the graph to export.
-        weights: parameter arrays in canonical layout; they become initializers. Without
-            them, parameters become graph inputs after the model's own inputs.
-        opset: the default-domain opset (13 or newer).
-        ir_version: the IR version written into the model (onnxruntime 1.31 reads up to 11).
-
-    Raises:
-        SpecgraphError: an op has no export rule (``opaque``), a weight is missing, or the
-            opset is too old.
-    """
-    import onnx
-
-    if opset < MIN_OPSET:
-        raise SpecgraphError(f"to_onnx writes opset {MIN_OPSET} or newer, got opset {opset}; "
-                             f"pass opset={MIN_OPSET} or more")
-    exporter = Exporter(graph, opset)
-    inputs = [exporter.value_info(n, v) for n, v in zip(graph.input_names, graph.inputs)]
-    initializers = []
-    for name, value in graph.params.items():
-        if weights is None:
-            inputs.append(exporter.value_info(name, value))
-        elif name not in weights:
-            raise SpecgraphError(f"to_onnx has no weight for parameter {name!r} of graph "
-                                 f"{graph.name!r}; pass every parameter or weights=None")
-        else:
-            initializers.append(exporter.tensor(name, weights[name], value.dtype))
-    for value, data in graph.constants.items():
-        initializers.append(exporter.tensor(exporter.name(value), data, value.dtype))
-    for node in graph.nodes:
-        exporter.export(node)
-    outputs = exporter.finish_outputs()
-    onnx_graph = onnx.helper.make_graph(exporter.nodes, graph.name or "specgraph", inputs,
-                                        outputs, initializer=initializers + exporter.extra)
-    return onnx.helper.make_model(onnx_graph, producer_name="specgraph", ir_version=ir_version,
-                                  opset_imports=[onnx.helper.make_opsetid("", opset)])
 
 
 class Exporter:
@@ -153,7 +96,7 @@ class Exporter:
             target = node.attrs.get("target", node.op)
             raise SpecgraphError(f"to_onnx has no export rule for op {node.op!r} "
                                  f"({target}) at {node.scope or '<model>'}; replace it in "
-                                 "the graph or add a rule to specgraph.onnx_export")
+                                 "the graph or add a rule to specgraph.frontends.onnx.export")
         rule(self, node)
 
     def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None,
@@ -248,5 +191,3 @@ def _common_dtype(dtypes: Sequence[str]) -> str:
 
 for _op in _DIRECT:
     EXPORTERS[_op] = _direct
-
-from specgraph import _onnx_rules  # noqa: E402,F401  (fills EXPORTERS with the layer rules)

@@ -21,7 +21,7 @@ import tensorflow as tf
 from specgraph.errors import TraceError
 from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
 from specgraph.ops import OPAQUE, get_spec
-from specgraph.sources import display_path
+from specgraph.frontends._common.sources import display_path
 
 __all__ = ["Converter", "Unsupported", "flatten_named", "dtype_name", "dtype_of"]
 
@@ -149,8 +149,8 @@ class Converter:
 
     def __init__(self, concrete: Any, reference: str, variables: dict[int, tuple[str, Any]],
                  scopes: Any) -> None:
-        from specgraph.frontends import _tf_shape_ops  # noqa: F401  (fills the table)
-        from specgraph.frontends._tf_ops import CONVERTERS
+        from specgraph.frontends.tf import shape_ops  # noqa: F401  (fills the table)
+        from specgraph.frontends.tf.ops import CONVERTERS
 
         self.cf = concrete
         self.reference = reference

@@ -3,7 +3,7 @@
 The model (Keras 3, tf_keras or a ``tf.Module`` with ``__call__``) is traced with
 ``tf.function`` on TensorSpecs of its example inputs (static shapes, ``training=False``),
 and the ops of that graph are converted in order by the table in
-``specgraph.frontends._tf_ops``; an op none knows becomes ``opaque``. Variables become graph
+``specgraph.frontends.tf.ops``; an op none knows becomes ``opaque``. Variables become graph
 parameters named by their path with ``.`` for ``/``: Keras 3 ``variable.path``
 (``dense/kernel`` -> ``dense.kernel``), tf_keras ``variable.name`` without ``:0``, a
 ``tf.Module``'s attribute path (``layers.0.w``); a leading model name is dropped. ``scope``
@@ -53,8 +53,8 @@ with _quiet_native():
     import tensorflow as tf
 
 from specgraph.errors import FactoryError, TraceError  # noqa: E402
-from specgraph.frontends._tf_convert import Converter, flatten_named  # noqa: E402
-from specgraph.frontends._tf_scopes import Scopes  # noqa: E402
+from specgraph.frontends.tf.convert import Converter, flatten_named  # noqa: E402
+from specgraph.frontends.tf.scopes import Scopes  # noqa: E402
 from specgraph.model import LazyOutputs, TracedModel  # noqa: E402
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]

@@ -9,7 +9,7 @@ constants. Initializers become graph parameters under their own names, in canoni
 (a Gemm weight with ``transB=1`` is stored ``[in, out]``). ``scope`` comes from the PyTorch
 exporter's ``pkg.torch.onnx.name_scopes`` metadata, else from node names such as
 ``/encoder/layer.0/MatMul``; ``source`` from ``pkg.torch.onnx.stack_trace``. Each ONNX
-operator has a small converter in ``specgraph.frontends._onnx_ops``; one none knows becomes
+operator has a small converter in ``specgraph.frontends.onnx.ops``; one none knows becomes
 ``opaque``.
 """
 
@@ -31,7 +31,7 @@ from specgraph.errors import FactoryError, TraceError
 from specgraph.ir import GraphBuilder, Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops import OPAQUE
-from specgraph.sources import display_path
+from specgraph.frontends._common.sources import display_path
 
 __all__ = ["trace_file", "trace_model", "make_inputs", "accepts", "FRAMEWORK"]
 
@@ -289,8 +289,8 @@ def _trace(model: onnx.ModelProto, given: dict[str, Any], reference: str) -> Tra
     inputs = make_inputs(model, given, reference=reference)
     outputs = _run(_session(model, True, reference), inputs, reference)
     values = _probe(model, inputs, reference)
-    from specgraph.frontends import _onnx_shape_ops  # noqa: F401  (fills the table)
-    from specgraph.frontends._onnx_ops import CONVERTERS
+    from specgraph.frontends.onnx import shape_ops  # noqa: F401  (fills the table)
+    from specgraph.frontends.onnx.ops import CONVERTERS
 
     converter = _Converter(model, values, reference, CONVERTERS)
     graph, weights = converter.convert(inputs)

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from specgraph.frontends._tf_convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
-from specgraph.frontends._tf_ops import _reg
+from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
+from specgraph.frontends.tf.ops import _reg
 
 
 # --- plumbing ----------------------------------------------------------------------------

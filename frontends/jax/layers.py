@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._jax_walk import PARAM_LAYOUTS, inverse_perm, reg
+from specgraph.frontends.jax.walk import PARAM_LAYOUTS, inverse_perm, reg
 
 __all__: list[str] = []
 

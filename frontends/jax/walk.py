@@ -21,7 +21,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 from specgraph.errors import TraceError
 from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
 from specgraph.ops import OPAQUE
-from specgraph.sources import display_path
+from specgraph.frontends._common.sources import display_path
 
 __all__ = ["JaxprConverter", "CONVERTERS", "FOLDERS", "PARAM_LAYOUTS", "reg", "SCOPE_MARK",
            "source", "dtype_name", "inverse_perm", "to_numpy"]
@@ -119,7 +119,7 @@ class JaxprConverter:
 
     def __init__(self, reference: str, param_names: Sequence[str],
                  param_arrays: Sequence[Any], input_names: Sequence[str]) -> None:
-        from specgraph.frontends import _jax_fusion
+        from specgraph.frontends.jax import fusion as _jax_fusion
 
         self.reference = reference
         self.fusion = _jax_fusion

@@ -3,7 +3,7 @@
 Parameters and buffers become graph parameters under their ``state_dict`` names, in
 canonical layout (linear weights transposed to ``[in, out]``); ``scope`` comes from
 ``nn_module_stack``, ``source`` from the user frame of ``stack_trace``. Each ATen op has a
-small converter in ``specgraph.frontends._torch_ops``; an op none knows becomes ``opaque``.
+small converter in ``specgraph.frontends.torch.ops``; an op none knows becomes ``opaque``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from specgraph.errors import FactoryError, TraceError
 from specgraph.ir import GraphBuilder, Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops import OPAQUE
-from specgraph.sources import display_path
+from specgraph.frontends._common.sources import display_path
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]
 
@@ -166,8 +166,8 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
             "simplify forward (data-dependent Python control flow, outputs that are not "
             "tensors) or run with --debug for torch's full report"
         ) from err
-    from specgraph.frontends import _torch_shape_ops  # noqa: F401  (fills the table)
-    from specgraph.frontends._torch_ops import CONVERTERS
+    from specgraph.frontends.torch import shape_ops  # noqa: F401  (fills the table)
+    from specgraph.frontends.torch.ops import CONVERTERS
 
     converter = _Converter(exported, reference, CONVERTERS, _preferred_names(module))
     graph, weights = converter.convert(module, args)

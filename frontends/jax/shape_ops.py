@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._jax_walk import reg
+from specgraph.frontends.jax.walk import reg
 
 __all__: list[str] = []
 

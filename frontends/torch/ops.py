@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from specgraph.errors import TraceError
-from specgraph.frontends._table import Converter, ConverterTable
+from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register

@@ -1,4 +1,4 @@
-"""Export rules for shape ops, reductions and tensor creation (``specgraph.onnx_export``).
+"""Export rules for shape ops, reductions and tensor creation (``specgraph.frontends.onnx.export``).
 
 Shapes, axes, pads and repeats are static attributes in the IR; ONNX wants most of them
 as int64 inputs, which become small initializers.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from specgraph.ir import Node
-from specgraph.onnx_export import Exporter, rule
+from specgraph.frontends.onnx.export.exporter import Exporter, rule
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax",

@@ -24,8 +24,8 @@ import jax
 from flax import linen, nnx
 
 from specgraph.errors import FactoryError
-from specgraph.frontends import jax as jax_frontend
-from specgraph.frontends._jax_walk import SCOPE_MARK
+from specgraph.frontends.jax import tracer as jax_frontend
+from specgraph.frontends.jax.walk import SCOPE_MARK
 from specgraph.model import TracedModel
 
 __all__ = ["trace_linen", "trace_nnx"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._onnx_ops import CONVERTERS, _axis, _reg, scalar
+from specgraph.frontends.onnx.ops import CONVERTERS, _axis, _reg, scalar
 
 
 def _ints(cx: Any, name: str) -> list[int] | None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._tf_convert import Unsupported, dtype_of, numpy_of
-from specgraph.frontends._table import Converter, ConverterTable
+from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
+from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.tf import _quiet_native
+from specgraph.frontends.tf.tracer import _quiet_native
 from specgraph.ir import Node
 from specgraph.numeric.runner import FLOAT, Context, OpFn, Pullback, Runner, RunnerError
 

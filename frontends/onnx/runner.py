@@ -12,12 +12,12 @@ import onnxruntime as ort
 from specgraph.errors import SpecgraphError
 from specgraph.ir import Graph, GraphBuilder, Node, Value
 from specgraph.numeric.runner import FLOAT, Context, Pullback, Runner, RunnerError
-from specgraph.onnx_export import EXPORTERS, UNSUPPORTED, to_onnx
+from specgraph.frontends.onnx.export import EXPORTERS, UNSUPPORTED, to_onnx
 
 __all__ = ["OnnxRunner", "OPSET", "IR_VERSION"]
 
 # onnxruntime 1.31 reads IR versions up to 11 and opsets up to 23; these are what
-# specgraph.onnx_export writes by default and what every export rule is tested at.
+# specgraph.frontends.onnx.export writes by default and what every export rule is tested at.
 OPSET = 17
 IR_VERSION = 8
 
@@ -98,7 +98,7 @@ class OnnxRunner(Runner):
         """Execute ``node`` on ``inputs`` (NumPy arrays) in its cached one-node session."""
         if not self.supports(node.op):
             raise RunnerError(
-                f"the onnx runner cannot execute {node.describe()}: specgraph.onnx_export "
+                f"the onnx runner cannot execute {node.describe()}: specgraph.frontends.onnx.export "
                 f"has no ONNX form for op {node.op!r}; compare with --no-numeric")
         if len(inputs) != len(node.inputs):
             raise RunnerError(f"{node.describe()} takes {len(node.inputs)} inputs, the onnx "

@@ -1,6 +1,6 @@
 """JAX primitive -> canonical op converters: elementwise, casts, reductions and dot_general.
 
-Each converter takes the converter state ``cx`` (``specgraph.frontends._jax_walk``) and one
+Each converter takes the converter state ``cx`` (``specgraph.frontends.jax.walk``) and one
 jaxpr equation, and returns the IR value(s) of the equation's outputs. The shape, layout
 and pooling primitives are in ``_jax_shape_ops`` and ``_jax_layers``.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._jax_walk import CONVERTERS, FOLDERS, Converter, dtype_name, reg
+from specgraph.frontends.jax.walk import CONVERTERS, FOLDERS, Converter, dtype_name, reg
 from specgraph.ops.elementwise import INT_DTYPES
 
 __all__ = ["CONVERTERS"]

@@ -1,4 +1,4 @@
-"""Export rules of ``specgraph.onnx_export`` for ops that are not one ONNX operator as is.
+"""Export rules of ``specgraph.frontends.onnx.export`` for ops that are not one ONNX operator as is.
 
 Each rule writes ONNX nodes for one canonical node through the ``Exporter`` and puts the
 result into ``ex.out()``. Formulas follow the ops' NumPy references term by term.
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.ir import Node
-from specgraph.onnx_export import Exporter, rule
+from specgraph.frontends.onnx.export.exporter import Exporter, rule
 
 
 def _x(ex: Exporter, node: Node, index: int = 0) -> str:
@@ -384,6 +384,3 @@ def _repeat_heads(ex: Exporter, name: str, shape: tuple[int, ...], times: int) -
     h = ex.emit("Unsqueeze", [name, ex.ints([head + 1])])
     h = ex.emit("Expand", [h, ex.ints(wide)])
     return ex.emit("Reshape", [h, ex.ints(shape[:head] + (shape[head] * times,) + shape[-2:])])
-
-
-from specgraph import _onnx_shape_rules  # noqa: E402,F401  (shape ops and reductions)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._torch_ops import CONVERTERS, _dim, _rank, _reg, _shape
+from specgraph.frontends.torch.ops import CONVERTERS, _dim, _rank, _reg, _shape
 
 
 def _to_shape(cx: Any, node: Any) -> Any:

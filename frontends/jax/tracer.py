@@ -28,7 +28,7 @@ import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
 from specgraph.errors import FactoryError, TraceError
-from specgraph.frontends._jax_walk import JaxprConverter, to_numpy
+from specgraph.frontends.jax.walk import JaxprConverter, to_numpy
 from specgraph.model import LazyOutputs, TracedModel
 
 __all__ = ["trace", "trace_linen", "trace_nnx", "accepts", "FRAMEWORK", "FLAX_FRAMEWORK",
@@ -167,7 +167,7 @@ def _own_outputs(run: Callable[[], Any], names: Sequence[str], reference: str
 def trace_program(program: Program, *, reference: str, framework: str, native: Any,
                   scopes: Any = None) -> TracedModel:
     """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel."""
-    from specgraph.frontends import _jax_layers, _jax_ops, _jax_shape_ops  # noqa: F401
+    from specgraph.frontends.jax import layers, ops, shape_ops  # noqa: F401
 
     with scopes if scopes is not None else contextlib.nullcontext():
         closed, out_shape = _make_jaxpr(program, reference)
@@ -224,7 +224,7 @@ def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
     Parameters are the leaves of ``variables`` named by their collection and module path
     (``params.Dense_0.kernel``, ``batch_stats.BatchNorm_0.mean``); scopes are module paths.
     """
-    from specgraph.frontends import _flax
+    from specgraph.frontends.jax import flax as _flax
 
     return _flax.trace_linen(module, variables, example_inputs, reference=reference)
 
@@ -232,6 +232,6 @@ def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
 def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
     """Trace a Flax NNX module in eval mode; parameters are named by their state paths
     (``linear1.kernel``, ``bn.mean``) and scopes are the submodules' attribute paths."""
-    from specgraph.frontends import _flax
+    from specgraph.frontends.jax import flax as _flax
 
     return _flax.trace_nnx(module, example_inputs, reference=reference)

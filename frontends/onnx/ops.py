@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.onnx import Dynamic, f32
-from specgraph.frontends._table import Converter, ConverterTable
+from specgraph.frontends.onnx.tracer import Dynamic, f32
+from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register

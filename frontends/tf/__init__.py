@@ -1,0 +1,8 @@
+"""The TensorFlow frontend: a concrete function's graph onto the shared IR (``tracer``,
+walked by ``convert`` with the op converters in ``ops`` and ``shape_ops``, Keras layer
+names from ``scopes``), and the runner that executes canonical nodes with TensorFlow's own
+kernels (``runner``)."""
+
+from specgraph.frontends.tf.tracer import FRAMEWORK, accepts, trace
+
+__all__ = ["trace", "accepts", "FRAMEWORK"]
