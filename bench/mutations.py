@@ -12,7 +12,7 @@ framework) cases:
     localization  a finding concerns the mutated layer (its op is the layer's op);
 and false alarms: unmutated pairs of different frameworks that report anything.
 
-Numeric check alone (``compare(..., structure=False, numeric=True)``, seed 0; forward only
+Numeric check alone (``compare(..., mode="numbers")``, seed 0; forward only
 where a side is ONNX, whose runner computes no gradients), over the same cases:
     shapes differ the mutation changes a parameter's shape, so lhs's weights cannot be
                   moved into rhs: such cases are counted apart, as named when the
@@ -145,15 +145,16 @@ def observable(lhs: Any, rhs: Any) -> bool:
     reference interpreter (forward only): whether a float32 check can see the difference."""
     from specgraph.align import align
     from specgraph.interpreter import run as interpret
-    from specgraph.numeric.feeds import example_inputs, rhs_inputs, transfer_weights, value_map
+    from specgraph.numeric.feeds import example_inputs, rhs_inputs, transfer_weights
+    from specgraph.numeric.pairing import pair
     from specgraph.numeric.stats import measure, tolerance
 
-    alignment = align(lhs.graph, rhs.graph)
+    pairing = pair(align(lhs.graph, rhs.graph))
     inputs = example_inputs(lhs, 0)
     values: dict[Any, Any] = {}
     louts = interpret(lhs.graph, inputs, lhs.weights,
                       on_node=lambda node, outs: values.update(zip(node.outputs, outs)))
-    vmap = value_map(alignment, params=False)
+    vmap = pairing.values
     seen = [False]
 
     def compare_node(node: Any, outs: Any) -> None:
@@ -164,7 +165,7 @@ def observable(lhs: Any, rhs: Any) -> bool:
                 seen[0] = True
 
     routs = interpret(rhs.graph, rhs_inputs(lhs.graph, rhs.graph, inputs),
-                      transfer_weights(alignment, lhs.weights), on_node=compare_node)
+                      transfer_weights(pairing, lhs.weights), on_node=compare_node)
     for a, (rname, b) in zip(louts.values(), routs.items()):
         producer = rhs.graph.producer(rhs.graph.outputs[rhs.graph.output_names.index(rname)])
         if producer is not None and measure(a, b, tolerance(producer, ("float32",) * 2)).diverges:
@@ -235,11 +236,11 @@ class _Bench:
         """The numeric-only report, or the error that stopped it: a TransferError, or any
         other exception (a crash, scored as a miss and printed, so the other cases run)."""
         from specgraph.check import compare
-        from specgraph.numeric.compare import NumericOptions
+        from specgraph.numeric.options import NumericOptions
 
         def work() -> Any:
             try:
-                return compare(lhs, rhs, structure=False, numeric=True,
+                return compare(lhs, rhs, mode="numbers",
                                options=NumericOptions(seeds=(0,)))
             except Exception as err:  # every outcome of a case is scored
                 return err

@@ -65,17 +65,21 @@ def _check(name: str, device: str) -> Callable[[], Any]:
     from specgraph.canonical import canonicalize_model
     from specgraph.frontends import jax as jax_frontend
     from specgraph.frontends import torch as torch_frontend
-    from specgraph.numeric.compare import NumericOptions, compare_numeric
+    from specgraph.check import backends
+    from specgraph.numeric.compare import compare_numeric
+    from specgraph.numeric.options import NumericOptions
+    from specgraph.numeric.pairing import pair
     from specgraph.numeric.runner import Context
 
     lhs = canonicalize_model(torch_frontend.trace(*TORCH[name](), reference="torch"))
     rhs = canonicalize_model(jax_frontend.trace_linen(*JAX[name](), reference="jax"))
-    alignment = align(lhs.graph, rhs.graph)
+    pairing = pair(align(lhs.graph, rhs.graph))
     context = Context(device=device)
     options = NumericOptions(lhs_context=context, rhs_context=context)
 
     def check() -> None:
-        findings, result = compare_numeric(lhs, rhs, alignment, options)
+        findings, result = compare_numeric(lhs, rhs, pairing, backends(lhs, rhs, options),
+                                           options)
         if findings:
             raise SystemExit(f"{name}: the check reports {findings[0].message}")
         check.layers = len(result.layers)  # type: ignore[attr-defined]

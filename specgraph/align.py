@@ -1,40 +1,57 @@
 """Alignment of two canonical graphs: which node of one is which node of the other.
 
-Exact graph edit distance is exponential, so the alignment works in three near-linear
-steps, none of which looks at names (scopes and parameter names are not compared at all):
+Exact graph edit distance is exponential, so the alignment runs eight near-linear steps,
+none of which looks at names (scopes and parameter names are not compared at all). Each
+step only pairs nodes that are both unpaired, and ``node_match`` may veto any pair.
 
-1. **Anchors from whole-context hashes.** Each node gets an *upstream* hash (its op, its
-   attributes and the upstream hashes of its inputs, slot by slot) and a *downstream* hash
-   (its op and attributes and the downstream hashes of its readers, with the slot it feeds).
-   Both are computed in one pass each over the topological order. A hash that occurs exactly
-   once in each graph pairs its two nodes (outputs are keyed by name where both sides use
-   the same output names, a hint, else not told apart): everything before a difference
-   matches by upstream hash, everything after it by downstream hash, and identical
-   repeated blocks (the 12 layers of an encoder) are told apart by their position in the
-   chain.
-2. **Propagation from matched neighbours.** An unmatched node whose input (or reader) is
-   matched is paired with the counterpart's input (or reader) in the same slot when their
-   ops agree; repeated until nothing changes.
-3. **Sequence alignment of what is left.** The remaining nodes of each side, in graph
-   order, are aligned by op and attributes (difflib's matching blocks), then, inside runs
-   that differ, by op name; equal runs pair up, replaced runs of the same length pair
-   position by position (an op swapped for another), the rest stays unmatched (an op one
-   side lacks). Nodes left over on both sides with the same op
-   and attributes are paired last: the same layer, wired elsewhere.
+1. **Anchors from whole-context hashes** (``anchors``). Each node gets an *upstream* hash
+   (its op, its attributes and the upstream hashes of its inputs, slot by slot) and a
+   *downstream* hash (its op and attributes and the downstream hashes of its readers, with
+   the slot it feeds), one pass each over the topological order. A node whose upstream (or
+   downstream) hash occurs exactly once in each graph is paired with its twin, unless the
+   other hash pairs it elsewhere: everything before a difference matches upstream,
+   everything after it downstream, and identical repeated blocks (the 12 layers of an
+   encoder) are told apart by their position in the chain. Outputs are keyed by name where
+   both sides use the same output names, else not told apart.
+2. **Propagation from matched neighbours** (``propagate``). An unpaired producer (or sole
+   reader) of a paired node is paired with the counterpart's producer (or sole reader) in
+   the same slot when their ops agree; repeated until nothing changes.
+3. **Sequence alignment of what is left** (``sequence``). The remaining nodes of each side,
+   in graph order, are aligned by op and attributes (difflib's matching blocks), then,
+   inside runs that differ, by op name: equal runs pair up, replaced runs of the same
+   length pair position by position (an op whose attributes changed), the rest stays
+   unpaired (an op one side lacks).
+4. **Propagation again**, from the pairs the sequence step made.
+5. **Pairing by attributes where it exists** (``relabel``). Where layers of one op are paired
+   across different attributes but the two sides hold the same multiset of attribute
+   labels for that op (pre-LN against post-LN: each LayerNorm kept its eps but moved), they
+   are re-paired by attributes, in graph order: the difference is where they sit.
+6. **The same layer wired elsewhere** (``moved``). Unpaired nodes left on both sides with the
+   same op and attributes are paired in graph order.
+7. **Untangling twins upward** (``untangle``). Walking lhs from the outputs up, two pairings
+   of twin producers (same op and attributes: the q, k and v branches of attention) are
+   swapped when that makes a paired node read the counterparts of its inputs.
+8. **Untangling twins downward** (``untangle_down``). Walking lhs in order, two pairings of
+   twin readers are swapped when each reads what the other's counterpart reads (the
+   outputs of a split into q, k and v).
 
-Hash collisions only ever merge candidates that are then checked by op, so the result is
-deterministic for the same pair of graphs.
+Attribute values are compared by ``specgraph.ops.values.value_key``, the one rule for
+"the same value". Hash collisions only ever merge candidates that are then checked by op,
+so the result is deterministic for the same pair of graphs.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops.values import value_key
 
 __all__ = ["Alignment", "align", "leaf_key"]
 
@@ -49,23 +66,25 @@ class Alignment:
     lhs_only: tuple[int, ...]
     rhs_only: tuple[int, ...]
 
-    def lhs_to_rhs(self) -> dict[int, int]:
-        return dict(self.pairs)
+    @cached_property
+    def lhs_to_rhs(self) -> Mapping[int, int]:
+        """lhs node index -> the rhs node index paired with it (computed once)."""
+        return MappingProxyType(dict(self.pairs))
 
-    def rhs_to_lhs(self) -> dict[int, int]:
-        return {j: i for i, j in self.pairs}
+    @cached_property
+    def rhs_to_lhs(self) -> Mapping[int, int]:
+        """rhs node index -> the lhs node index paired with it (computed once)."""
+        return MappingProxyType({j: i for i, j in self.pairs})
+
+    @property
+    def covers(self) -> bool:
+        """Whether every node of both graphs is paired."""
+        return not self.lhs_only and not self.rhs_only
 
 
 def _label(node: Node) -> tuple[Any, ...]:
-    return (node.op, tuple(sorted((k, _freeze(v)) for k, v in node.attrs.items())))
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 9)
-    if isinstance(value, tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
+    """The node's op and attributes, in the form two same nodes share (``value_key``)."""
+    return (node.op, tuple(sorted((k, value_key(v)) for k, v in node.attrs.items())))
 
 
 def leaf_key(graph: Graph, value: Value, *, param_shape: bool = True) -> tuple[Any, ...]:
@@ -93,7 +112,6 @@ def _up_hashes(graph: Graph) -> list[int]:
 
 
 def _down_hashes(graph: Graph, output_keys: list[Any]) -> list[int]:
-    index = {id(n): i for i, n in enumerate(graph.nodes)}
     out = [0] * len(graph.nodes)
     outputs = dict(zip(graph.outputs, output_keys))
     for i in range(len(graph.nodes) - 1, -1, -1):
@@ -102,7 +120,7 @@ def _down_hashes(graph: Graph, output_keys: list[Any]) -> list[int]:
         for k, v in enumerate(node.outputs):
             for user in graph.consumers(v):
                 slots = tuple(s for s, u in enumerate(user.inputs) if u is v)
-                readers.append((k, out[index[id(user)]], slots))
+                readers.append((k, out[graph.index(user)], slots))
             if v in outputs:
                 readers.append((k, "output", outputs[v]))
         out[i] = hash((_label(node), tuple(sorted(readers, key=repr))))
@@ -123,8 +141,6 @@ class _Matcher:
         self.l2r: dict[int, int] = {}
         self.r2l: dict[int, int] = {}
         self.fresh: list[tuple[int, int]] = []  # pairs whose neighbours are not yet tried
-        self.l_index = {id(n): i for i, n in enumerate(lhs.nodes)}
-        self.r_index = {id(n): i for i, n in enumerate(rhs.nodes)}
 
     def pair(self, i: int, j: int) -> bool:
         if i in self.l2r or j in self.r2l:
@@ -165,11 +181,11 @@ class _Matcher:
         for va, vb in zip(a.inputs, b.inputs):  # producers, slot by slot
             pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
             if pa is not None and pb is not None and pa.op == pb.op:
-                changed |= self.pair(self.l_index[id(pa)], self.r_index[id(pb)])
+                changed |= self.pair(self.lhs.index(pa), self.rhs.index(pb))
         for va, vb in zip(a.outputs, b.outputs):  # readers with the same op, one each
             ua, ub = self.lhs.consumers(va), self.rhs.consumers(vb)
             if len(ua) == 1 and len(ub) == 1 and ua[0].op == ub[0].op:
-                changed |= self.pair(self.l_index[id(ua[0])], self.r_index[id(ub[0])])
+                changed |= self.pair(self.lhs.index(ua[0]), self.rhs.index(ub[0]))
         return changed
 
     def sequence(self) -> None:
@@ -236,7 +252,7 @@ class _Matcher:
                 pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
                 if pa is None or pb is None:
                     continue
-                lp, rp = self.l_index[id(pa)], self.r_index[id(pb)]
+                lp, rp = self.lhs.index(pa), self.rhs.index(pb)
                 rq, lq = self.l2r.get(lp), self.r2l.get(rp)
                 if rq is None or lq is None or rq == rp:
                     continue
@@ -267,7 +283,7 @@ class _Matcher:
         p = self.lhs.producer(value)
         if p is None:
             return None
-        rp = self.l2r.get(self.l_index[id(p)])
+        rp = self.l2r.get(self.lhs.index(p))
         if rp is None:
             return None
         q = self.rhs.nodes[rp]
@@ -277,7 +293,7 @@ class _Matcher:
     def _swap_reader(self, i: int, j: int, slot: int, want: Value, got: Value) -> bool:
         a = self.lhs.nodes[i]
         for reader in self.rhs.consumers(want):
-            j2 = self.r_index[id(reader)]
+            j2 = self.rhs.index(reader)
             i2 = self.r2l.get(j2)
             if i2 is None or j2 == j or _label(reader) != _label(self.rhs.nodes[j]):
                 continue

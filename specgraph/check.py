@@ -1,22 +1,35 @@
 """``compare``: trace two models, canonicalize them, explain how their structure differs, and
-check layer by layer, forward and backward, that they compute the same numbers."""
+check layer by layer, forward and backward, that they compute the same numbers.
+
+A front door: it looks the runners, the arithmetic and the repro writers up in the
+frontends' registry and hands them down to ``specgraph.numeric``, which never looks a
+framework up itself.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from specgraph.align import Alignment, align
+from specgraph.align import align
 from specgraph.canonical import canonicalize_model
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
 from specgraph.loading import trace
 from specgraph.model import TracedModel
-from specgraph.numeric.compare import NumericOptions, compare_numeric
+from specgraph.numeric.compare import compare_numeric
+from specgraph.numeric.options import NumericOptions
+from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
+from specgraph.numeric.sides import Backends
 from specgraph.report import DiffReport, Finding
 from specgraph.transfer import TransferError
 
-__all__ = ["compare", "compare_structure", "InputMismatchError"]
+__all__ = ["compare", "compare_structure", "backends", "InputMismatchError", "MODES"]
+
+# structure: the structural diff alone; numbers: the numeric check alone, along the
+# alignment whatever it leaves unmatched; both: the structural diff, then the numbers where
+# the alignment covers both graphs and weights can be moved (a note says why not otherwise)
+MODES = ("structure", "numbers", "both")
 
 
 class InputMismatchError(SpecgraphError):
@@ -48,25 +61,33 @@ def _prepare(model: str | TracedModel, name: str, raw: bool,
     return model
 
 
+def backends(lhs: TracedModel, rhs: TracedModel, options: NumericOptions) -> Backends:
+    """Each side's runner in its context, the arithmetic (a device's where either side runs
+    on a GPU) and each side's repro writer, from the frontends' registry."""
+    from specgraph import frontends
+
+    lrun = frontends.runner(lhs.framework, options.lhs_context)
+    rrun = frontends.runner(rhs.framework, options.rhs_context)
+    if "cuda" in (lrun.device_kind(), rrun.device_kind()):
+        arrays = frontends.device_arrays()
+    else:
+        from specgraph.numeric.arrays import HostArrays
+
+        arrays = HostArrays()
+    return Backends(lrun, rrun, arrays, frontends.repro_writer(lhs.framework),
+                    frontends.repro_writer(rhs.framework))
+
+
 def compare_structure(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False,
                       progress: Callable[[str], None] | None = None) -> DiffReport:
-    """Trace (if given references), canonicalize and diff two models (no numbers).
-
-    Args:
-        lhs: a model reference or a TracedModel.
-        rhs: the other.
-        raw: compare the graphs as traced, without canonicalization.
-        progress: called with a line of text at each step (for a terminal).
-
-    Raises:
-        SpecgraphError: a side failed to trace, or the models take different inputs.
-    """
-    return compare(lhs, rhs, raw=raw, numeric=False, progress=progress)
+    """Trace (if given references), canonicalize and diff two models (no numbers): the same
+    as ``compare(lhs, rhs, mode="structure")``."""
+    return compare(lhs, rhs, raw=raw, mode="structure", progress=progress)
 
 
-def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False,
-            structure: bool = True, numeric: bool | None = None,
-            options: NumericOptions | None = None, batch: int | None = None,
+def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both",
+            raw: bool = False, options: NumericOptions | None = None,
+            batch: int | None = None,
             progress: Callable[[str], None] | None = None) -> DiffReport:
     """Compare two implementations of a model: structure, then numbers.
 
@@ -74,11 +95,12 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
         lhs: the reference model: a model reference (``file.py:factory``, ``.onnx``) or a
             TracedModel.
         rhs: the model checked against it.
+        mode: ``both`` (default): the structural diff, then the numbers where the alignment
+            covers both graphs and weights can be moved; ``structure``: the structural diff
+            alone; ``numbers``: the numbers alone, along the alignment whatever it leaves
+            unmatched.
         raw: compare the graphs as traced, without canonicalization.
-        structure: report structural findings (False: numbers only, along the alignment).
-        numeric: True to compare numbers, False not to, None (default) to compare them when
-            the alignment covers both graphs or ``structure`` is False.
-        options: how to compare numbers (seeds, contexts, tolerances...).
+        options: how to compare numbers (seeds, contexts, tolerances, a repro folder...).
         batch: trace model references with their example inputs resized to this batch.
         progress: called with a line of text at each step (for a terminal).
 
@@ -87,7 +109,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
 
     Raises:
         SpecgraphError: a side failed to trace or run, the models take different inputs, or
-            weights cannot be moved (when numbers were asked for).
+            (in ``numbers`` mode) weights cannot be moved.
 
     Example:
         >>> report = compare("examples/xor/model_torch.py:correct",
@@ -95,43 +117,42 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bool = False
         >>> report.equivalent  # doctest: +SKIP
         True
     """
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is none of {', '.join(MODES)}")
     say = progress or (lambda _: None)
     left = _prepare(lhs, "lhs", raw, say, batch)
     right = _prepare(rhs, "rhs", raw, say, batch)
     _check_inputs(left, right)
     say("aligning and comparing structure")
     alignment = align(left.graph, right.graph)
-    findings, rows = diff(left.graph, right.graph, alignment=alignment)
-    if not structure:
-        findings = []
+    found, rows = diff(left.graph, right.graph, alignment=alignment)
+    findings: list[Finding] = found if mode != "numbers" else []
     notes: list[str] = []
     result = None
-    covered = not alignment.lhs_only and not alignment.rhs_only
-    run_numeric = numeric if numeric is not None else (covered or not structure)
-    if run_numeric:
-        numeric_findings, result = _numeric(left, right, alignment, options, say,
-                                            forced=numeric is True or not structure)
-        findings = [*findings, *numeric_findings]
+    if mode == "numbers" or (mode == "both" and alignment.covers):
+        numeric, result = _numeric(left, right, pair(alignment), options or NumericOptions(),
+                                   say, forced=mode == "numbers")
+        findings = [*findings, *numeric]
         if result is None:
             notes.append(_SKIPPED_TRANSFER)
-    elif numeric is None:
+    elif mode == "both":
         notes.append(f"numbers not compared: the alignment leaves "
                      f"{len(alignment.lhs_only)} lhs and {len(alignment.rhs_only)} rhs nodes "
                      "unmatched; fix the structural findings, or compare numbers anyway "
                      "with --numeric-only")
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
-                      tuple(findings), tuple(rows), numeric=result,
-                      notes=tuple(notes))
+                      tuple(findings), tuple(rows), numeric=result, notes=tuple(notes))
 
 
 _SKIPPED_TRANSFER = "numbers not compared: weights cannot be moved from lhs to rhs"
 
 
-def _numeric(left: TracedModel, right: TracedModel, alignment: Alignment,
-             options: NumericOptions | None, say: Callable[[str], None], *, forced: bool
+def _numeric(left: TracedModel, right: TracedModel, pairing: Pairing,
+             options: NumericOptions, say: Callable[[str], None], *, forced: bool
              ) -> tuple[list[Finding], NumericResult | None]:
     try:
-        return compare_numeric(left, right, alignment, options, progress=say)
+        return compare_numeric(left, right, pairing, backends(left, right, options), options,
+                               progress=say)
     except TransferError:
         if forced:
             raise

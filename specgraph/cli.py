@@ -10,11 +10,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from specgraph import __version__
 from specgraph.errors import SpecgraphError
-from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
 
 __all__ = ["main", "Progress"]
@@ -139,7 +140,8 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
     return NumericOptions(
         seeds=args.seed, transfer=not args.no_transfer, isolated=args.isolated,
         backward=not args.no_backward, lhs_context=Context.parse(args.lhs_context, base),
-        rhs_context=Context.parse(args.rhs_context, base), rtol=args.rtol, atol=args.atol)
+        rhs_context=Context.parse(args.rhs_context, base), rtol=args.rtol, atol=args.atol,
+        repro=Path(args.repro) if args.repro else None)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -147,15 +149,11 @@ def _diff(args: argparse.Namespace) -> int:
     from specgraph.renderers import get_renderer
 
     progress = Progress.for_format(args.format)
-    numeric = False if args.no_numeric else (True if args.numeric_only else None)
-    report = compare(args.lhs, args.rhs, raw=args.raw, structure=not args.numeric_only,
-                     numeric=numeric, options=_numeric_options(args), batch=args.batch,
-                     progress=progress.step)
-    if args.repro and report.numeric is not None:
-        from specgraph.numeric.repro import write_repro
-
-        for line in write_repro(report, args.repro):
-            progress.step(line)
+    mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
+    report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
+                     options=_numeric_options(args), batch=args.batch, progress=progress.step)
+    for line in report.numeric.repro if report.numeric is not None else ():
+        progress.step(line)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     sys.stdout.write(get_renderer(args.format, color=color).render(report))
     return EXIT_OK if report.equivalent else EXIT_DIFFERENT

@@ -7,17 +7,16 @@ other side lacks an op in between is explained by that missing op alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-
 from specgraph.align import Alignment, align, leaf_key
-from specgraph.graph_nx import attrs_equal
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.ops.values import same_value
 from specgraph.report import Finding, Row, Side
 
 __all__ = ["diff", "describe_node", "node_side"]
-
 
 
 def describe_node(node: Node) -> str:
@@ -26,7 +25,7 @@ def describe_node(node: Node) -> str:
 
 def node_side(graph: Graph, node: Node, value: Any = None) -> Side:
     """Where ``node`` sits in ``graph``, as a finding's Side (node named ``index:op``)."""
-    index = graph.nodes.index(node)
+    index = graph.index(node)
     return Side(node.scope or "<model>", f"{index}:{node.op}", node.source, value)
 
 
@@ -42,30 +41,26 @@ class _Differ:
     def __init__(self, al: Alignment) -> None:
         self.al = al
         self.lhs, self.rhs = al.lhs, al.rhs
-        self.l2r, self.r2l = al.lhs_to_rhs(), al.rhs_to_lhs()
-        self.li = {id(n): i for i, n in enumerate(self.lhs.nodes)}
-        self.ri = {id(n): i for i, n in enumerate(self.rhs.nodes)}
+        self.l2r, self.r2l = al.lhs_to_rhs, al.rhs_to_lhs
         self.findings: list[tuple[int, Finding]] = []  # (sort key, finding)
         self.flagged_l: set[int] = set()
         self.flagged_r: set[int] = set()
 
     # --- helpers -------------------------------------------------------------------------
-    def _matched_above(self, graph: Graph, value: Value, matched: dict[int, int],
-                       index: dict[int, int]) -> Any:
+    def _matched_above(self, graph: Graph, value: Value, matched: Mapping[int, int]) -> Any:
         """The nearest matched producer of ``value`` through unmatched nodes (or a leaf)."""
         seen = 0
         while True:
             node = graph.producer(value)
             if node is None:
                 return ("leaf", _leaf_key(graph, value))
-            i = index[id(node)]
+            i = graph.index(node)
             if i in matched or not node.inputs or seen > 64:
                 return ("node", i)
             value = node.inputs[0]
             seen += 1
 
-    def _sources(self, graph: Graph, value: Value, matched: dict[int, int],
-                 index: dict[int, int]) -> set[Any]:
+    def _sources(self, graph: Graph, value: Value, matched: Mapping[int, int]) -> set[Any]:
         """Matched producers and leaves reachable from ``value`` through unmatched nodes."""
         out: set[Any] = set()
         stack, seen = [value], set()
@@ -77,17 +72,16 @@ class _Differ:
             node = graph.producer(v)
             if node is None:
                 out.add(("leaf", _leaf_key(graph, v)))
-            elif index[id(node)] in matched:
-                out.add(("node", index[id(node)]))
+            elif graph.index(node) in matched:
+                out.add(("node", graph.index(node)))
             else:
                 stack.extend(node.inputs)
         return out
 
-    def _neighbour_scopes(self, graph: Graph, node: Node, matched: dict[int, int],
-                          index: dict[int, int]) -> tuple[str, str]:
+    def _neighbour_scopes(self, graph: Graph, node: Node, matched: Mapping[int, int]) -> tuple[str, str]:
         before = "the model's input"
         if node.inputs:
-            kind, where = self._matched_above(graph, node.inputs[0], matched, index)
+            kind, where = self._matched_above(graph, node.inputs[0], matched)
             if kind == "node":
                 before = describe_node(graph.nodes[where])
         after = "the model's output"
@@ -97,15 +91,14 @@ class _Differ:
             if not users:
                 break
             user = users[0]
-            if index[id(user)] in matched:
+            if graph.index(user) in matched:
                 after = describe_node(user)
                 break
             value = user.outputs[0]
         return before, after
 
     # --- findings ------------------------------------------------------------------------
-    def _components(self, graph: Graph, only: tuple[int, ...], index: dict[int, int]
-                    ) -> list[list[int]]:
+    def _components(self, graph: Graph, only: tuple[int, ...]) -> list[list[int]]:
         """Unmatched nodes of one side grouped into connected runs."""
         members = set(only)
         parent = {i: i for i in only}
@@ -119,26 +112,26 @@ class _Differ:
         for i in only:
             for v in graph.nodes[i].inputs:
                 p = graph.producer(v)
-                if p is not None and index[id(p)] in members:
-                    parent[root(i)] = root(index[id(p)])
+                if p is not None and graph.index(p) in members:
+                    parent[root(i)] = root(graph.index(p))
         groups: dict[int, list[int]] = {}
         for i in only:
             groups.setdefault(root(i), []).append(i)
         return sorted(groups.values())
 
-    def _boundary(self, graph: Graph, comp: list[int], matched: dict[int, int],
-                  index: dict[int, int], to_lhs: Any) -> tuple[frozenset, frozenset]:
+    def _boundary(self, graph: Graph, comp: list[int], matched: Mapping[int, int],
+                  to_lhs: Any) -> tuple[frozenset, frozenset]:
         inside = set(comp)
         ups, downs = set(), set()
         for i in comp:
             node = graph.nodes[i]
             for v in node.inputs:
-                for ref in self._sources(graph, v, matched, index):
+                for ref in self._sources(graph, v, matched):
                     if not (ref[0] == "leaf" and ref[1][0] == "const"):
                         ups.add(to_lhs(ref))
             for v in node.outputs:
                 for user in graph.consumers(v):
-                    j = index[id(user)]
+                    j = graph.index(user)
                     if j not in inside and j in matched:
                         downs.add(to_lhs(("node", j)))
                 if v in graph.outputs:
@@ -148,8 +141,8 @@ class _Differ:
     def missing(self) -> None:
         """One finding per run of ops one side lacks; a run each side has in the same place
         is one op-mismatch (BatchNorm where the other has transpose·LayerNorm·transpose)."""
-        l_comps = self._components(self.lhs, self.al.lhs_only, self.li)
-        r_comps = self._components(self.rhs, self.al.rhs_only, self.ri)
+        l_comps = self._components(self.lhs, self.al.lhs_only)
+        r_comps = self._components(self.rhs, self.al.rhs_only)
 
         def lhs_ref(ref: Any) -> Any:
             return ref
@@ -158,8 +151,8 @@ class _Differ:
             kind, x = ref
             return ("node", self.r2l[x]) if kind == "node" else ref
 
-        l_bounds = [self._boundary(self.lhs, c, self.l2r, self.li, lhs_ref) for c in l_comps]
-        r_bounds = [self._boundary(self.rhs, c, self.r2l, self.ri, rhs_ref) for c in r_comps]
+        l_bounds = [self._boundary(self.lhs, c, self.l2r, lhs_ref) for c in l_comps]
+        r_bounds = [self._boundary(self.rhs, c, self.r2l, rhs_ref) for c in r_comps]
         used_r: set[int] = set()
         for lc, lb in zip(l_comps, l_bounds):
             partner = next((k for k, rb in enumerate(r_bounds) if k not in used_r and
@@ -175,18 +168,18 @@ class _Differ:
 
     def _missing_run(self, graph: Graph, comp: list[int], side: str) -> None:
         other = "rhs" if side == "lhs" else "lhs"
-        matched, index = (self.l2r, self.li) if side == "lhs" else (self.r2l, self.ri)
+        matched = self.l2r if side == "lhs" else self.r2l
         first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
-        before, _ = self._neighbour_scopes(graph, first, matched, index)
-        _, after = self._neighbour_scopes(graph, last, matched, index)
-        ops = "·".join(graph.nodes[i].op for i in comp)
+        before, _ = self._neighbour_scopes(graph, first, matched)
+        _, after = self._neighbour_scopes(graph, last, matched)
+        ops = tuple(graph.nodes[i].op for i in comp)
         where = node_side(graph, first)
-        message = (f"{other} has no {ops} between {before} and {after} "
+        message = (f"{other} has no {'·'.join(ops)} between {before} and {after} "
                    f"({side} has it at {first.scope or '<model>'}"
                    f"{', ' + first.source if first.source else ''})")
         finding = Finding("missing-op", message, op=first.op,
                           lhs=where if side == "lhs" else None,
-                          rhs=where if side == "rhs" else None)
+                          rhs=where if side == "rhs" else None, ops=ops)
         self.findings.append((comp[0] if side == "lhs" else self._rhs_key(comp[0]), finding))
         (self.flagged_l if side == "lhs" else self.flagged_r).update(comp)
 
@@ -194,7 +187,7 @@ class _Differ:
         a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]
         l_ops = "·".join(self.lhs.nodes[i].op for i in lc)
         r_ops = "·".join(self.rhs.nodes[j].op for j in rc)
-        before, after = self._neighbour_scopes(self.lhs, a, self.l2r, self.li)
+        before, after = self._neighbour_scopes(self.lhs, a, self.l2r)
         detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
                            for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",
                                                                     "batch_norm"))
@@ -262,8 +255,7 @@ class _Differ:
             if a.attrs[key] != b.attrs[key]:
                 self._attrs(i, a, b)
                 return True
-        default = [abs(n.attrs["scale"] - q[-1] ** -0.5) < 1e-6 * q[-1] ** -0.5
-                   for n, q in ((a, qa), (b, qb))]
+        default = [same_value(n.attrs["scale"], q[-1] ** -0.5) for n, q in ((a, qa), (b, qb))]
         if not all(default):
             self._attrs(i, a, b)
         return True
@@ -271,7 +263,7 @@ class _Differ:
     def _attrs(self, i: int, a: Node, b: Node) -> None:
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
-            if attrs_equal({key: x}, {key: y}):
+            if same_value(x, y):
                 continue
             self._add(i, Finding(
                 "attr-mismatch",
@@ -297,8 +289,8 @@ class _Differ:
             rhs=node_side(self.rhs, b, [list(d[3]) for d in diffs])))
 
     def _edges(self, i: int, a: Node, b: Node) -> None:
-        left = [self._matched_above(self.lhs, v, self.l2r, self.li) for v in a.inputs]
-        right = [self._matched_above(self.rhs, v, self.r2l, self.ri) for v in b.inputs]
+        left = [self._matched_above(self.lhs, v, self.l2r) for v in a.inputs]
+        right = [self._matched_above(self.rhs, v, self.r2l) for v in b.inputs]
         mapped = [("node", self.l2r[x]) if kind == "node" and x in self.l2r else (kind, x)
                   for kind, x in left]
         commutative = get_spec(a.op).commutative
@@ -322,13 +314,13 @@ class _Differ:
         residual add, a missing activation) rather than by different wiring."""
         for va, vb in zip(a.inputs, b.inputs):
             la = {("node", self.l2r[x]) if k == "node" else (k, x)
-                  for k, x in self._sources(self.lhs, va, self.l2r, self.li)}
-            rb = self._sources(self.rhs, vb, self.r2l, self.ri)
+                  for k, x in self._sources(self.lhs, va, self.l2r)}
+            rb = self._sources(self.rhs, vb, self.r2l)
             direct_a = self.lhs.producer(va)
             direct_b = self.rhs.producer(vb)
-            unmatched_between = (direct_a is not None and self.li[id(direct_a)] not in
+            unmatched_between = (direct_a is not None and self.lhs.index(direct_a) not in
                                  self.l2r) or (direct_b is not None and
-                                               self.ri[id(direct_b)] not in self.r2l)
+                                               self.rhs.index(direct_b) not in self.r2l)
             if la == rb:
                 continue
             if unmatched_between and (la & rb):
@@ -388,9 +380,7 @@ def _is_layout(f: Finding) -> bool:
     if f.code == "attr-mismatch":
         return f.op in _LAYOUT
     if f.code == "missing-op":
-        side = f.lhs or f.rhs
-        ops = str(f.message.split(" has no ", 1)[1].split(" between ")[0])
-        return side is not None and all(op in _LAYOUT for op in ops.split("·"))
+        return bool(f.ops) and all(op in _LAYOUT for op in f.ops)
     return False
 
 

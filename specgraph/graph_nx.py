@@ -9,17 +9,10 @@ import numpy as np
 
 from specgraph.ir import Graph, Value
 from specgraph.ops import get_spec, is_registered
+from specgraph.ops.values import same_attrs
 
-__all__ = ["to_networkx", "isomorphic", "attrs_equal"]
+__all__ = ["to_networkx", "isomorphic"]
 
-
-
-def _label(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 12)
-    if isinstance(value, tuple):
-        return tuple(_label(v) for v in value)
-    return value
 
 
 def to_networkx(graph: Graph) -> nx.MultiDiGraph:
@@ -39,7 +32,7 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
         g.add_node(ids[v], kind="param", op="param", attrs={}, shape=v.shape)
     for i, (v, data) in enumerate(graph.constants.items()):
         ids[v] = ("const", i)
-        value = _label(float(np.asarray(data).reshape(()))) if np.size(data) == 1 else None
+        value = float(np.asarray(data).reshape(())) if np.size(data) == 1 else None
         g.add_node(ids[v], kind="const", op="const", attrs={"value": value}, shape=v.shape)
     for i, node in enumerate(graph.nodes):
         key = ("node", i)
@@ -58,24 +51,9 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
     return g
 
 
-def attrs_equal(a: dict[str, Any], b: dict[str, Any], *, rtol: float = 1e-6) -> bool:
-    """Attribute dicts equal, floats within ``rtol`` (1/sqrt(8) in float32 vs float64)."""
-    if a.keys() != b.keys():
-        return False
-    return all(_close(a[k], b[k], rtol) for k in a)
-
-
-def _close(x: Any, y: Any, rtol: float) -> bool:
-    if isinstance(x, float) and isinstance(y, float):
-        return x == y or abs(x - y) <= rtol * max(abs(x), abs(y))
-    if isinstance(x, tuple) and isinstance(y, tuple):
-        return len(x) == len(y) and all(_close(p, q, rtol) for p, q in zip(x, y))
-    return x == y
-
-
 def _node_match(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return (a["op"] == b["op"] and a["shape"] == b["shape"]
-            and attrs_equal(a["attrs"], b["attrs"]))
+            and same_attrs(a["attrs"], b["attrs"]))
 
 
 def _edge_match(a: dict[Any, dict[str, Any]], b: dict[Any, dict[str, Any]]) -> bool:

@@ -1,8 +1,13 @@
-"""The fp64 reference interpreter: runs any Graph with the ops' NumPy references.
+"""The interpreter loop over a Graph, and the fp64 reference interpreter built on it.
 
-It is an implementation of the model that shares no code with any framework, so it is the
-oracle for numeric checks and the executor for paper specs. Floating tensors are computed in
-float64; integers and booleans keep their dtype.
+``Interpreter`` runs a graph node by node with one hook per node, ``run_node`` (as
+``torch.fx.Interpreter.run_node``): binding the leaves (``load``), feeding each node its
+inputs, freeing every value after its last reader, are written once here. The fp64
+reference interpreter is ``Interpreter`` itself: ``run_node`` computes each node with its
+op's NumPy reference in float64, an implementation of the model that shares no code with
+any framework, so it is the oracle for numeric checks and the executor for paper specs
+(integers and booleans keep their dtype). ``specgraph.numeric.engine.Execution`` is the same
+loop with a framework's runner in ``run_node``.
 
 Example:
     >>> import numpy as np
@@ -24,23 +29,15 @@ import numpy as np
 from specgraph.errors import ExecutionError
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.ops.elementwise import numpy_dtype
+from specgraph.ops.dtypes import numpy_dtype
 
-__all__ = ["Interpreter", "run"]
+__all__ = ["Interpreter", "run", "last_uses"]
 
-NodeHook = Callable[[Node, tuple[np.ndarray, ...]], None]
-
-
-def _as_reference(array: Any, value: Value, what: str) -> np.ndarray:
-    data = np.asarray(array)
-    if tuple(data.shape) != value.shape:
-        raise ExecutionError(f"{what} has shape {tuple(data.shape)}, the graph expects "
-                             f"{value.shape}; pass arrays shaped like the example inputs")
-    return data.astype(numpy_dtype(value.dtype), copy=False)
+NodeHook = Callable[[Node, tuple[Any, ...]], None]
 
 
 class Interpreter:
-    """Executes a Graph node by node; ``run_node`` is the one hook subclasses override.
+    """Executes a Graph node by node; ``run_node`` is the hook subclasses override.
 
     Args:
         graph: the graph to run.
@@ -62,45 +59,69 @@ class Interpreter:
         self.on_node = on_node
         self.check_shapes = check_shapes
 
-    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+    # --- the loop ------------------------------------------------------------------------
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
         """Run the graph on ``inputs`` (by name or in order); returns outputs by name."""
+        env = self.bind(self.named_inputs(inputs))
+        with np.errstate(all="ignore"):  # inf/nan are data here; numeric checks report them
+            self.execute(env)
         g = self.graph
-        if not isinstance(inputs, Mapping):
-            inputs = list(inputs)
-            if len(inputs) != len(g.inputs):
-                raise ExecutionError(f"graph {g.name!r} takes {len(g.inputs)} inputs "
-                                     f"({', '.join(g.input_names)}), got {len(inputs)}")
-            inputs = dict(zip(g.input_names, inputs))
-        env: dict[Value, np.ndarray] = {}
+        return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
+
+    def named_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> Mapping[str, Any]:
+        g = self.graph
+        if isinstance(inputs, Mapping):
+            return inputs
+        inputs = list(inputs)
+        if len(inputs) != len(g.inputs):
+            raise ExecutionError(f"graph {g.name!r} takes {len(g.inputs)} inputs "
+                                 f"({', '.join(g.input_names)}), got {len(inputs)}")
+        return dict(zip(g.input_names, inputs))
+
+    def bind(self, inputs: Mapping[str, Any]) -> dict[Value, Any]:
+        """The environment of leaves: inputs, parameters and constants, each ``load``-ed."""
+        g = self.graph
+        env: dict[Value, Any] = {}
         for name, v in zip(g.input_names, g.inputs):
             if name not in inputs:
                 raise ExecutionError(f"input {name!r} of graph {g.name!r} is not given")
-            env[v] = _as_reference(inputs[name], v, f"input {name!r}")
+            env[v] = self.load(inputs[name], v, f"input {name!r}")
         for name, v in g.params.items():
-            env[v] = _as_reference(self.weights[name], v, f"parameter {name!r}")
+            env[v] = self.load(self.weights[name], v, f"parameter {name!r}")
         for v, data in g.constants.items():
-            env[v] = _as_reference(data, v, "a constant")
-        last_use = last_uses(g)
-        keep = set(g.outputs)
-        with np.errstate(all="ignore"):  # inf/nan are data here; numeric checks report them
-            self._execute(env, last_use, keep)
-        return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
+            env[v] = self.load(data, v, "a constant")
+        return env
 
-    def _execute(self, env: dict[Value, np.ndarray], last_use: dict[Value, int],
-                 keep: set[Value]) -> None:
+    def execute(self, env: dict[Value, Any]) -> None:
+        """Run every node in order over ``env``; values no later node reads are dropped at
+        once (memory stays near one pass), the graph's outputs are kept."""
         g = self.graph
+        last = last_uses(g)
+        keep = set(g.outputs)
         for index, node in enumerate(g.nodes):
-            args = [env[v] for v in node.inputs]
-            outs = self.run_node(node, args)
+            args = self.inputs_for(index, node, [env[v] for v in node.inputs])
+            outs = self.run_node(index, node, args)
             for v, data in zip(node.outputs, outs):
                 env[v] = data
-            if self.on_node is not None:
-                self.on_node(node, outs)
-            for v in node.inputs:  # free what no later node reads (memory near one pass)
-                if last_use.get(v) == index and v not in keep and g.producer(v) is not None:
+            self.node_done(index, node, args, outs)
+            for v in node.inputs:
+                if last.get(v) == index and v not in keep:
                     env.pop(v, None)
 
-    def run_node(self, node: Node, args: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    # --- hooks ---------------------------------------------------------------------------
+    def load(self, array: Any, value: Value, what: str) -> Any:
+        """A leaf's array as the loop holds it (here: float64 NumPy, shape checked)."""
+        data = np.asarray(array)
+        if tuple(data.shape) != value.shape:
+            raise ExecutionError(f"{what} has shape {tuple(data.shape)}, the graph expects "
+                                 f"{value.shape}; pass arrays shaped like the example inputs")
+        return data.astype(numpy_dtype(value.dtype), copy=False)
+
+    def inputs_for(self, index: int, node: Node, args: list[Any]) -> list[Any]:
+        """The inputs node ``index`` runs on (here: the values it reads)."""
+        return args
+
+    def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
         """Execute one node with its op's reference; errors name the node."""
         spec = get_spec(node.op)
         try:
@@ -126,6 +147,12 @@ class Interpreter:
                 )
             checked.append(data.astype(numpy_dtype(v.dtype), copy=False))
         return tuple(checked)
+
+    def node_done(self, index: int, node: Node, args: Sequence[Any],
+                  outs: Sequence[Any]) -> None:
+        """Called once node ``index`` has run (here: ``on_node(node, outs)``)."""
+        if self.on_node is not None:
+            self.on_node(node, tuple(outs))
 
 
 def last_uses(graph: Graph) -> dict[Value, int]:

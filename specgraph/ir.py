@@ -30,13 +30,10 @@ import numpy as np
 
 from specgraph.errors import GraphError
 from specgraph.ops import OPAQUE, get_spec, is_registered
+from specgraph.ops.dtypes import DTYPES
 
 __all__ = ["Value", "Node", "Graph", "GraphBuilder", "DTYPES", "prune"]
 
-DTYPES = frozenset(
-    {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
-     "bool"}
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,6 +157,14 @@ class Graph:
     @cached_property
     def _param_names(self) -> dict[Value, str]:
         return {v: k for k, v in self.params.items()}
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {id(n): i for i, n in enumerate(self.nodes)}
+
+    def index(self, node: Node) -> int:
+        """The position of ``node`` in ``nodes`` (a KeyError if it is not one of them)."""
+        return self._positions[id(node)]
 
     def producer(self, value: Value) -> Node | None:
         """The node that computes ``value`` (None for inputs, params and constants)."""

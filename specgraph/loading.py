@@ -103,7 +103,8 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
     """Import the file, call the factory, and check what it returned.
 
     Returns:
-        the frontend name and the factory's result as a tuple.
+        the model kind (a key of ``specgraph.frontends.MODEL_KINDS``) and the factory's
+        result as a tuple.
     """
     from specgraph import frontends
 
@@ -133,12 +134,12 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
     items = result if isinstance(result, tuple) else (result,)
     name = frontends.detect(items[0]) if items else None
     if name is None:
-        known = "; ".join(f"{n}: {i.returns}" for n, i in frontends.FRONTENDS.items())
+        known = "; ".join(f"{n}: {i.returns}" for n, i in frontends.MODEL_KINDS.items())
         raise FactoryError(
             f"model reference {reference!r}: the factory returned {_describe(result)}, which "
             f"is no model specgraph knows; return one of {known}"
         )
-    info = frontends.FRONTENDS[name]
+    info = frontends.MODEL_KINDS[name]
     if len(items) != info.arity:
         raise FactoryError(
             f"model reference {reference!r}: the factory returned {_describe(result)}; a "
@@ -156,7 +157,10 @@ def _describe(result: Any) -> str:
 
 def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any, ...]:
     """The factory's result with its example inputs (the last item) resized to ``batch``
-    along their first axis: rows repeated in turn, or the first ``batch`` rows kept."""
+    along their first axis: rows repeated in turn, or the first ``batch`` rows kept, each
+    as the same kind of array it was."""
+    from specgraph import frontends
+
     def resize(leaf: Any) -> Any:
         if isinstance(leaf, dict):
             return {k: resize(v) for k, v in leaf.items()}
@@ -166,29 +170,11 @@ def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any,
             return leaf
         data = np.asarray(leaf)
         data = np.ascontiguousarray(np.take(data, np.arange(batch) % data.shape[0], axis=0))
-        return _like(leaf, data)
+        return frontends.native_array(leaf, data)
 
     if batch < 1:
         raise ModelReferenceError(f"--batch {batch}: a batch holds at least one example")
     return (*items[:-1], resize(items[-1]))
-
-
-def _like(leaf: Any, data: np.ndarray) -> Any:
-    """``data`` as the same kind of array as ``leaf`` (torch, JAX, TensorFlow or NumPy)."""
-    module = type(leaf).__module__.split(".")[0]
-    if module == "torch":
-        import torch
-
-        return torch.from_numpy(data)
-    if module in ("jax", "jaxlib"):
-        import jax.numpy as jnp
-
-        return jnp.asarray(data)
-    if module in ("tensorflow", "keras", "tf_keras"):
-        import tensorflow as tf
-
-        return tf.constant(data)
-    return data
 
 
 def trace(reference: str, *, batch: int | None = None) -> TracedModel:
@@ -218,8 +204,7 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
             f"model reference {reference!r}: paper spec files are not supported by this "
             f"version; pass {_FORMS} or a .onnx file"
         )
-    name, items = call_factory(reference)
+    kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)
-    frontend = frontends.load(name)
-    return getattr(frontend, frontends.FRONTENDS[name].function)(*items, reference=reference)
+    return frontends.tracer(kind)(*items, reference=reference)

@@ -42,6 +42,7 @@ class Finding:
         blame: ``lhs``, ``rhs`` or ``unknown`` (structure alone cannot say who is wrong).
         causes: for a numeric divergence that comes from upstream, the layers that explain it
             (a layer one side lacks, or what each side reads), their ``value`` the side.
+        ops: for a missing-op finding, the ops of the run one side lacks, in graph order.
     """
 
     code: str
@@ -52,6 +53,7 @@ class Finding:
     rhs: Side | None = None
     blame: str = "unknown"
     causes: tuple[Side, ...] = ()
+    ops: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}

@@ -11,7 +11,7 @@ from typing import Any
 
 from specgraph.check import compare
 from specgraph.model import TracedModel
-from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import Context
 from specgraph.report import DiffReport
 
@@ -19,8 +19,8 @@ __all__ = ["assert_equivalent"]
 
 
 def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
-                      seeds: int | tuple[int, ...] = (0,), structure: bool = True,
-                      numeric: bool = True, backward: bool = True, transfer: bool = True,
+                      seeds: int | tuple[int, ...] = (0,), mode: str = "both",
+                      backward: bool = True, transfer: bool = True,
                       lhs_context: str = "", rhs_context: str = "",
                       rtol: float | None = None, atol: float | None = None,
                       **options: Any) -> DiffReport:
@@ -30,8 +30,9 @@ def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
         lhs: the reference model (``file.py:factory``, ``.onnx`` or a TracedModel).
         rhs: the model under test.
         seeds: input seeds, or a count (``20`` means seeds 0-19).
-        structure: compare structure too.
-        numeric: compare numbers (forward, and backward unless ``backward`` is False).
+        mode: ``both`` (structure, then numbers, forward and backward unless ``backward``
+            is False), ``structure`` or ``numbers`` (see ``specgraph.compare``); a mode with
+            numbers fails when the numbers could not be compared.
         backward: compare gradients.
         transfer: move lhs's weights into rhs.
         lhs_context / rhs_context: ``device,mode,dtype`` words, e.g. ``"cpu,compiled"``.
@@ -46,7 +47,10 @@ def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
                           lhs_context=Context.parse(lhs_context, Context(device="auto")),
                           rhs_context=Context.parse(rhs_context, Context(device="auto")),
                           rtol=rtol, atol=atol, **options)
-    report = compare(lhs, rhs, structure=structure, numeric=numeric, options=opts)
+    report = compare(lhs, rhs, mode=mode, options=opts)
+    if report.equivalent and mode != "structure" and report.numeric is None:
+        raise AssertionError(f"{report.lhs} and {report.rhs} were not compared in numbers: "
+                             + "; ".join(report.notes))
     if not report.equivalent:
         from specgraph.renderers.text import TextRenderer
 

@@ -10,7 +10,7 @@ import pytest
 
 from specgraph.canonical import canonicalize_model
 from specgraph.check import compare, compare_structure
-from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.options import NumericOptions
 from specgraph.transfer import TransferError
 
 pytest.importorskip("jax")
@@ -99,10 +99,10 @@ def test_numeric_check_alone_finds_the_mutation_at_its_layer(pair, model: str,
         reshaped = [n for n, v in rhs.graph.params.items()
                     if n in golden and golden[n].shape != v.shape]
         with pytest.raises(TransferError) as err:
-            compare(lhs, rhs, structure=False, numeric=True, options=FORWARD)
+            compare(lhs, rhs, mode="numbers", options=FORWARD)
         assert reshaped and any(f"{n} [" in str(err.value) for n in reshaped), str(err.value)
         return
-    report = compare(lhs, rhs, structure=False, numeric=True, options=FORWARD)
+    report = compare(lhs, rhs, mode="numbers", options=FORWARD)
     assert report.findings, "no numeric finding"
     first = report.findings[0]
     layers = NUMERIC_LAYERS.get((model, mutation), {CASES[model][mutation]})
@@ -113,5 +113,5 @@ def test_numeric_check_alone_finds_the_mutation_at_its_layer(pair, model: str,
 @pytest.mark.parametrize("model", sorted(CASES))
 def test_unmutated_cross_framework_pair_has_no_numeric_finding(model: str) -> None:
     report = compare(_traced("torch", model, None), _traced("jax", model, None),
-                     structure=False, numeric=True)  # forward and backward
+                     mode="numbers")  # forward and backward
     assert not report.findings, [f.message for f in report.findings]

@@ -62,14 +62,20 @@ def test_missing_framework_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> N
     from specgraph import frontends
     from specgraph.errors import FrontendMissingError
 
-    info = frontends.FrontendInfo("specgraph_no_such_frontend_module", "nosuchfw", "nosuchfw",
-                                  ("nosuchfw.",), "(model, example_inputs)", 2)
-    monkeypatch.setitem(frontends.FRONTENDS, "nosuchfw", info)
+    framework = frontends.Framework("specgraph_no_such_frontend_module", "nosuchfw", "nosuchfw",
+                                    ("nosuchfw",), "runner:Runner", "repro:write")
+    monkeypatch.setitem(frontends.FRAMEWORKS, "nosuchfw", framework)
+    monkeypatch.setitem(frontends.MODEL_KINDS, "nosuchfw", frontends.ModelKind(
+        "nosuchfw", "nosuchfw", ("nosuchfw.",), "(model, example_inputs)", 2))
     monkeypatch.setattr(frontends, "importlib", _ImportFails("nosuchfw"))
     with pytest.raises(FrontendMissingError,
                        match=r"^nosuchfw frontend needs nosuchfw: "
                              r"pip install 'specgraph-check\[nosuchfw\]'$"):
         frontends.load("nosuchfw")
+    with pytest.raises(FrontendMissingError,
+                       match=r"^running nosuchfw models needs nosuchfw: "
+                             r"pip install 'specgraph-check\[nosuchfw\]'$"):
+        frontends.runner("nosuchfw", None)
 
 
 class _ImportFails:

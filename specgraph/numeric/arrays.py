@@ -10,7 +10,7 @@ tensors only at a divergence, for the fp64 oracle.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,7 +18,44 @@ from specgraph.numeric.runner import Runner
 from specgraph.numeric.stats import Stats, Tolerance, all_finite, measure
 from specgraph.numeric.store import Store
 
-__all__ = ["HostArrays", "DeviceStore", "arrays_for"]
+__all__ = ["Arrays", "KeptStore", "HostArrays", "DeviceStore"]
+
+
+class KeptStore(Protocol):
+    """Where lhs values wait to be compared (``Store`` on the host, ``DeviceStore``)."""
+
+    def __contains__(self, key: Hashable) -> bool: ...
+
+    def put(self, key: Hashable, value: Any) -> None: ...
+
+    def get(self, key: Hashable) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Arrays(Protocol):
+    """The comparison's arithmetic: how values are kept and measured."""
+
+    def keep(self, runner: Runner, tensor: Any) -> Any:
+        """The form in which ``runner``'s tensor is kept and compared."""
+
+    def host(self, kept: Any) -> np.ndarray:
+        """A kept value as a host array (floats as float32 or wider)."""
+
+    def measure(self, lhs: Any, rhs: Any, tol: Tolerance, floor: float = 0.0) -> Stats:
+        """The distance between two kept values (``specgraph.numeric.stats.measure``)."""
+
+    def finite(self, kept: Any) -> bool:
+        """Whether every element is finite."""
+
+    def rms(self, kept: Any) -> float:
+        """The root mean square of a kept value."""
+
+    def equal(self, a: Any, b: Any) -> bool:
+        """Whether two kept values are equal bit for bit (NaN equal to NaN)."""
+
+    def store(self, budget: int) -> KeptStore:
+        """A store for kept values, spilling past ``budget`` bytes where it can."""
 
 
 class HostArrays:
@@ -66,12 +103,3 @@ class DeviceStore:
 
     def close(self) -> None:
         self._items.clear()
-
-
-def arrays_for(*runners: Runner) -> Any:
-    """Device arithmetic when any runner works on a GPU, else the host's."""
-    if any(r.device_kind() == "cuda" for r in runners):
-        from specgraph.frontends.torch.arrays import DeviceArrays
-
-        return DeviceArrays()
-    return HostArrays()

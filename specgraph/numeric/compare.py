@@ -1,66 +1,38 @@
 """``compare_numeric``: run both sides layer by layer, forward and backward, and compare.
 
-lhs runs first, forward then backward, and its aligned layers' outputs, output cotangents
-and pullback results go to a ``Store`` (spilled to disk past a budget). lhs's run is then
-dropped and rhs runs with lhs's weights and inputs; each aligned layer is compared the
-moment rhs produces it. The first layer whose outputs part is a ``numeric-divergence``;
-the first whose backward parts while its inputs and output gradients still agree is a
-``gradient-divergence``; the first to turn finite inputs into NaN/Inf is ``nan-introduced``.
-At each, the layer is re-run on one set of inputs on both sides and held against the fp64
-reference of what each side's graph says it computes (``specgraph.numeric.oracle``): a side
-that leaves its own definition is blamed; two sides that each keep theirs differ in
-definition (the structural findings say how); a layer that agrees when fed the same inputs
-inherited the difference from upstream.
+For each seed, lhs runs first, forward then backward, and its aligned layers' outputs,
+output cotangents and pullback results go to a store (spilled to disk past a budget). lhs's
+run is then dropped and rhs runs with lhs's weights and inputs; each aligned layer is
+compared the moment rhs produces it (``specgraph.numeric.paired``). The first layer whose
+outputs part is a ``numeric-divergence``; the first whose backward parts while its inputs
+and output gradients still agree is a ``gradient-divergence``; the first to turn finite
+inputs into NaN/Inf is ``nan-introduced``. At each, the layer is re-run on one set of inputs
+on both sides and held against the fp64 reference of what each side's graph says it
+computes (``specgraph.numeric.localize``). Seeds stop at the first that differs.
+
+The runners, the arithmetic and the repro writers come in ``Backends``: the front door
+(``specgraph.check``) resolves them from the frontends' registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 
-from specgraph.align import Alignment
+import numpy as np
+
+from specgraph.ir import Value
 from specgraph.model import TracedModel
-from specgraph.numeric.feeds import (example_inputs, loss_weights, rhs_inputs,
-                                     transfer_weights, value_map)
+from specgraph.numeric.feeds import example_inputs, loss_weights, rhs_inputs, transfer_weights
+from specgraph.numeric.options import NumericOptions
+from specgraph.numeric.paired import PairedRun
+from specgraph.numeric.pairing import Pairing
 from specgraph.numeric.result import LayerResult, NumericResult
-from specgraph.numeric.runner import Context, Runner
-from specgraph.numeric.seed import SeedRun, Sides
+from specgraph.numeric.runner import Runner
+from specgraph.numeric.sides import Backends, Sides
 from specgraph.numeric.stats import Stats
 from specgraph.report import Finding
 
 __all__ = ["NumericOptions", "compare_numeric"]
-
-
-@dataclass(frozen=True)
-class NumericOptions:
-    """How to compare numerically.
-
-    Attributes:
-        seeds: input seeds (0 is the example inputs); stops at the first seed that differs.
-        transfer: move lhs's weights into rhs (False: both already hold the same weights).
-        isolated: feed each rhs layer lhs's inputs (and lhs's output gradients), so that
-            each layer is measured alone instead of end to end.
-        backward: compare gradients too.
-        lhs_context / rhs_context: device, mode, precision and repeats of each side.
-        rtol / atol: override the dtype-aware tolerances (atol then absolute).
-        store_budget: bytes of lhs values kept in memory before spilling to disk.
-    """
-
-    seeds: tuple[int, ...] = (0,)
-    transfer: bool = True
-    isolated: bool = False
-    backward: bool = True
-    lhs_context: Context = field(default_factory=Context)
-    rhs_context: Context = field(default_factory=Context)
-    rtol: float | None = None
-    atol: float | None = None
-    store_budget: int = 64 << 20
-
-
-def _runner(model: TracedModel, context: Context) -> Runner:
-    from specgraph.frontends import runner_class
-
-    return runner_class(model.framework)(context)
 
 
 def _describe(runner: Runner) -> str:
@@ -68,16 +40,34 @@ def _describe(runner: Runner) -> str:
     return f"{runner.framework} {runner.device_kind()},{ctx.mode},{ctx.dtype}"
 
 
-def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
-                    options: NumericOptions | None = None, *,
+def _param_agreement(pairing: Pairing, lweights: Mapping[str, np.ndarray],
+                     rweights: Mapping[str, np.ndarray], transferred: bool
+                     ) -> dict[Value, bool]:
+    """For each rhs parameter, whether it holds its lhs counterpart's values."""
+    out = {}
+    for name, v in pairing.rhs.params.items():
+        u = pairing.values.get(v)
+        if transferred or u is None:
+            out[v] = transferred
+            continue
+        a = np.asarray(lweights[pairing.lhs.param_name(u)])
+        b = np.asarray(rweights[name])
+        out[v] = a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=1e-7))
+    return out
+
+
+def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
+                    backends: Backends, options: NumericOptions | None = None, *,
                     progress: Callable[[str], None] | None = None
                     ) -> tuple[list[Finding], NumericResult]:
-    """Compare two canonical models numerically along ``alignment``.
+    """Compare two canonical models numerically along ``pairing``.
 
     Args:
         lhs: the reference side (canonical TracedModel).
         rhs: the side checked against it.
-        alignment: ``align(lhs.graph, rhs.graph)``.
+        pairing: ``pair(align(lhs.graph, rhs.graph))``.
+        backends: each side's runner (set to its context), the arithmetic, the repro
+            writers.
         options: see NumericOptions.
         progress: called with a line of text at each step.
 
@@ -90,36 +80,36 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, alignment: Alignment,
     """
     opts = options or NumericOptions()
     say = progress or (lambda _: None)
+    lrun, rrun = backends.lhs, backends.rhs
     notes: list[str] = []
-    lrun, rrun = _runner(lhs, opts.lhs_context), _runner(rhs, opts.rhs_context)
     backward = opts.backward and lrun.differentiable and rrun.differentiable
     if opts.backward and not backward:
         side = lrun if not lrun.differentiable else rrun
         notes.append(f"gradients not compared: the {side.framework} runner computes none")
-    rweights = (transfer_weights(alignment, lhs.weights) if opts.transfer
-                else dict(rhs.weights))
-    sides = Sides(alignment, lrun, rrun, lhs.weights, rweights,
-                  value_map(alignment, params=True), transferred=opts.transfer)
+    rweights = transfer_weights(pairing, lhs.weights) if opts.transfer else dict(rhs.weights)
+    sides = Sides(pairing, backends, lhs.weights, rweights,
+                  _param_agreement(pairing, lhs.weights, rweights, opts.transfer), opts,
+                  backward)
     findings: list[Finding] = []
-    result_layers: tuple[LayerResult, ...] = ()
+    layers: tuple[LayerResult, ...] = ()
     outputs: dict[str, Stats] = {}
     gradients: dict[str, Stats] = {}
+    repro: tuple[str, ...] = ()
     done: list[int] = []
-    case = None
     for seed in opts.seeds:
         linputs = example_inputs(lhs, seed)
-        run = SeedRun(sides, seed, linputs, rhs_inputs(lhs.graph, rhs.graph, linputs),
-                      loss_weights(lhs.graph, seed), opts, backward=backward, say=say)
+        run = PairedRun(sides, seed, linputs, rhs_inputs(lhs.graph, rhs.graph, linputs),
+                        loss_weights(lhs.graph, seed), say)
         seed_findings = run.execute()
         done.append(seed)
-        result_layers, outputs, gradients = run.layers, run.outputs, run.gradients
+        layers = run.record.layers(pairing)
+        outputs, gradients = run.record.outputs, run.record.gradients
+        notes.extend(n for n in run.localizer.notes if n not in notes)
         if seed_findings:
-            findings, case = seed_findings, run.case
+            findings, repro = seed_findings, run.localizer.repro
             break
-    notes.extend(sides.notes)
     return findings, NumericResult(
         lhs_context=_describe(lrun), rhs_context=_describe(rrun),
         seeds=tuple(done), transferred=opts.transfer, isolated=opts.isolated,
-        layers=result_layers, outputs=outputs, gradients=gradients, notes=tuple(notes),
-        case=case)
-
+        layers=layers, outputs=outputs, gradients=gradients, notes=tuple(notes),
+        repro=repro)

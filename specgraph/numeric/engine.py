@@ -1,12 +1,12 @@
 """``Execution``: one graph run node by node on one runner, forward then backward.
 
-Forward runs the nodes in order and hands each node's inputs and outputs to a hook as they
-are produced; values nobody reads any more are dropped at once, so memory stays near one
-forward pass (the pullbacks keep what the backward pass needs, as autograd would). Backward
-walks the nodes in reverse: a node's output cotangents are complete when it is reached (all
-its readers come later in the order), its pullback gives each input its share, and a hook
-sees both. ``feed`` lets a caller replace a node's inputs (isolated mode feeds the other
-side's values).
+Forward is the interpreter loop of ``specgraph.interpreter`` with the runner in
+``run_node``: each node's inputs and outputs go to a hook as they are produced, values
+nobody reads any more are dropped at once, so memory stays near one forward pass (the
+pullbacks keep what the backward pass needs, as autograd would). Backward walks the nodes in
+reverse: a node's output cotangents are complete when it is reached (all its readers come
+later in the order), its pullback gives each input its share, and a hook sees both. ``feed``
+lets a caller replace a node's inputs (isolated mode feeds the other side's values).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from specgraph.errors import ExecutionError
-from specgraph.interpreter import last_uses
+from specgraph.interpreter import Interpreter
 from specgraph.ir import Graph, Node, Value
-from specgraph.numeric.runner import FLOAT, Pullback, Runner
+from specgraph.numeric.runner import Pullback, Runner
+from specgraph.ops.dtypes import FLOAT_DTYPES
 
 __all__ = ["Execution", "ForwardHook", "BackwardHook", "Feed"]
 
@@ -28,7 +29,7 @@ BackwardHook = Callable[[int, Node, Sequence[Any], Sequence[Any]], None]
 Feed = Callable[[int, Node, list[Any]], list[Any]]
 
 
-class Execution:
+class Execution(Interpreter):
     """One side's graph on its runner, with its weights and inputs (host arrays).
 
     Args:
@@ -41,57 +42,48 @@ class Execution:
 
     def __init__(self, graph: Graph, runner: Runner, weights: Mapping[str, np.ndarray],
                  inputs: Mapping[str, np.ndarray], *, backward: bool) -> None:
-        self.graph = graph
+        super().__init__(graph, weights)
         self.runner = runner
         self.backward_enabled = backward and runner.differentiable
-        self.weights = weights
         self.inputs = inputs
         self._pullbacks: dict[int, Pullback] = {}
         self._needs_grad = self._grad_values() if self.backward_enabled else set()
+        self._hook: ForwardHook | None = None
+        self._feed: Feed | None = None
         self.param_grads: dict[str, Any] = {}
 
     def _grad_values(self) -> set[Value]:
         g = self.graph
-        live = {v for v in g.params.values() if v.dtype in FLOAT}
-        live |= {v for v in g.inputs if v.dtype in FLOAT}
+        live = {v for v in g.params.values() if v.dtype in FLOAT_DTYPES}
+        live |= {v for v in g.inputs if v.dtype in FLOAT_DTYPES}
         for node in g.nodes:
             if any(v in live for v in node.inputs):
-                live.update(v for v in node.outputs if v.dtype in FLOAT)
+                live.update(v for v in node.outputs if v.dtype in FLOAT_DTYPES)
         return live
 
-    def _leaves(self) -> dict[Value, Any]:
-        g, put = self.graph, self.runner.put
-        env: dict[Value, Any] = {}
-        for name, v in zip(g.input_names, g.inputs):
-            env[v] = put(_shaped(self.inputs[name], v, f"input {name!r}"), v.dtype)
-        for name, v in g.params.items():
-            env[v] = put(_shaped(self.weights[name], v, f"parameter {name!r}"), v.dtype)
-        for v, data in g.constants.items():
-            env[v] = put(np.asarray(data), v.dtype)
-        return env
-
+    # --- forward: the interpreter loop with the runner's kernels --------------------------
     def forward(self, *, on_node: ForwardHook | None = None,
                 feed: Feed | None = None) -> dict[str, Any]:
         """Run every node; returns the graph outputs (runner tensors) by name."""
+        self._hook, self._feed = on_node, feed
+        env = self.bind(self.inputs)
+        self.execute(env)
         g = self.graph
-        env = self._leaves()
-        last = last_uses(g)
-        keep = set(g.outputs)
-        for index, node in enumerate(g.nodes):
-            args = [env[v] for v in node.inputs]
-            if feed is not None:
-                args = feed(index, node, args)
-            outs = self._run(index, node, args)
-            for v, data in zip(node.outputs, outs):
-                env[v] = data
-            if on_node is not None:
-                on_node(index, node, args, outs)
-            for v in node.inputs:
-                if last.get(v) == index and v not in keep:
-                    env.pop(v, None)
         return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
 
-    def _run(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
+    def load(self, array: Any, value: Value, what: str) -> Any:
+        data = np.asarray(array)
+        if tuple(data.shape) != value.shape:
+            raise ExecutionError(f"{what} has shape {tuple(data.shape)}, the graph expects "
+                                 f"{value.shape}")
+        return self.runner.put(data, value.dtype)
+
+    def inputs_for(self, index: int, node: Node, args: list[Any]) -> list[Any]:
+        return args if self._feed is None else self._feed(index, node, args)
+
+    def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
+        """Run ``node`` on the runner (through its pullback where a gradient will flow);
+        a framework's failure names the node."""
         try:
             if any(v in self._needs_grad for v in node.inputs):
                 outs, pullback = self.runner.vjp(node, args)
@@ -101,22 +93,27 @@ class Execution:
         except ExecutionError:
             raise
         except Exception as err:
-            if getattr(err, "__module__", "").startswith("specgraph"):
+            if type(err).__module__.startswith("specgraph"):
                 raise
-            raise ExecutionError(
-                f"{self.runner.framework} failed while executing {node.describe()}: "
-                f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err) else ''}"
-            ) from err
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise ExecutionError(f"{self.runner.framework} failed while executing "
+                                 f"{node.describe()}: {type(err).__name__}: {reason}") from err
         if len(outs) != len(node.outputs):
             raise ExecutionError(f"the {self.runner.framework} runner returned {len(outs)} "
                                  f"outputs for {node.describe()}, which declares "
                                  f"{len(node.outputs)}")
         return outs
 
+    def node_done(self, index: int, node: Node, args: Sequence[Any],
+                  outs: Sequence[Any]) -> None:
+        if self._hook is not None:
+            self._hook(index, node, args, outs)
+
+    # --- backward ------------------------------------------------------------------------
     def backward(self, output_cts: Mapping[str, np.ndarray], *,
                  on_node: BackwardHook | None = None,
                  on_param: Callable[[str, Any], None] | None = None,
-                 feed: Callable[[int, Node, list[Any]], list[Any]] | None = None) -> None:
+                 feed: Feed | None = None) -> None:
         """Pull ``output_cts`` (host arrays by output name) back through every node.
 
         ``on_node(index, node, out_cts, in_cts)`` sees each node's output cotangents and its
@@ -133,25 +130,29 @@ class Execution:
             if name in output_cts and v in self._needs_grad:
                 self._accumulate(cts, v, self.runner.put(output_cts[name], v.dtype))
         names = {v: n for n, v in g.params.items()}
-        done_at: dict[int, list[Value]] = {}
-        if on_param is not None:
-            first: dict[Value, int] = {}
-            for index, node in enumerate(g.nodes):
-                for v in node.inputs:
-                    if v in names:
-                        first.setdefault(v, index)
-            for v, index in first.items():
-                done_at.setdefault(index, []).append(v)
+        done_at = self._params_done_at(names) if on_param is not None else {}
         for index in range(len(g.nodes) - 1, -1, -1):
-            node = g.nodes[index]
-            self._step_back(index, node, cts, on_node, feed)
+            self._step_back(index, g.nodes[index], cts, on_node, feed)
             for v in done_at.get(index, ()):
                 if v in cts:
                     on_param(names[v], cts.pop(v))  # type: ignore[misc]
         self.param_grads = {names[v]: ct for v, ct in cts.items() if v in names}
 
+    def _params_done_at(self, names: Mapping[Value, str]) -> dict[int, list[Value]]:
+        """Node index -> the parameters whose gradient is complete once it has run back
+        (their first reader)."""
+        first: dict[Value, int] = {}
+        for index, node in enumerate(self.graph.nodes):
+            for v in node.inputs:
+                if v in names:
+                    first.setdefault(v, index)
+        done_at: dict[int, list[Value]] = {}
+        for v, index in first.items():
+            done_at.setdefault(index, []).append(v)
+        return done_at
+
     def _step_back(self, index: int, node: Node, cts: dict[Value, Any],
-                   on_node: BackwardHook | None, feed: Any) -> None:
+                   on_node: BackwardHook | None, feed: Feed | None) -> None:
         pullback = self._pullbacks.pop(index, None)
         if pullback is None:
             return
@@ -170,11 +171,3 @@ class Execution:
 
     def _accumulate(self, cts: dict[Value, Any], v: Value, share: Any) -> None:
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)
-
-
-def _shaped(array: Any, value: Value, what: str) -> np.ndarray:
-    data = np.asarray(array)
-    if tuple(data.shape) != value.shape:
-        raise ExecutionError(f"{what} has shape {tuple(data.shape)}, the graph expects "
-                             f"{value.shape}")
-    return data

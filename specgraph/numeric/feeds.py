@@ -13,14 +13,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from specgraph.align import Alignment
-from specgraph.ir import Graph, Value
+from specgraph.ir import Graph
 from specgraph.model import TracedModel
-from specgraph.numeric.runner import FLOAT
-from specgraph.transfer import TransferError, pair_parameters
+from specgraph.ops.dtypes import FLOAT_DTYPES
+from specgraph.numeric.pairing import Pairing
+from specgraph.transfer import TransferError
 
-__all__ = ["example_inputs", "rhs_inputs", "transfer_weights", "loss_weights",
-           "value_map"]
+__all__ = ["example_inputs", "rhs_inputs", "transfer_weights", "loss_weights"]
 
 
 def example_inputs(model: TracedModel, seed: int) -> dict[str, np.ndarray]:
@@ -32,7 +31,7 @@ def example_inputs(model: TracedModel, seed: int) -> dict[str, np.ndarray]:
         example = np.asarray(model.inputs[name])
         if seed == 0:
             out[name] = example
-        elif v.dtype in FLOAT:
+        elif v.dtype in FLOAT_DTYPES:
             mean, std = float(np.mean(example)), float(np.std(example)) or 1.0
             out[name] = (mean + std * rng.standard_normal(v.shape)).astype(example.dtype)
         elif v.dtype == "bool":
@@ -48,19 +47,18 @@ def rhs_inputs(lhs: Graph, rhs: Graph, inputs: Mapping[str, np.ndarray]) -> dict
     out = {}
     for lname, rname, v in zip(lhs.input_names, rhs.input_names, rhs.inputs):
         data = np.asarray(inputs[lname])
-        out[rname] = data if v.dtype in FLOAT else data.astype(v.dtype)
+        out[rname] = data if v.dtype in FLOAT_DTYPES else data.astype(v.dtype)
     return out
 
 
-def transfer_weights(alignment: Alignment, lhs_weights: Mapping[str, np.ndarray]
+def transfer_weights(pairing: Pairing, lhs_weights: Mapping[str, np.ndarray]
                      ) -> dict[str, np.ndarray]:
-    """rhs's weights taken from lhs's along the alignment (both canonical, so the layouts
+    """rhs's weights taken from lhs's along the pairing (both canonical, so the layouts
     already agree). Raises TransferError naming every rhs parameter left without a value."""
-    pairs = pair_parameters(alignment, strict=False)
-    out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairs}
-    missing = [n for n in alignment.rhs.params if n not in out]
+    out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairing.params}
+    missing = [n for n in pairing.rhs.params if n not in out]
     if missing:
-        shapes = ", ".join(f"{n} {list(alignment.rhs.params[n].shape)}" for n in missing[:5])
+        shapes = ", ".join(f"{n} {list(pairing.rhs.params[n].shape)}" for n in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise TransferError(
             f"cannot move weights from lhs to rhs: no lhs parameter plays the role of "
@@ -76,25 +74,6 @@ def loss_weights(graph: Graph, seed: int) -> dict[str, np.ndarray]:
     out = {}
     for name, v in zip(graph.output_names, graph.outputs):
         r = rng.standard_normal(v.shape)
-        if v.dtype in FLOAT:
+        if v.dtype in FLOAT_DTYPES:
             out[name] = (r / np.sqrt(max(1, v.size))).astype(np.float32)
-    return out
-
-
-def value_map(alignment: Alignment, *, params: bool) -> dict[Value, Value]:
-    """rhs value -> the lhs value that plays its role: inputs by position, outputs of
-    aligned nodes slot by slot, parameters by role (when ``params``)."""
-    lhs, rhs = alignment.lhs, alignment.rhs
-    out: dict[Value, Value] = dict(zip(rhs.inputs, lhs.inputs))
-    for i, j in alignment.pairs:
-        a, b = lhs.nodes[i], rhs.nodes[j]
-        if len(a.outputs) == len(b.outputs):
-            out.update(zip(b.outputs, a.outputs))
-    if params:
-        try:
-            pairs = pair_parameters(alignment, strict=False)
-        except TransferError:
-            pairs = ()
-        for p in pairs:
-            out[rhs.params[p.rhs]] = lhs.params[p.lhs]
     return out

@@ -16,7 +16,7 @@ import numpy as np
 from specgraph.ir import Node
 from specgraph.ops import get_spec
 
-__all__ = ["reference_outputs", "directional_derivative", "blame"]
+__all__ = ["reference_outputs", "directional_derivative"]
 
 
 def _f64(array: np.ndarray) -> np.ndarray:
@@ -62,21 +62,3 @@ def directional_derivative(node: Node, inputs: Sequence[np.ndarray],
         return [x if d is None else x + sign * h * _f64(d) for x, d in zip(base, direction)]
 
     return (_objective(node, shifted(1.0), cts) - _objective(node, shifted(-1.0), cts)) / (2 * h)
-
-
-def blame(truth: np.ndarray | float, lhs: np.ndarray | float, rhs: np.ndarray | float, *,
-          margin: float = 4.0) -> str:
-    """The side that left the truth: ``lhs`` or ``rhs`` when its max abs error from ``truth``
-    is at least ``margin`` times the other's; ``unknown`` when neither stands out."""
-    t = np.asarray(truth, dtype=np.float64)
-    el = float(np.max(np.abs(np.asarray(lhs, dtype=np.float64) - t), initial=0.0))
-    er = float(np.max(np.abs(np.asarray(rhs, dtype=np.float64) - t), initial=0.0))
-    if not np.isfinite(el) and np.isfinite(er):
-        return "lhs"
-    if not np.isfinite(er) and np.isfinite(el):
-        return "rhs"
-    if er > margin * el:
-        return "rhs"
-    if el > margin * er:
-        return "lhs"
-    return "unknown"

@@ -1,82 +1,57 @@
 """Repro export: the first divergence as standalone scripts, one per framework.
 
 ``write_repro`` writes ``case.npz`` (the layer's captured inputs, and for a backward case its
-output gradients and a direction, plus each side's float64 truth) and, for each side, a
-script that runs just that layer with the framework's own function, compares with the truth
-and exits 1 when the framework is off. The op's code is copied from the runner's op table
-(the function and the helpers it calls), so the scripts need only the framework and NumPy:
-a bug report ready to file.
+output gradients and a direction, plus each side's float64 truth) and asks each side's
+``ReproWriter`` (a frontend's, handed down by the front door) for a script that runs just
+that layer with the framework's own function, compares with the truth and exits 1 when the
+framework is off. ``python_script`` is the template the Python frameworks share: the op's
+code is copied from the runner's op table (the function and the helpers it calls), so the
+scripts need only the framework and NumPy: a bug report ready to file.
 """
 
 from __future__ import annotations
 
 import ast
 import dis
-import importlib
 import inspect
 import sys
 import textwrap
 import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from specgraph.errors import SpecgraphError
-from specgraph.ir import GraphBuilder, Node
+from specgraph.ir import Node
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
-from specgraph.numeric.result import ReproCase
 
-__all__ = ["write_repro", "function_source", "global_names"]
+__all__ = ["ReproCase", "ReproWriter", "ScriptWriter", "write_repro", "python_script",
+           "function_source", "global_names", "TOLERANCE"]
 
-_TOLERANCE = 1e-4
+TOLERANCE = 1e-4
 
-_LOAD = {
-    "torch": "torch.from_numpy(np.ascontiguousarray(x))",
-    "jax": "jnp.asarray(x)",
-    "tf": "tf.constant(x)",
-}
-_FETCH = {
-    "torch": "t.detach().cpu().double().numpy()",
-    "jax": "np.asarray(t, dtype=np.float64)",
-    "tf": "np.asarray(t.numpy(), dtype=np.float64)",
-}
-_BACKWARD = {
-    "torch": '''    xs = [x.requires_grad_() if x.is_floating_point() else x for x in xs]
-    outs = fn(*xs, **ATTRS)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
-    floats = [x for x in xs if x.is_floating_point()]
-    got = torch.autograd.grad([o for o, _ in pairs], floats,
-                              grad_outputs=[to_framework(g) for _, g in pairs],
-                              allow_unused=True)
-    got = iter(got)
-    grads_in = [next(got) if x.is_floating_point() else None for x in xs]''',
-    "jax": '''    slots = [i for i, x in enumerate(xs) if jnp.issubdtype(x.dtype, jnp.floating)]
 
-    def f(*floats):
-        full = list(xs)
-        for i, v in zip(slots, floats):
-            full[i] = v
-        outs = fn(*full, **ATTRS)
-        return outs if isinstance(outs, tuple) else (outs,)
+@dataclass(frozen=True, eq=False)
+class ReproCase:
+    """The first divergence, captured so it can be re-run alone: the two nodes, lhs's inputs
+    to them and, for a backward divergence, lhs's output gradients."""
 
-    outs, pullback = jax.vjp(f, *[xs[i] for i in slots])
-    cts = tuple(jnp.zeros_like(o) if g is None else to_framework(g).astype(o.dtype)
-                for o, g in zip(outs, grads))
-    got = dict(zip(slots, pullback(cts)))
-    grads_in = [got.get(i) for i in range(len(xs))]''',
-    "tf": '''    floats = [x for x in xs if x.dtype.is_floating]
-    with tf.GradientTape() as tape:
-        tape.watch(floats)
-        outs = fn(*xs, **ATTRS)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-    pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
-    got = iter(tape.gradient([o for o, _ in pairs], floats,
-                             output_gradients=[to_framework(g) for _, g in pairs]))
-    grads_in = [next(got) if x.dtype.is_floating else None for x in xs]''',
-}
+    kind: str  # "forward" or "backward"
+    lhs_node: Node
+    rhs_node: Node
+    inputs: tuple[np.ndarray, ...]
+    output_grads: tuple[np.ndarray | None, ...]
+    blame: str
+    lhs_framework: str
+    rhs_framework: str
+    seed: int
 
+
+# writer(folder, node, side, case) -> one line per file written ("path: what it is")
+ReproWriter = Callable[[Path, Node, str, ReproCase], list[str]]
 
 def function_source(fn: Any) -> str:
     """``fn``'s source with the imports, constants and same-module helpers it needs, as a
@@ -121,23 +96,24 @@ def _collect(fn: Any, module: types.ModuleType, parts: dict[str, str]) -> None:
             parts.setdefault(name, f"{name} = {obj!r}\n")
 
 
-def _op_function(framework: str, op: str) -> Any:
-    from specgraph.frontends import RUNNERS
+def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCase, *,
+                  load: str, fetch: str, backward: str) -> str:
+    """A standalone script that runs ``fn`` (an op function of ``framework``'s runner) on
+    ``case``'s inputs and exits 1 when it is off the float64 truth of ``side``'s node.
 
-    module_name, cls_name, _ = RUNNERS[framework]
-    runner_cls = getattr(importlib.import_module(module_name), cls_name)
-    fn = runner_cls.ops.get(op)
-    if fn is None:
-        raise SpecgraphError(f"the {framework} runner has no function for {op!r} to copy "
-                             "into a repro script")
-    return fn
-
-
-def _script(framework: str, node: Node, side: str, case: ReproCase) -> str:
-    fn = _op_function(framework, node.op)
+    Args:
+        framework: the framework's name, for messages.
+        fn: the op function; its source and the same-module helpers it reads are copied.
+        node: the node the script reproduces (its op and attributes).
+        side: ``lhs`` or ``rhs``: whose float64 truth the script compares with.
+        case: the captured divergence.
+        load: an expression turning the NumPy array ``x`` into the framework's tensor.
+        fetch: an expression turning the framework's tensor ``t`` into a float64 array.
+        backward: statements computing ``grads_in`` (one per input, None where nothing
+            flows) from ``xs``, ``fn``, ``ATTRS`` and the output gradients ``grads``.
+    """
     body = function_source(fn)
     attrs = {k: v for k, v in node.attrs.items()}
-    backward = case.kind == "backward"
     lines = [
         f'"""Reproduces a {case.kind} divergence of {node.op} at {node.scope or "<model>"} '
         f"in {framework}.",
@@ -153,22 +129,22 @@ def _script(framework: str, node: Node, side: str, case: ReproCase) -> str:
         body,
         "",
         f"ATTRS = {attrs!r}",
-        f"TOLERANCE = {_TOLERANCE!r}",
+        f"TOLERANCE = {TOLERANCE!r}",
         f"fn = {fn.__name__}",
         "",
         "",
         "def to_framework(x):",
-        f"    return {_LOAD[framework]}",
+        f"    return {load}",
         "",
         "",
         "def to_numpy(t):",
-        f"    return {_FETCH[framework]}",
+        f"    return {fetch}",
         "",
         "",
         "data = np.load(Path(__file__).with_name('case.npz'))",
         f"xs = [to_framework(data[f'input{{i}}']) for i in range({len(case.inputs)})]",
     ]
-    if not backward:
+    if case.kind != "backward":
         lines += [
             "outs = fn(*xs, **ATTRS)",
             "outs = outs if isinstance(outs, tuple) else (outs,)",
@@ -184,7 +160,7 @@ def _script(framework: str, node: Node, side: str, case: ReproCase) -> str:
         lines += [
             f"grads = [data[f'grad_output{{k}}'] if f'grad_output{{k}}' in data else None "
             f"for k in range({len(node.outputs)})]",
-            textwrap.dedent(_BACKWARD[framework]),
+            textwrap.dedent(backward),
             "got = sum(float(np.sum(to_numpy(g) * data[f'direction{i}']))",
             "          for i, g in enumerate(grads_in) if g is not None and "
             "f'direction{i}' in data)",
@@ -197,39 +173,27 @@ def _script(framework: str, node: Node, side: str, case: ReproCase) -> str:
     return "\n".join(lines)
 
 
-def _onnx_files(folder: Path, node: Node, side: str, case: ReproCase) -> None:
-    from specgraph.frontends.onnx.export import to_onnx
+@dataclass(frozen=True, eq=False)
+class ScriptWriter:
+    """The ``ReproWriter`` of a Python framework: ``repro_<framework>.py`` from
+    ``python_script``, with the op function taken from the runner's op table ``ops``."""
 
-    b = GraphBuilder("repro")
-    ins = [b.input(f"input{i}", v.shape, v.dtype) for i, v in enumerate(node.inputs)]
-    made = b.add_multi(node.op, ins, dict(node.attrs),
-                       outputs=[(v.shape, v.dtype) for v in node.outputs])
-    for k, v in enumerate(made):
-        b.output(f"output{k}", v)
-    model = to_onnx(b.build(), {})
-    (folder / "layer.onnx").write_bytes(model.SerializeToString())
-    (folder / "repro_onnx.py").write_text(f'''"""Reproduces a forward divergence of {node.op} in onnxruntime: runs layer.onnx alone
-on the inputs captured in case.npz and compares with the float64 truth (exit 1 when off)."""
+    framework: str
+    ops: Mapping[str, Any]
+    load: str
+    fetch: str
+    backward: str
 
-import sys
-from pathlib import Path
-
-import numpy as np
-import onnxruntime as ort
-
-here = Path(__file__).parent
-data = np.load(here / "case.npz")
-session = ort.InferenceSession(str(here / "layer.onnx"), providers=["CPUExecutionProvider"])
-feed = {{f"input{{i}}": data[f"input{{i}}"] for i in range({len(node.inputs)})}}
-outs = session.run(None, feed)
-worst = 0.0
-for k, out in enumerate(outs):
-    truth = data[f"{side}_output{{k}}"].astype(np.float64)
-    scale = max(float(np.sqrt(np.mean(np.square(truth)))), 1e-30)
-    worst = max(worst, float(np.max(np.abs(out.astype(np.float64) - truth))) / scale)
-print(f"onnxruntime {node.op}: max error {{worst:.3e}} of the values' scale")
-sys.exit(1 if worst > {_TOLERANCE!r} else 0)
-''', encoding="utf-8")
+    def __call__(self, folder: Path, node: Node, side: str, case: ReproCase) -> list[str]:
+        fn = self.ops.get(node.op)
+        if fn is None:
+            raise SpecgraphError(f"the {self.framework} runner has no function for "
+                                 f"{node.op!r} to copy into a repro script")
+        path = folder / f"repro_{self.framework}.py"
+        path.write_text(python_script(self.framework, fn, node, side, case, load=self.load,
+                                      fetch=self.fetch, backward=self.backward),
+                        encoding="utf-8")
+        return [f"{path}: the layer in {self.framework}"]
 
 
 def _case_arrays(case: ReproCase) -> dict[str, np.ndarray]:
@@ -253,32 +217,29 @@ def _case_arrays(case: ReproCase) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_repro(report: Any, folder: str | Path) -> list[str]:
-    """Write the repro of ``report``'s first divergence into ``folder``; returns what was
-    written, one line per file (nothing when the numbers agreed)."""
-    case = getattr(report.numeric, "case", None)
-    if case is None:
-        return []
+def write_repro(case: ReproCase, folder: str | Path,
+                writers: Sequence[tuple[str, ReproWriter | None]]) -> tuple[str, ...]:
+    """Write ``case`` into ``folder``: ``case.npz`` and each side's script.
+
+    Args:
+        case: the captured divergence.
+        folder: where to write (created if missing; files of the same names are replaced).
+        writers: ``(side, writer)`` for lhs then rhs; a side whose framework has no writer
+            (None), or whose framework the other side already wrote, gets no script.
+
+    Returns:
+        One line per file written: ``path: what it holds``.
+    """
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "case.npz", **_case_arrays(case))
     written = [f"{out / 'case.npz'}: the layer's inputs and the float64 truth"]
-    sides = [("lhs", case.lhs_framework, case.lhs_node), ("rhs", case.rhs_framework,
-                                                          case.rhs_node)]
-    seen = set()
-    for side, framework, node in sides:
-        if framework in seen:
+    nodes = {"lhs": case.lhs_node, "rhs": case.rhs_node}
+    seen: set[Any] = set()
+    for side, writer in writers:
+        node = nodes[side]
+        if writer is None or writer in seen:
             continue
-        seen.add(framework)
-        name = "jax" if framework == "flax" else framework
-        if name == "onnx":
-            if case.kind == "forward":
-                _onnx_files(out, node, side, case)
-                written.append(f"{out / 'repro_onnx.py'}: the layer in onnxruntime")
-            continue
-        if name not in _LOAD:
-            continue
-        path = out / f"repro_{name}.py"
-        path.write_text(_script(name, node, side, case), encoding="utf-8")
-        written.append(f"{path}: the layer in {name}")
-    return written
+        seen.add(writer)
+        written.extend(writer(out, node, side, case))
+    return tuple(written)

@@ -5,28 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from specgraph.ir import Node
 from specgraph.numeric.stats import Stats
 
-__all__ = ["LayerResult", "NumericResult", "ReproCase"]
-
-
-@dataclass(frozen=True, eq=False)
-class ReproCase:
-    """The first divergence, captured so it can be re-run alone: the two nodes, lhs's inputs
-    to them and, for a backward divergence, lhs's output gradients."""
-
-    kind: str  # "forward" or "backward"
-    lhs_node: Node
-    rhs_node: Node
-    inputs: tuple[np.ndarray, ...]
-    output_grads: tuple[np.ndarray | None, ...]
-    blame: str
-    lhs_framework: str
-    rhs_framework: str
-    seed: int
+__all__ = ["LayerResult", "NumericResult"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +50,7 @@ class NumericResult:
         outputs: the final outputs' statistics by lhs output name.
         gradients: parameter gradients' statistics by lhs parameter name.
         notes: what was not compared, and why.
+        repro: the files ``--repro`` wrote, one ``path: what it holds`` line each.
     """
 
     lhs_context: str
@@ -80,7 +62,7 @@ class NumericResult:
     outputs: dict[str, Stats] = field(default_factory=dict)
     gradients: dict[str, Stats] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    case: ReproCase | None = field(default=None, compare=False)
+    repro: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,4 +73,5 @@ class NumericResult:
             "gradients": {k: v.to_dict() for k, v in sorted(self.gradients.items())},
             "layers": [layer.to_dict() for layer in self.layers],
             "notes": list(self.notes),
+            **({"repro": list(self.repro)} if self.repro else {}),
         }

@@ -23,11 +23,12 @@ import numpy as np
 from specgraph.errors import SpecgraphError
 from specgraph.ir import Node
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import FLOAT_DTYPES
+from specgraph.ops.dtypes import FLOAT_DTYPES as FLOAT  # noqa: F401  (for frontends' runners)
 
 __all__ = ["Context", "Runner", "ReferenceRunner", "RunnerError", "Pullback", "FLOAT",
            "DEVICES", "MODES", "PRECISIONS"]
 
-FLOAT = frozenset({"float64", "float32", "float16", "bfloat16"})
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("eager", "compiled")
 PRECISIONS = ("float32", "tf32", "bfloat16", "float16")
@@ -153,8 +154,6 @@ class Runner(abc.ABC):
         """Execute ``node`` and return its outputs and a pullback for its gradients."""
 
 
-def _float_like(dtype: str) -> bool:
-    return dtype in FLOAT
 
 
 class ReferenceRunner(Runner):
@@ -172,7 +171,7 @@ class ReferenceRunner(Runner):
         super().__init__(context)
 
     def put(self, array: np.ndarray, dtype: str) -> Any:
-        target = self.context.storage if _float_like(dtype) else dtype
+        target = self.context.storage if dtype in FLOAT_DTYPES else dtype
         return np.asarray(array).astype(target, copy=False)
 
     def fetch(self, tensor: Any) -> np.ndarray:

@@ -7,20 +7,11 @@ import sympy
 from scipy import special
 
 from specgraph.ops._sym import call, minus, plus
+from specgraph.ops.dtypes import DTYPE_NAMES, INT_DTYPES, numpy_dtype  # noqa: F401
 from specgraph.ops.registry import Attr, op
 
 BINARY = ("a", "b")
 
-FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
-INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
-DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
-
-
-def numpy_dtype(dtype: str) -> np.dtype:
-    """The NumPy dtype the reference interpreter uses for canonical ``dtype`` (floats: float64)."""
-    if dtype in FLOAT_DTYPES:
-        return np.dtype(np.float64)
-    return np.dtype(dtype)
 
 
 @op("add", BINARY, equation=plus, onnx="Add", commutative=True)
@@ -161,7 +152,7 @@ def clip(x, min=None, max=None):
 
 @op(
     "cast",
-    attrs={"dtype": Attr("str", choices=DTYPES, doc="target dtype")},
+    attrs={"dtype": Attr("str", choices=DTYPE_NAMES, doc="target dtype")},
     equation=lambda x, dtype: call("cast", x, dtype=dtype),
     onnx="Cast",
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specgraph.ops._sym import call
-from specgraph.ops.elementwise import DTYPES, numpy_dtype
+from specgraph.ops.dtypes import DTYPE_NAMES, numpy_dtype
 from specgraph.ops.registry import Attr, op
 
 
@@ -155,7 +155,7 @@ def trilu(x, upper, k=0):
 @op(
     "full",
     (),
-    attrs={"shape": Attr("ints"), "value": Attr("float"), "dtype": Attr("str", choices=DTYPES)},
+    attrs={"shape": Attr("ints"), "value": Attr("float"), "dtype": Attr("str", choices=DTYPE_NAMES)},
     equation=lambda shape, value, dtype: call("full", shape=shape, value=value),
     category="source",
     onnx="ConstantOfShape",
@@ -172,7 +172,7 @@ def full(shape, value, dtype):
         "start": Attr("float"),
         "limit": Attr("float"),
         "delta": Attr("float", 1.0),
-        "dtype": Attr("str", choices=DTYPES),
+        "dtype": Attr("str", choices=DTYPE_NAMES),
     },
     equation=lambda start, limit, delta, dtype: call("arange", start=start, limit=limit),
     category="source",

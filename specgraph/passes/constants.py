@@ -15,7 +15,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.ops.elementwise import numpy_dtype
+from specgraph.ops.dtypes import numpy_dtype
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["FoldConstantsPass"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import is_float
 from specgraph.passes.cones import arithmetic_cone, inputs_to_try
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
@@ -44,7 +45,7 @@ def _candidates(nodes: list[Node]) -> list[tuple[str, dict]]:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
-    if len(node.outputs) != 1 or not node.outputs[0].dtype.startswith(("float", "bfloat")):
+    if len(node.outputs) != 1 or not is_float(node.outputs[0].dtype):
         return False
     if node.op in ("softmax", "log_softmax"):
         rw.keep(node)  # the region's root must be visible to the region walk

@@ -17,6 +17,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import is_float
 from specgraph.passes.cones import arithmetic_cone, inputs_to_try
 from specgraph.passes.regions import agrees, params_in, region, scalar_constants
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
@@ -223,7 +224,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return False
     if _fold_affine(rw, node):
         return True
-    if not node.outputs[0].dtype.startswith(("float", "bfloat")):
+    if not is_float(node.outputs[0].dtype):
         return False
     rw.keep(node)
     cone = arithmetic_cone(rw, node.outputs[0], limit=20)

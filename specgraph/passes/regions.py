@@ -25,7 +25,7 @@ import numpy as np
 
 from specgraph.ir import Node, Value
 from specgraph.ops import get_spec
-from specgraph.ops.elementwise import numpy_dtype
+from specgraph.ops.dtypes import numpy_dtype
 from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.slices import reduce_region
 

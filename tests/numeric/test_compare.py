@@ -17,8 +17,7 @@ from specgraph.canonical import canonicalize_model
 from specgraph.check import compare
 from specgraph.ir import GraphBuilder
 from specgraph.model import TracedModel
-from specgraph.numeric.compare import NumericOptions
-from specgraph.numeric.repro import write_repro
+from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import Context
 from specgraph.testing import assert_equivalent
 from specgraph.transfer import TransferError
@@ -116,8 +115,8 @@ def test_softmax_fault_below_its_threshold_is_not_reported() -> None:
 def test_repro_scripts_show_the_fault_alone(tmp_path) -> None:
     lhs, rhs = _torch("wide_classifier"), _jax("wide_classifier/jax")
     with wrong_softmax():
-        report = compare(lhs, rhs)
-        written = write_repro(report, tmp_path)
+        report = compare(lhs, rhs, options=NumericOptions(repro=tmp_path))
+        written = report.numeric.repro
         assert len(written) == 3 and (tmp_path / "case.npz").exists()
         with pytest.raises(SystemExit) as exit_torch:
             runpy.run_path(str(tmp_path / "repro_torch.py"), run_name="__main__")
@@ -134,8 +133,9 @@ def test_repro_scripts_show_the_fault_alone(tmp_path) -> None:
 
 def test_gradient_repro_reproduces_the_backward_fault(tmp_path) -> None:
     with wrong_gelu_backward():
-        report = compare(_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
-        write_repro(report, tmp_path)
+        report = compare(_torch("gelu_mlp"), _jax("gelu_mlp/jax"),
+                         options=NumericOptions(repro=tmp_path))
+        assert report.numeric.repro
         with pytest.raises(SystemExit) as exit_torch:
             runpy.run_path(str(tmp_path / "repro_torch.py"), run_name="__main__")
     assert exit_torch.value.code == 1
@@ -161,7 +161,7 @@ def _tiny(framework: str, plus_one: bool) -> TracedModel:
 
 
 def test_nan_introduced_names_the_layer_and_side() -> None:
-    report = compare(_tiny("torch", True), _tiny("jax", False), structure=False)
+    report = compare(_tiny("torch", True), _tiny("jax", False), mode="numbers")
     codes = {f.code: f for f in report.findings}
     assert "nan-introduced" in codes
     nan = codes["nan-introduced"]
@@ -190,14 +190,14 @@ def test_isolated_mode_measures_each_layer_alone() -> None:
     eps = canonicalize_model(frontend.trace(*mutant("transformer_block", "eps"),
                                             reference="eps"))
     golden = _torch("transformer_block")
-    report = compare(golden, eps, structure=False,
+    report = compare(golden, eps, mode="numbers",
                      options=NumericOptions(isolated=True, backward=False))
     assert [(f.code, f.op, f.rhs.scope) for f in report.findings] == [
         ("numeric-divergence", "layer_norm", "ln1")]
     assert "defined differently" in report.findings[0].message
     assert all(layer.isolated is not None for layer in report.numeric.layers)
     # end to end, the same difference only stands out two layers later, and is traced back
-    report = compare(golden, eps, structure=False, options=NumericOptions(backward=False))
+    report = compare(golden, eps, mode="numbers", options=NumericOptions(backward=False))
     assert [(f.op, f.rhs.scope) for f in report.findings] == [("layer_norm", "ln1")]
 
 
@@ -231,7 +231,7 @@ def test_transfer_error_lists_what_cannot_be_moved() -> None:
     wider = canonicalize_model(frontend.trace(*mutant("transformer_block", "hidden_size"),
                                               reference="wider"))
     with pytest.raises(TransferError, match="no lhs parameter plays the role of"):
-        compare(_torch("transformer_block"), wider, numeric=True)
+        compare(_torch("transformer_block"), wider, mode="numbers")
     # by default numbers are skipped with a note when structure already differs
     report = compare(_torch("transformer_block"), wider)
     assert report.numeric is None and report.findings

@@ -70,7 +70,7 @@ def test_jax_arrays_are_shared_not_copied() -> None:
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_golden_pair_compares_on_the_gpu() -> None:
     from specgraph.check import compare
-    from specgraph.numeric.compare import NumericOptions
+    from specgraph.numeric.options import NumericOptions
     from specgraph.numeric.runner import Context
     from tests.test_golden_equivalence import GOLDEN, _canonical, _variant
 
@@ -89,7 +89,7 @@ def test_golden_pair_compares_on_the_gpu() -> None:
 @pytest.mark.parametrize("dtype", ["tf32", "bfloat16", "float16"])
 def test_gpu_precisions_agree_within_their_tolerance(dtype: str) -> None:
     from specgraph.check import compare
-    from specgraph.numeric.compare import NumericOptions
+    from specgraph.numeric.options import NumericOptions
     from specgraph.numeric.runner import Context
     from tests.test_golden_equivalence import GOLDEN, _canonical
 

@@ -20,7 +20,7 @@ import pytest
 
 from specgraph.check import compare
 from specgraph.model import TracedModel
-from specgraph.numeric.compare import NumericOptions
+from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.result import NumericResult
 
 transformers = pytest.importorskip("transformers")
@@ -111,7 +111,7 @@ def _traced(name: str, framework: str, weights: bool = True) -> TracedModel:
 
 
 def _numbers(lhs: TracedModel, rhs: TracedModel, seed: int) -> NumericResult:
-    report = compare(lhs, rhs, structure=False, numeric=True,
+    report = compare(lhs, rhs, mode="numbers",
                      options=NumericOptions(seeds=(seed,)))
     assert report.numeric is not None and report.numeric.seeds == (seed,)
     return report.numeric

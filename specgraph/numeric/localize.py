@@ -1,0 +1,319 @@
+"""``Localizer``: at a layer whose values or gradients part, what is reported and who is blamed.
+
+The layer is re-run on rhs with lhs's inputs (and output gradients) and both sides are held
+against the fp64 reference of what each side's graph says it computes
+(``specgraph.numeric.oracle``): a side that leaves its own definition is blamed; two sides
+that each keep theirs differ in definition; a layer that agrees when fed the same inputs
+inherited the difference from upstream: from a layer one side lacks (named), from values
+wired differently (named), from a definition that differs by less than float32 noise at its
+own layer (traced back and named), or from rounding that accumulated (a note, not a
+finding). Findings are returned ordered by code (``specgraph.report.CODES``), then in the
+order the run met them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specgraph.ir import Graph, Node
+from specgraph.numeric import findings as words
+from specgraph.numeric.lhs_values import LhsValues
+from specgraph.numeric.oracle import directional_derivative, reference_outputs
+from specgraph.numeric.record import Measurements, worst
+from specgraph.numeric.repro import ReproCase, write_repro
+from specgraph.numeric.sides import Sides
+from specgraph.numeric.stats import Stats, Tolerance, measure
+from specgraph.report import CODES, Finding
+
+__all__ = ["Localizer", "feedable"]
+
+
+class Localizer:
+    """Decides, for one seed, which divergences become findings and what they say.
+
+    Args:
+        sides: the comparison's fixed parts.
+        lhs: lhs's values (kept or remade).
+        record: what the run has measured so far.
+        seed: the input seed, for messages.
+    """
+
+    def __init__(self, sides: Sides, lhs: LhsValues, record: Measurements, seed: int) -> None:
+        self.s, self.p = sides, sides.pairing
+        self.lhs, self.record, self.seed = lhs, record, seed
+        self.found: list[Finding] = []
+        self.first_forward: Finding | None = None
+        self.first_fwd: int | None = None  # rhs index of the first forward divergence
+        self.first_bwd: int | None = None
+        self.later = 0  # layers that part after the first, end to end
+        self.nan: set[str] = set()  # "lhs", "rhs", "rhs-backward": NaN already reported
+        self.nondeterministic: set[str] = set()
+        self.case: ReproCase | None = None
+        self.repro: tuple[str, ...] = ()
+        self.notes: list[str] = []
+
+    # --- the findings ---------------------------------------------------------------------
+    def findings(self, outputs: Mapping[str, Stats]) -> list[Finding]:
+        """Every finding, by code then in the order met; the first forward divergence
+        (end to end) says how far the difference travels."""
+        out = sorted(self.found, key=lambda f: CODES.index(f.code))
+        first = self.first_forward
+        if first is not None and not self.s.options.isolated:
+            out[out.index(first)] = words.with_reach(first, self.later, outputs)
+        return out
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def nan_introduced(self, side: str, graph: Graph, node: Node, direction: str) -> None:
+        key = side if direction == "forward" else f"{side}-backward"
+        if key not in self.nan:
+            self.nan.add(key)
+            self.found.append(words.nan_introduced(side, graph, node, direction))
+
+    def nondeterminism(self, side: str, graph: Graph, node: Node, first: list[np.ndarray],
+                       again: list[np.ndarray]) -> None:
+        if side not in self.nondeterministic:
+            self.nondeterministic.add(side)
+            self.found.append(words.nondeterministic(side, graph, node, first, again))
+
+    def _capture(self, case: ReproCase) -> None:
+        """Keep the first divergence, and write its repro where the options ask for one."""
+        if self.case is not None:
+            return
+        self.case = case
+        folder = self.s.options.repro
+        if folder is not None:
+            backends = self.s.backends
+            self.repro = write_repro(case, Path(folder), [("lhs", backends.lhs_repro),
+                                                          ("rhs", backends.rhs_repro)])
+
+    # --- forward ------------------------------------------------------------------------
+    def forward(self, j: int, stats: Stats, tol: Tolerance) -> None:
+        """rhs node ``j``'s outputs were measured (``stats``, end to end or isolated)."""
+        isolated = self.s.options.isolated
+        if not stats.diverges:
+            if isolated and stats.max_rel > tol.rtol / 8 and self.gap(j) > 1e-7:
+                a, b = self._nodes(j)
+                self.found.append(words.numeric_divergence(
+                    self.p.lhs, a, self.p.rhs, b, stats, tol,
+                    words.Verdict("unknown", "definition"), [], self.s.lrun.framework,
+                    self.s.rrun.framework, self.seed))
+            return
+        if self.first_fwd is not None and not isolated:
+            self.later += 1
+        elif self._forward_finding(j, stats, tol):
+            self.first_fwd = j if self.first_fwd is None else self.first_fwd
+
+    def _nodes(self, j: int) -> tuple[Node, Node]:
+        return self.p.lhs.nodes[self.p.r2l[j]], self.p.rhs.nodes[j]
+
+    def _add_forward(self, finding: Finding) -> bool:
+        if self.first_forward is None:
+            self.first_forward = finding
+        self.found.append(finding)
+        return True
+
+    def _forward_finding(self, j: int, stats: Stats, tol: Tolerance) -> bool:
+        """Report the divergence at rhs node ``j`` unless it is rounding that accumulated
+        upstream (every layer agrees when fed the same inputs, no definition differs);
+        returns whether it was reported."""
+        s, p = self.s, self.p
+        a, b = self._nodes(j)
+        verdict = self._rerun(j, a, b, tol)
+        upstream = [] if self.record.inputs_agree.get(j, True) else self._upstream(a, b)
+        if verdict.reason in ("inherited", "no inputs to re-run it on") and not upstream:
+            crossed = self._rewired(a, b)
+            if crossed:
+                return self._add_forward(words.rewired(p.lhs, a, p.rhs, b, crossed, stats,
+                                                       tol, self.seed))
+        if verdict.reason == "inherited" and not upstream:
+            root = self._definition_root(j)
+            if root is not None:
+                k, gap = root
+                ra, rb = self._nodes(k)
+                return self._add_forward(words.subtle_definition(
+                    p.lhs, ra, p.rhs, rb, gap, a, b, stats, tol, self.seed))
+            self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
+                      f"scale (seed {self.seed}), beyond the tolerance ({tol.rtol:.1e}), yet "
+                      "every layer agrees when fed the same inputs and no definition "
+                      "differs: rounding that accumulated, not reported as a divergence")
+            return False
+        return self._add_forward(words.numeric_divergence(
+            p.lhs, a, p.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
+            s.rrun.framework, self.seed))
+
+    def _rerun(self, j: int, a: Node, b: Node, tol: Tolerance) -> words.Verdict:
+        """rhs's layer re-run on lhs's inputs and judged against both definitions; the
+        first divergence that is not inherited is captured for a repro."""
+        s = self.s
+        lin = self.lhs.node_inputs(self.p.r2l[j])
+        if not feedable(lin, b):
+            return words.Verdict("unknown", "no inputs to re-run it on")
+        verdict = words.Verdict("unknown", "no inputs to re-run it on")
+        rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
+        riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
+        louts = [self.lhs.value(u) for u in a.outputs]
+        if any(x is None for x in louts):
+            louts = []
+        iso = worst([measure(x, y, tol) for x, y in zip(louts, riso)])
+        if iso is not None:
+            self.record.isolated[j] = iso
+            verdict = self._judge(a, b, lin, louts, riso, iso, tol)
+        if verdict.reason != "inherited":
+            self._capture(ReproCase("forward", a, b, tuple(lin), (), verdict.blame,
+                                    s.lrun.framework, s.rrun.framework, self.seed))
+        return verdict
+
+    def _judge(self, a: Node, b: Node, lin: list[np.ndarray], louts: list[np.ndarray],
+               riso: list[np.ndarray], iso: Stats, tol: Tolerance) -> words.Verdict:
+        if not iso.diverges:
+            return words.Verdict("unknown", "inherited")
+        truth_l = reference_outputs(a, lin)
+        truth_r = reference_outputs(b, lin)
+        el = max((_rel_error(x, t) for x, t in zip(louts, truth_l)), default=0.0)
+        er = max((_rel_error(x, t) for x, t in zip(riso, truth_r)), default=0.0)
+        differ = any(measure(x, y, tol).diverges for x, y in zip(truth_l, truth_r))
+        return words.judge(el, er, tol.rtol, definitions_differ=differ)
+
+    def _definition_root(self, j: int, limit: int = 256) -> tuple[int, float] | None:
+        """The earliest aligned layer above rhs node ``j`` whose two definitions, run in
+        float64 on the same inputs, differ: a difference too small to stand out of float32
+        noise at that layer that grows downstream (an epsilon, say). Returns its rhs index
+        and the gap relative to the values' scale."""
+        rg = self.p.rhs
+        seen: set[int] = set()
+        stack = [rg.producer(v) for v in rg.nodes[j].inputs]
+        found: list[tuple[int, float]] = []
+        while stack and len(seen) < limit:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(rg.producer(v) for v in node.inputs)
+            k = rg.index(node)
+            if k not in self.p.r2l:
+                continue
+            gap = self.gap(k)
+            if gap > 1e-7:
+                found.append((k, gap))
+        return min(found) if found else None
+
+    def gap(self, j: int) -> float:
+        """How far apart, relative to the values' scale, the two definitions of aligned rhs
+        node ``j`` compute in float64 on lhs's inputs (0.0 when they cannot be run)."""
+        a, b = self._nodes(j)
+        lin = self.lhs.node_inputs(self.p.r2l[j])
+        if not feedable(lin, b):
+            return 0.0
+        return max((_rel_error(x, t) for x, t in zip(reference_outputs(a, lin),
+                                                     reference_outputs(b, lin))), default=0.0)
+
+    def _rewired(self, a: Node, b: Node) -> list[tuple[Node | None, Node | None]]:
+        """Where the two layers read values that are not each other's counterparts: the
+        producers (None for a graph input or parameter) each side reads in those slots."""
+        if len(a.inputs) != len(b.inputs):
+            return []
+        return [(self.p.lhs.producer(u), self.p.rhs.producer(v))
+                for u, v in zip(a.inputs, b.inputs) if self.p.values.get(v) is not u]
+
+    def _upstream(self, a: Node, b: Node) -> list[tuple[str, Node]]:
+        """The unmatched nodes above the two layers that explain why their inputs differ."""
+        out: list[tuple[str, Node]] = []
+        for side, graph, node, matched in (("rhs", self.p.rhs, b, self.p.r2l),
+                                           ("lhs", self.p.lhs, a, self.p.l2r)):
+            seen: set[int] = set()
+            stack = list(node.inputs)
+            while stack and len(out) < 4:
+                p = graph.producer(stack.pop())
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                if graph.index(p) not in matched:
+                    out.append((side, p))
+                    stack.extend(p.inputs)
+        return out
+
+    # --- backward -----------------------------------------------------------------------
+    def backward(self, j: int, stats: Stats, tol: Tolerance, floor: float) -> None:
+        """rhs node ``j``'s pullback shares part (``stats``) while its inputs and output
+        gradients agree: report it unless it is inherited rounding."""
+        if self.first_bwd is None or self.s.options.isolated:
+            if self._gradient_finding(j, stats, tol, floor):
+                self.first_bwd = j if self.first_bwd is None else self.first_bwd
+
+    def _gradient_finding(self, j: int, stats: Stats, tol: Tolerance, floor: float) -> bool:
+        """Report the gradient divergence at rhs node ``j`` unless rhs's pullback, fed lhs's
+        inputs and output gradients, agrees with lhs's (the difference then came with the
+        output gradients, within tolerance, and grew where a gradient cancels to near
+        zero); returns whether it was reported."""
+        s, p = self.s, self.p
+        i = p.r2l[j]
+        a, b = self._nodes(j)
+        verdict = words.Verdict("unknown", "no inputs to re-run it on")
+        lin = self.lhs.node_inputs(i)
+        if feedable(lin, b):
+            verdict = self._judge_backward(i, a, b, lin, tol, floor)
+            if verdict.reason == "inherited":
+                self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
+                          f"(seed {self.seed}), yet its pullback agrees when fed the same "
+                          "inputs and output gradients: rounding in the gradients that "
+                          "reached it, not reported as a divergence")
+                return False
+            octs = tuple(self.lhs.output_gradient(i, k) for k in range(len(a.outputs)))
+            self._capture(ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
+                                    s.lrun.framework, s.rrun.framework, self.seed))
+        self.found.append(words.gradient_divergence(
+            p.lhs, a, p.rhs, b, stats, tol, verdict, s.lrun.framework, s.rrun.framework,
+            self.seed))
+        return True
+
+    def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
+                        tol: Tolerance, floor: float) -> words.Verdict:
+        rrun = self.s.rrun
+        locts = [self.lhs.output_gradient(i, k) for k in range(len(a.outputs))]
+        _, pullback = rrun.vjp(b, [rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
+        rshares = pullback([None if c is None else rrun.put(c, v.dtype)
+                            for c, v in zip(locts, b.outputs)])
+        keys = [self.lhs.share_key(i, k, b.inputs[k] if k < len(b.inputs) else None)
+                for k in range(len(a.inputs))]
+        lshares = [self.lhs.host(key) if key is not None and key in self.lhs else None
+                   for key in keys]
+        rhost = [None if c is None else rrun.fetch(c).astype(np.float64) for c in rshares]
+        if not any(x is not None and y is not None and measure(x, y, tol, floor).diverges
+                   for x, y in zip(lshares, rhost)):
+            return words.Verdict("unknown", "inherited")
+        direction = [None if x is None or y is None else x.astype(np.float64) - y
+                     for x, y in zip(lshares, rhost)]
+        if not any(d is not None and np.any(d) for d in direction):
+            return words.Verdict("unknown", "inherited")
+        truth_l = directional_derivative(a, lin, locts, direction)
+        truth_r = directional_derivative(b, lin, locts, direction)
+        vl = sum(float(np.sum(x * d)) for x, d in zip(lshares, direction) if d is not None)
+        vr = sum(float(np.sum(x * d)) for x, d in zip(rhost, direction) if d is not None)
+        scale = max(abs(truth_l), abs(truth_r), abs(vl), abs(vr), 1e-30)
+        differ = abs(truth_l - truth_r) > tol.rtol * scale
+        return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
+                           definitions_differ=differ)
+
+
+def feedable(values: list[np.ndarray] | None, node: Node) -> bool:
+    """Whether lhs's ``values`` can be fed to rhs's ``node`` (same count and shapes)."""
+    return values is not None and len(values) == len(node.inputs) and all(
+        tuple(np.shape(x)) == v.shape for x, v in zip(values, node.inputs))
+
+
+def _rel_error(got: Any, truth: np.ndarray) -> float:
+    t = np.asarray(truth, dtype=np.float64)
+    g = np.asarray(got, dtype=np.float64)
+    if g.shape != t.shape:
+        return float("inf")
+    finite = np.isfinite(t)
+    scale = float(np.sqrt(np.mean(np.square(t[finite])))) if finite.any() else 1.0
+    err = np.abs(g - t)[finite]
+    return float(np.max(err, initial=0.0)) / max(scale, 1e-30)

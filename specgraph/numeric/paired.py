@@ -1,0 +1,357 @@
+"""``PairedRun``: one numeric comparison on one set of inputs, lhs run then rhs compared.
+
+lhs runs first, forward then backward, and its aligned layers' outputs, output gradients
+and pullback shares go to a store (``LhsValues``). rhs then runs with lhs's weights and
+inputs; each aligned layer is measured the moment rhs produces it (``Measurements``) and a
+layer that parts goes to the ``Localizer``, which decides what is reported. A reshape or
+transpose both sides apply alike to agreeing inputs is not measured: it agrees by
+construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.numeric import findings as words
+from specgraph.numeric.engine import Execution
+from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
+from specgraph.numeric.localize import Localizer, feedable
+from specgraph.numeric.record import Measurements, worst
+from specgraph.numeric.runner import Runner
+from specgraph.numeric.sides import Sides
+from specgraph.numeric.stats import Stats, Tolerance, all_finite
+from specgraph.ops import get_spec
+from specgraph.report import Finding
+
+__all__ = ["PairedRun"]
+
+
+class PairedRun:
+    """Runs lhs then rhs on one seed's inputs, comparing each aligned layer as rhs makes it.
+
+    Args:
+        sides: the comparison's fixed parts.
+        seed: the input seed.
+        linputs / rinputs: each side's inputs (rhs's are lhs's, cast to rhs's dtypes).
+        loss: the projection of each lhs output the backward pass starts from.
+        say: progress lines.
+    """
+
+    def __init__(self, sides: Sides, seed: int, linputs: Mapping[str, np.ndarray],
+                 rinputs: Mapping[str, np.ndarray], loss: Mapping[str, np.ndarray],
+                 say: Callable[[str], None]) -> None:
+        self.s, self.p = sides, sides.pairing
+        self.seed, self.say = seed, say
+        self.rinputs, self.loss = rinputs, loss
+        self.ax = sides.backends.arrays
+        store = self.ax.store(sides.options.store_budget)
+        self.lhs = LhsValues(self.p.lhs, self.p.rhs, store, self.ax, sides.lweights,
+                             linputs, loss)
+        self.record = Measurements()
+        self.localizer = Localizer(sides, self.lhs, self.record, seed)
+        self._done = 0  # aligned layers compared forward, for progress lines
+
+    def execute(self) -> list[Finding]:
+        """Run both sides; returns the findings (empty when the seed agrees)."""
+        try:
+            self._run_lhs()
+            self._run_rhs()
+        finally:
+            self.lhs.store.close()
+        return self.localizer.findings(self.record.outputs)
+
+    # --- lhs ---------------------------------------------------------------------------
+    def _run_lhs(self) -> None:
+        s, lg, lhs = self.s, self.p.lhs, self.lhs
+        need = lhs.kept_needed(self.p.l2r)
+        self.say(f"seed {self.seed}: running lhs with {s.lrun.framework} "
+                 f"({len(lg.nodes)} nodes{', forward and backward' if s.backward else ''})")
+        ex = Execution(lg, s.lrun, s.lweights, lhs.inputs, backward=s.backward)
+        self._seed_finite(lg, self.record.lhs_finite, lhs.inputs, s.lweights)
+
+        def on_node(i: int, node: Node, args: Any, outs: Any) -> None:
+            kept = [self.ax.keep(s.lrun, o) for o in outs]
+            for v, h in zip(node.outputs, kept):
+                if v in need:
+                    lhs.put(("f", v), h)
+            self._check_finite("lhs", lg, node, kept, self.record.lhs_finite)
+            self._check_repeat("lhs", s.lrun, s.options.lhs_context.repeat, node, args, kept)
+
+        outs = ex.forward(on_node=on_node)
+        for name, o in outs.items():
+            lhs.put(("out", name), self.ax.keep(s.lrun, o))
+        if not s.backward:
+            return
+
+        def on_back(i: int, node: Node, octs: Any, shares: Any) -> None:
+            if i not in self.p.l2r:
+                return
+            for k, c in enumerate(octs):  # else summed from the readers' shares if needed
+                if c is not None and s.options.isolated:
+                    lhs.put(("oct", i, k), self.ax.keep(s.lrun, c))
+            for slot, c in enumerate(shares):
+                if c is not None and lg.param_name(node.inputs[slot]) is None:
+                    lhs.put(("ct", i, slot), self.ax.keep(s.lrun, c))
+
+        def on_param(name: str, grad: Any) -> None:
+            lhs.put(("grad", name), self.ax.keep(s.lrun, grad))
+
+        ex.backward(self.loss, on_node=on_back, on_param=on_param)
+
+    def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
+                     weights: Mapping[str, Any]) -> None:
+        for name, v in zip(g.input_names, g.inputs):
+            flags[v] = all_finite(inputs[name])
+        for name, v in g.params.items():
+            flags[v] = all_finite(weights[name])
+
+    def _check_finite(self, side: str, g: Graph, node: Node, kept: list[Any],
+                      flags: dict[Value, bool]) -> None:
+        for v, h in zip(node.outputs, kept):
+            flags[v] = self.ax.finite(h)
+        if side in self.localizer.nan or all(flags[v] for v in node.outputs):
+            return
+        if all(flags.get(v, True) for v in node.inputs):
+            self.localizer.nan_introduced(side, g, node, "forward")
+
+    def _check_repeat(self, side: str, runner: Runner, repeat: int, node: Node, args: Any,
+                      kept: list[Any]) -> None:
+        if repeat <= 1 or side in self.localizer.nondeterministic:
+            return
+        for _ in range(repeat - 1):
+            again = [self.ax.keep(runner, o) for o in runner.run(node, args)]
+            if not all(self.ax.equal(a, b) for a, b in zip(kept, again)):
+                g = self.p.lhs if side == "lhs" else self.p.rhs
+                self.localizer.nondeterminism(side, g, node, [self.ax.host(h) for h in kept],
+                                              [self.ax.host(h) for h in again])
+                return
+
+    # --- rhs forward ---------------------------------------------------------------------
+    def _run_rhs(self) -> None:
+        s, rg = self.s, self.p.rhs
+        self.say(f"seed {self.seed}: running rhs with {s.rrun.framework}, comparing "
+                 f"{len(self.p.r2l)} aligned layers as they are produced")
+        ex = Execution(rg, s.rrun, s.rweights, self.rinputs, backward=s.backward)
+        self._seed_finite(rg, self.record.rhs_finite, self.rinputs, s.rweights)
+        feed = self._feed_inputs if s.options.isolated else None
+        lagging = _Lagging(self._compare_forward)
+        outs = ex.forward(on_node=lagging, feed=feed)
+        lagging.flush()
+        self._compare_outputs(outs)
+        if not s.backward:
+            return
+        self.say(f"seed {self.seed}: rhs backward, comparing gradients layer by layer")
+        feed_cts = self._feed_cotangents if s.options.isolated else None
+        lagging = _Lagging(self._compare_backward)
+
+        def on_param(name: str, grad: Any) -> None:
+            lagging.flush()  # its reader's share, compared first, sets what this one uses
+            self._compare_gradient(name, grad)
+
+        ex.backward(self._rhs_loss(), on_node=lagging, on_param=on_param, feed=feed_cts)
+        lagging.flush()
+
+    def _rhs_output_names(self) -> list[tuple[str, Value, str | None]]:
+        """Each rhs output with the name of its lhs counterpart (by value, else position)."""
+        lg, rg = self.p.lhs, self.p.rhs
+        lnames = dict(zip(lg.outputs, lg.output_names))
+        out = []
+        for position, (name, v) in enumerate(zip(rg.output_names, rg.outputs)):
+            u = self.p.values.get(v)
+            lname = lnames.get(u) if u is not None else None
+            if lname is None and position < len(lg.output_names):
+                lname = lg.output_names[position]
+            out.append((name, v, lname))
+        return out
+
+    def _rhs_loss(self) -> dict[str, np.ndarray]:
+        return {name: self.loss[lname].astype(np.float32)
+                for name, _, lname in self._rhs_output_names() if lname in self.loss}
+
+    def _feed_inputs(self, j: int, node: Node, args: list[Any]) -> list[Any]:
+        if j not in self.p.r2l:
+            return args
+        lin = self.lhs.node_inputs(self.p.r2l[j])
+        if not feedable(lin, node):
+            return args
+        return [self.s.rrun.put(x, v.dtype) for x, v in zip(lin, node.inputs)]
+
+    def _agrees(self, v: Value) -> bool:
+        if v in self.record.agrees:
+            return self.record.agrees[v]
+        if self.p.rhs.producer(v) is not None:
+            return False  # made by a node lhs has no counterpart for
+        if v in self.s.param_agree:
+            return self.s.param_agree[v]
+        return True  # an input or a constant
+
+    def _compare_forward(self, j: int, node: Node, args: Any, outs: Any) -> None:
+        s, rec = self.s, self.record
+        kept = [self.ax.keep(s.rrun, o) for o in outs]
+        self._check_finite("rhs", self.p.rhs, node, kept, rec.rhs_finite)
+        self._check_repeat("rhs", s.rrun, s.options.rhs_context.repeat, node, args, kept)
+        if j not in self.p.r2l:
+            return
+        self._progress()
+        a = self.p.lhs.nodes[self.p.r2l[j]]
+        if self._moves_data_alike(a, node):
+            rec.agrees.update((v, True) for v in node.outputs)
+            rec.inputs_agree[j] = True
+            return
+        tol = s.tol(node)
+        stats = []
+        for k, (v, h) in enumerate(zip(node.outputs, kept)):
+            lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
+            if lv is not None:
+                st = self.ax.measure(lv, h, tol)
+                rec.agrees[v] = not st.diverges
+                stats.append(st)
+        most = worst(stats)
+        if most is None:
+            return
+        if most.shape_differs:  # laid out differently here: nothing to compare
+            self.localizer.note(f"{words.describe(node)} not compared: its output is shaped "
+                                f"{list(node.outputs[0].shape)} on rhs, "
+                                f"{list(a.outputs[0].shape)} on lhs")
+            return
+        rec.forward[j] = most
+        rec.inputs_agree[j] = s.options.isolated or (
+            all(self._agrees(v) for v in node.inputs) and self._wired_alike(a, node))
+        if s.options.isolated:
+            rec.isolated[j] = most
+        self.localizer.forward(j, most, tol)
+
+    def _progress(self) -> None:
+        self._done += 1
+        total = len(self.p.r2l)
+        if self._done * 4 // total > (self._done - 1) * 4 // total:
+            self.say(f"seed {self.seed}: compared {self._done}/{total} layers forward")
+
+    def _moves_data_alike(self, a: Node, b: Node) -> bool:
+        """A reshape, transpose... that both sides apply alike to inputs that agree: its
+        outputs agree by construction, so measuring them would only cost time."""
+        return (b.op in LAYOUT_OPS and a.op == b.op and a.attrs == b.attrs
+                and not self.s.options.isolated and self._wired_alike(a, b)
+                and all(self._agrees(v) for v in b.inputs))
+
+    def _wired_alike(self, a: Node, b: Node) -> bool:
+        """Whether each input of rhs's node is the counterpart of lhs's input in that slot."""
+        return len(a.inputs) == len(b.inputs) and all(
+            self.p.values.get(v) is u for u, v in zip(a.inputs, b.inputs))
+
+    def _compare_outputs(self, outs: Mapping[str, Any]) -> None:
+        for name, v, lname in self._rhs_output_names():
+            if lname is None or ("out", lname) not in self.lhs:
+                continue
+            producer = self.p.rhs.producer(v)
+            tol = self.s.tol(producer) if producer is not None else Tolerance(1e-4, 1e-4)
+            self.record.outputs[lname] = self.ax.measure(
+                self.lhs.get(("out", lname)), self.ax.keep(self.s.rrun, outs[name]), tol)
+
+    # --- rhs backward --------------------------------------------------------------------
+    def _feed_cotangents(self, j: int, node: Node, octs: list[Any]) -> list[Any]:
+        i = self.p.r2l.get(j)
+        if i is None:
+            return octs
+        return [self.s.rrun.put(self.lhs.host(("oct", i, k)), v.dtype)
+                if ("oct", i, k) in self.lhs else c
+                for k, (c, v) in enumerate(zip(octs, node.outputs))]
+
+    def _compare_backward(self, j: int, node: Node, octs: Any, shares: Any) -> None:
+        s, rec = self.s, self.record
+        i = self.p.r2l.get(j)
+        kept = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
+        self._check_backward_finite(node, octs, kept)
+        if i is None:  # a node lhs lacks sends gradients lhs does not have
+            rec.shares_agree.update((v, False) for v, h in zip(node.inputs, kept)
+                                    if h is not None)
+            return
+        a = self.p.lhs.nodes[i]
+        # the output gradients were measured as the shares of the readers that sent them
+        oct_ok = s.options.isolated or all(rec.shares_agree.get(v, True)
+                                           for v in node.outputs)
+        if self._moves_data_alike(a, node) and oct_ok:
+            rec.shares_agree.update((v, True) for v in node.inputs)
+            return
+        tol = s.tol(node, backward=True)
+        floor = max((self.ax.rms(self.ax.keep(s.rrun, c)) for c in octs if c is not None),
+                    default=0.0)
+        stats = [st for slot, h in enumerate(kept)
+                 if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None]
+        most = worst(stats)
+        if most is None:
+            return
+        rec.backward[j] = most
+        fwd = rec.forward.get(j)
+        local = oct_ok and rec.inputs_agree.get(j, False) and not (fwd and fwd.diverges)
+        if most.diverges and local:
+            self.localizer.backward(j, most, tol, floor)
+
+    def _share_stats(self, i: int, node: Node, slot: int, kept: Any, tol: Tolerance,
+                     floor: float) -> Stats | None:
+        rec = self.record
+        v = node.inputs[slot]
+        if self.p.rhs.param_name(v) is not None:
+            rec.floors[v] = floor
+        key = self.lhs.share_key(i, slot, v)
+        if kept is None or key is None or key not in self.lhs:
+            return None
+        st = self.ax.measure(self.lhs.get(key), kept, tol, floor)
+        if st.shape_differs:
+            return None
+        same = self.p.values.get(v) is self.p.lhs.nodes[i].inputs[slot]  # the same value?
+        rec.shares_agree[v] = rec.shares_agree.get(v, True) and same and not st.diverges
+        if key[0] == "grad":  # a parameter read once: this is its whole gradient
+            rec.gradients[key[1]] = st
+        if st.diverges and get_spec(node.op).commutative and len(node.inputs) == 2:
+            other = ("ct", i, 1 - slot)
+            if other in self.lhs:
+                swapped = self.ax.measure(self.lhs.get(other), kept, tol, floor)
+                if not swapped.diverges:
+                    return swapped
+        return st
+
+    def _check_backward_finite(self, node: Node, octs: Sequence[Any],
+                               kept: list[Any]) -> None:
+        if "rhs-backward" in self.localizer.nan:
+            return
+        if any(h is not None and not self.ax.finite(h) for h in kept):
+            if all(c is None or self.ax.finite(self.ax.keep(self.s.rrun, c)) for c in octs):
+                self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
+
+    def _compare_gradient(self, name: str, grad: Any) -> None:
+        """A parameter's whole gradient, against lhs's, once rhs has finished it."""
+        rec = self.record
+        v = self.p.rhs.params[name]
+        u = self.p.values.get(v)
+        lname = self.p.lhs.param_name(u) if u is not None else None
+        if lname is None or ("grad", lname) not in self.lhs or lname in rec.gradients:
+            return
+        readers = self.p.rhs.consumers(v)
+        tol = self.s.tol(readers[0], backward=True) if readers else Tolerance(1e-4, 1e-4)
+        rec.gradients[lname] = self.ax.measure(self.lhs.get(("grad", lname)),
+                                               self.ax.keep(self.s.rrun, grad), tol,
+                                               rec.floors.get(v, 0.0))
+
+
+class _Lagging:
+    """Calls ``compare`` one node late: the framework (JAX dispatches asynchronously) computes
+    the next node while the previous one is compared. Every node is compared after all the
+    nodes it depends on, as the comparison needs."""
+
+    def __init__(self, compare: Callable[..., None]) -> None:
+        self.compare = compare
+        self.pending: tuple[Any, ...] | None = None
+
+    def __call__(self, *event: Any) -> None:
+        self.flush()
+        self.pending = event
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            event, self.pending = self.pending, None
+            self.compare(*event)

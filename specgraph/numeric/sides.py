@@ -1,0 +1,73 @@
+"""``Sides``: what stays fixed over a numeric comparison's seeds, and ``Backends``, what the
+front door resolves from the frontends' registry and hands down (the numeric package never
+looks a framework up itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from specgraph.ir import Node, Value
+from specgraph.numeric.arrays import Arrays
+from specgraph.numeric.options import NumericOptions
+from specgraph.numeric.pairing import Pairing
+from specgraph.numeric.repro import ReproWriter
+from specgraph.numeric.runner import Runner
+from specgraph.numeric.stats import Tolerance, tolerance
+
+__all__ = ["Backends", "Sides"]
+
+
+@dataclass(frozen=True, eq=False)
+class Backends:
+    """Each side's runner, the comparison's arithmetic, and each side's repro writer.
+
+    Attributes:
+        lhs / rhs: the runners, already set to each side's context.
+        arrays: where values are kept and measured (the host's, or a device's).
+        lhs_repro / rhs_repro: what writes each side's repro script (None: nothing).
+    """
+
+    lhs: Runner
+    rhs: Runner
+    arrays: Arrays
+    lhs_repro: ReproWriter | None = None
+    rhs_repro: ReproWriter | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Sides:
+    """The pairing of the two graphs, how each side runs, and each side's weights.
+
+    Attributes:
+        pairing: the two graphs and which rhs value is which lhs value.
+        backends: runners, arithmetic and repro writers.
+        lweights / rweights: each side's parameters (rhs's moved from lhs, or its own).
+        param_agree: for each rhs parameter, whether it holds its lhs counterpart's values.
+        options: the comparison's options.
+        backward: whether gradients are compared (both runners compute them).
+    """
+
+    pairing: Pairing
+    backends: Backends
+    lweights: Mapping[str, np.ndarray]
+    rweights: Mapping[str, np.ndarray]
+    param_agree: Mapping[Value, bool]
+    options: NumericOptions
+    backward: bool
+
+    @property
+    def lrun(self) -> Runner:
+        return self.backends.lhs
+
+    @property
+    def rrun(self) -> Runner:
+        return self.backends.rhs
+
+    def tol(self, node: Node, backward: bool = False) -> Tolerance:
+        """The tolerance for ``node``'s outputs (or its pullback's shares)."""
+        opts = self.options
+        return tolerance(node, (opts.lhs_context.dtype, opts.rhs_context.dtype),
+                         rtol=opts.rtol, atol=opts.atol, backward=backward)
