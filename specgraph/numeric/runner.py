@@ -5,10 +5,11 @@ framework (PyTorch kernels for a PyTorch model, XLA for JAX, TensorFlow's for Ke
 onnxruntime for an ONNX file), so every aligned layer's output and gradient can be read as
 it is produced, and one side's layer can be fed the other side's inputs. A runner knows
 nothing about graphs: it puts arrays on its device, runs one op, and pulls gradients back
-through one op. Each framework's runner lives in ``specgraph.frontends`` (``_torch_run``,
-``_jax_run``, ``_tf_run``, ``_onnx_run``) with an op table: a dict from canonical op name to
-a function ``fn(*inputs, **attrs)`` with the same signature and meaning as the op's NumPy
-reference in ``specgraph.ops``.
+through one op. Each framework's runner lives in its frontend's package
+(``specgraph.frontends.<framework>.runner``) with an op table: a dict from canonical op name
+to a function ``fn(*inputs, **attrs)`` with the same signature and meaning as the op's NumPy
+reference in ``specgraph.ops``. This module is the base they share; the front door
+(``specgraph.check``) finds them in the frontends' registry and hands them down.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Context:
     """Where and how one side runs.
 
     Attributes:
-        device: ``cpu`` or ``cuda`` (``auto`` is resolved by ``resolve``).
+        device: ``cpu``, ``cuda``, or ``auto``: the runner takes a GPU where its framework
+            has one, else the CPU.
         mode: ``eager`` (op by op) or ``compiled`` (each op through the framework's compiler:
             torch.compile, jax.jit, tf.function with jit_compile).
         dtype: the floating precision: ``float32``; ``tf32`` (float32 storage, TensorFloat-32
