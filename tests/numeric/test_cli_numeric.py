@@ -80,6 +80,14 @@ def test_repro_folder_for_a_planted_fault(repo_root, capsys, tmp_path: Path) -> 
     assert code == 1 and "rhs (torch) leaves the fp64 reference" in out
     assert sorted(p.name for p in folder.iterdir()) == ["case.npz", "repro_jax.py",
                                                        "repro_torch.py"]
+    # the report carries the paths written, nothing else of the repro
+    json_folder = tmp_path / "repro_json"
+    with wrong_softmax():
+        main(["diff", f"{models}:jax_wide", f"{models}:torch_wide", "--format", "json",
+              "--repro", str(json_folder)])
+    written = json.loads(capsys.readouterr().out)["numeric"]["repro"]
+    assert [line.split(": ", 1)[0] for line in written] == [
+        str(json_folder / name) for name in ("case.npz", "repro_jax.py", "repro_torch.py")]
 
 
 def test_weights_that_cannot_move_are_one_sentence(capsys, tmp_path: Path) -> None:
