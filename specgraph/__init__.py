@@ -19,10 +19,13 @@ from specgraph.interpreter import Interpreter, run
 from specgraph.ir import Graph, GraphBuilder, Node, Value
 from specgraph.loading import trace
 from specgraph.model import TracedModel
+from specgraph.numeric.options import NumericOptions
+from specgraph.numeric.runner import Context
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Context",
     "ExecutionError",
     "FactoryError",
     "FrontendMissingError",
@@ -31,6 +34,7 @@ __all__ = [
     "GraphError",
     "Interpreter",
     "ModelReferenceError",
+    "NumericOptions",
     "Node",
     "SpecgraphError",
     "TraceError",
