@@ -19,7 +19,7 @@ variables, inputs)`` for ``specgraph.frontends.jax.trace_linen``. ``torch_step``
 ``jax_step`` build the plain framework forward + backward of ``sum(output * R)`` (R fixed
 and random), the baseline a numeric comparison is timed against.
 
-    python bench/_models.py [--models bert,resnet50] [--repeat 3]
+    python -m bench._models [--models bert,resnet50] [--repeat 3]
 
 prints, per pair, trace + canonicalize + diff times, node counts, the verdict, how far the
 two frameworks' outputs are apart, and the forward + backward timings.

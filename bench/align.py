@@ -1,7 +1,7 @@
 """Alignment speed: transformer graphs of about 1k, 5k, 20k and 50k nodes, each aligned
 against a copy with one layer's activation removed and one eps changed.
 
-    python bench/align.py [--sizes 1000,5000,20000,50000] [--repeat 3]
+    python -m bench.align [--sizes 1000,5000,20000,50000] [--repeat 3]
 
 Prints one line per size and, last, ``align 20000 nodes: S.SS s; growth exponent E.EE``
 (the exponent is the slope of log time against log nodes over all sizes; 1.0 is linear).

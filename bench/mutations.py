@@ -1,29 +1,33 @@
 """Mutation benchmark of the structural diff and of the numeric check: the golden transformer
 block and CNN, written in PyTorch, JAX, Keras and exported to ONNX, against copies with one
-planted mutation, for every ordered pair of frameworks.
+planted mutation, for every ordered pair of frameworks. The mutations, and the layer each one
+changes, are the table in ``tests/zoo/mutations.py`` (``tests/test_mutations.py`` runs a
+subset of it).
 
-    python bench/mutations.py [--frameworks torch,jax,keras,onnx] [--models ...] [--quiet]
+    python -m bench.mutations [--frameworks torch,jax,keras,onnx] [--models ...] [--quiet]
                               [--no-numeric]
 
 Structural diff (``compare_structure``), over all (model, mutation, lhs framework, rhs
 framework) cases:
     recall        the diff reports at least one finding;
     precision     it reports exactly one finding (nothing else);
-    localization  a finding concerns the mutated layer (its op is the layer's op);
+    localization  a finding concerns the mutated layer (its op is the layer's ``op`` in
+                  the table);
 and false alarms: unmutated pairs of different frameworks that report anything.
 
 Numeric check alone (``compare(..., mode="numbers")``, seed 0; forward only
 where a side is ONNX, whose runner computes no gradients), over the same cases:
-    shapes differ the mutation changes a parameter's shape, so lhs's weights cannot be
-                  moved into rhs: such cases are counted apart, as named when the
-                  TransferError names a parameter of the mutated layer whose shape changed;
+    shapes differ the mutation changes a parameter's shape (``reshapes`` in the table), so
+                  lhs's weights cannot be moved into rhs: such cases are counted apart, as
+                  named when the TransferError names a parameter of the mutated layer whose
+                  shape changed;
     silent        the mutation moves no value beyond the float32 tolerance (run in float64
                   by the reference interpreter on the same weights and inputs, every aligned
                   layer and output): no float32 check can see it, so it is counted apart;
     recall        of the other cases, the numeric check reports a finding;
-    localization  its first finding concerns the mutated layer: the finding's op is the
-                  layer's op, or the finding names that layer as the upstream node the
-                  difference comes from (a layer one side lacks);
+    localization  its first finding concerns the mutated layer: the finding's op is one
+                  of the table's ``numeric_ops``, or the finding names such a layer as the
+                  upstream node the difference comes from (a layer one side lacks);
 and false alarms: unmutated pairs of different frameworks with any numeric finding (or whose
 weights cannot be moved). A weight transfer refused for any other reason, or an exception
 raised by the check, is a miss (printed; the other cases still run).
@@ -37,32 +41,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import re
-import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# the layer each mutation touches, as canonical ops (localization)
-EXPECTED = {
-    "transformer_block": {
-        "missing_activation": {"gelu"}, "eps": {"layer_norm"},
-        "gelu_approximation": {"gelu"}, "missing_bias": {"linear"}, "missing_residual": {"add"},
-        "post_ln": {"layer_norm", "add"}, "missing_scale": {"attention"},
-        "causal": {"attention"}, "hidden_size": {"linear"}, "num_heads": {"attention"},
-        "softmax_axis": {"attention", "softmax"},
-    },
-    "cnn": {
-        "missing_activation": {"relu"}, "eps": {"batch_norm"}, "stride_moved": {"conv"},
-        "asymmetric_padding": {"conv"}, "missing_bias": {"conv"},
-        "swapped_layers": {"batch_norm", "relu"}, "hidden_size": {"conv"},
-        "batchnorm_to_layernorm": {"batch_norm", "layer_norm"},
-    },
-}
+from tests.zoo.mutations import (MODELS, Mutation, mutations_of, names_mutated_layer,
+                                 numerically_located, reshaped_params, structurally_located)
 
 
 def _factories() -> dict[str, Callable[[str, str | None], Any]]:
@@ -103,40 +88,6 @@ def _factories() -> dict[str, Callable[[str, str | None], Any]]:
         return canonicalize_model(traced)
 
     return {"torch": torch_side, "jax": jax_side, "keras": keras_side, "onnx": onnx_side}
-
-
-# the canonical attention has no head count: it lives in the shapes of the reshapes that
-# split and merge the heads, where the numbers first part
-NUMERIC_ALSO = {("transformer_block", "num_heads"): {"reshape"}}
-
-
-def cause_ops(finding: Any) -> set[str]:
-    """The ops of the layers a numeric finding names as the source of its difference (a
-    layer one side lacks, or what each side reads), from its ``causes``."""
-    return {c.node.split(":", 1)[1] for c in finding.causes}
-
-
-def numerically_located(finding: Any, ops: set[str]) -> bool:
-    """Whether a numeric finding concerns a layer of one of ``ops``: its own op, or an
-    upstream layer it names as the cause."""
-    return finding.op in ops or bool(cause_ops(finding) & ops)
-
-
-def reshaped_params(golden: Any, mutant: Any) -> dict[str, tuple[int, ...]]:
-    """The parameters of ``mutant`` whose shape differs from the same-named parameter of
-    ``golden`` (one framework's canonical models), with their new shapes."""
-    before = golden.graph.params
-    return {name: v.shape for name, v in mutant.graph.params.items()
-            if name in before and before[name].shape != v.shape}
-
-
-def names_mutated_layer(message: str, mutant: Any, reshaped: dict[str, Any],
-                        ops: set[str]) -> bool:
-    """Whether a TransferError message names a reshaped parameter read by a layer of one of
-    ``ops`` (the error lists rhs parameters as ``name [shape]``)."""
-    g = mutant.graph
-    return any(f"{name} [" in message and any(r.op in ops for r in g.consumers(g.params[name]))
-               for name in reshaped)
 
 
 def observable(lhs: Any, rhs: Any) -> bool:
@@ -209,18 +160,18 @@ class _Bench:
             if report.findings:
                 c["alarms"] += 1
                 self.say(f"FALSE ALARM {model} {a}/{b}: {report.findings[0].message}")
-        for mutation, ops in EXPECTED[model].items():
+        for mutation in mutations_of(model):
             for a, b in itertools.product(frameworks, repeat=2):
                 report = compare_structure(self.get(a, model, None),
-                                           self.get(b, model, mutation))
+                                           self.get(b, model, mutation.name))
                 found = report.findings
                 c["cases"] += 1
                 c["recall"] += bool(found)
                 c["precision"] += len(found) == 1
-                located = any(f.op in ops or any(op in f.message for op in ops) for f in found)
+                located = any(structurally_located(f, mutation) for f in found)
                 c["localization"] += located
                 if len(found) != 1 or not located:
-                    self.say(f"{model}/{mutation} {a}->{b}: {len(found)} findings: " +
+                    self.say(f"{model}/{mutation.name} {a}->{b}: {len(found)} findings: " +
                              " | ".join(f"[{f.code}] {f.message[:110]}" for f in found[:3]))
 
     def _timed(self, key: tuple[str, str], work: Callable[[], Any]) -> Any:
@@ -258,25 +209,26 @@ class _Bench:
                 self.say(f"NUMERIC FALSE ALARM {model} {a}/{b}: " + (
                     _brief(out.findings) if hasattr(out, "findings")
                     else f"{type(out).__name__}: {out}"))
-        for mutation, ops in EXPECTED[model].items():
-            ops = ops | NUMERIC_ALSO.get((model, mutation), set())
+        for mutation in mutations_of(model):
             for a, b in itertools.product(frameworks, repeat=2):
-                self._numeric_case(model, mutation, ops, a, b)
+                self._numeric_case(mutation, a, b)
 
-    def _numeric_case(self, model: str, mutation: str, ops: set[str], a: str, b: str) -> None:
+    def _numeric_case(self, mutation: Mutation, a: str, b: str) -> None:
         from specgraph.transfer import TransferError
 
-        c, where = self.counts, f"numeric {model}/{mutation} {a}->{b}"
-        lhs, rhs = self.get(a, model, None), self.get(b, model, mutation)
-        reshaped = reshaped_params(self.get(b, model, None), rhs)
+        model, ops = mutation.model, mutation.numeric_ops
+        c, where = self.counts, f"numeric {model}/{mutation.name} {a}->{b}"
+        lhs, rhs = self.get(a, model, None), self.get(b, model, mutation.name)
         out = self._numeric(lhs, rhs, (a, b))
-        if reshaped:
+        if mutation.reshapes:
+            reshaped = reshaped_params(self.get(b, model, None), rhs)
             c["numeric_shapes"] += 1
             named = isinstance(out, TransferError) and names_mutated_layer(str(out), rhs,
                                                                             reshaped, ops)
             c["numeric_shapes_named"] += named
             if not named:
-                self.say(f"{where}: shapes differ ({', '.join(reshaped)}), not named: {out}")
+                self.say(f"{where}: shapes differ ({', '.join(reshaped) or 'none did'}), "
+                         f"not named: {out}")
             return
         if not hasattr(out, "findings"):
             c["numeric_cases"] += 1
@@ -336,12 +288,11 @@ def summary(counts: dict[str, Any], *, numeric: bool = True) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", default="torch,jax,keras,onnx")
-    parser.add_argument("--models", default="transformer_block,cnn")
+    parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quiet", action="store_true", help="print the summary only")
     parser.add_argument("--no-numeric", action="store_true",
                         help="score the structural diff only (skip the numeric check)")
     args = parser.parse_args()
-    sys.path.insert(0, ROOT)  # the zoo of test models lives in the repository's tests/
     counts = run(args.frameworks.split(","), args.models.split(","),
                  numeric=not args.no_numeric, say=(lambda _: None) if args.quiet else print)
     for line in summary(counts, numeric=not args.no_numeric):

@@ -1,7 +1,7 @@
 """Cost of the layerwise numeric check: a BERT-base-sized encoder and a ResNet-50-sized CNN,
 PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
 
-    python bench/numeric.py [--models bert,resnet50] [--repeat 3] [--device cpu]
+    python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu]
 
 "plain" is one forward + backward of each model in its own framework, as a training step
 runs it (eager PyTorch, jitted JAX after its compile). "check" is specgraph's full numeric
@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+ROOT = Path(__file__).resolve().parent.parent  # the memory runs import bench.numeric from here
 
 
 def _rss_kib(field: str) -> int:
@@ -121,9 +120,9 @@ def memory_child(kind: str, name: str, device: str) -> None:
 
 
 def memory(kind: str, name: str, device: str) -> float:
-    done = subprocess.run([sys.executable, __file__, "--memory-child", kind, "--models", name,
-                           "--device", device], capture_output=True, text=True, check=False,
-                          cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "bench.numeric", "--memory-child", kind,
+                           "--models", name, "--device", device], capture_output=True,
+                          text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{kind} {name} memory run failed:\n{done.stderr[-2000:]}")
     return float(json.loads(done.stdout.strip().splitlines()[-1])["peak_mib"])

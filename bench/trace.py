@@ -1,7 +1,7 @@
 """Tracing cost: specgraph's trace of a 12-layer transformer against the framework's own
 tracer (torch.export, jax.make_jaxpr, get_concrete_function), measured side by side.
 
-    python bench/trace.py [--layers 12] [--width 256] [--repeat 7]
+    python -m bench.trace [--layers 12] [--width 256] [--repeat 7]
 
 Prints one line per framework and, last, ``trace: <fw> R.RR, ...`` with each ratio
 (specgraph time / framework tracer time, the median over alternating rounds; the target is

@@ -63,6 +63,7 @@ def test_hf_tensorflow_model(name: str) -> None:
     _check(tf_frontend.trace(model, (x,), reference=f"tf-{name}"))
 
 
+@pytest.mark.slow  # 5-8 s each on 2 cores: building HF's Flax model and tracing it
 @pytest.mark.parametrize("name", ["gpt2", "vit"])
 def test_hf_flax_model(name: str) -> None:
     pytest.importorskip("flax")

@@ -18,6 +18,8 @@ import numpy as np
 from flax import nnx
 from jax import lax
 
+from tests.zoo.mutations import mutations_of
+
 D, HEADS = 16, 4
 
 
@@ -279,14 +281,8 @@ def trace(name: str) -> Any:
     return function(*MODELS[name](), reference=name)
 
 
-# --- mutants: the plain-JAX CNN and pre-LN block with one planted difference ---------------
-MUTATIONS: dict[str, list[str]] = {
-    "transformer_block": ["missing_activation", "eps", "gelu_approximation", "missing_bias",
-                          "missing_residual", "post_ln", "missing_scale", "causal",
-                          "hidden_size", "num_heads", "softmax_axis"],
-    "cnn": ["missing_activation", "eps", "stride_moved", "asymmetric_padding", "missing_bias",
-            "swapped_layers", "hidden_size", "batchnorm_to_layernorm"],
-}
+# --- mutants: the plain-JAX CNN and pre-LN block with one planted difference each (the ----
+# --- mutations are the table in tests/zoo/mutations.py) -------------------------------------
 _NHWC = ("NHWC", "HWIO", "NHWC")
 
 
@@ -378,13 +374,12 @@ def _preln_mutant(mutation: str | None) -> tuple:
 
 def mutant(model: str, mutation: str | None) -> tuple:
     """The plain-JAX golden ``model`` ("cnn" or "transformer_block") with ``mutation`` (a
-    name in ``MUTATIONS[model]``, or None for the golden itself): ``(apply_fn, params,
-    inputs)`` like ``cnn_jax``/``preln_jax``, with the same seeds."""
-    if model not in MUTATIONS:
-        raise KeyError(f"no mutants of {model!r}; use one of {sorted(MUTATIONS)}")
-    if mutation is not None and mutation not in MUTATIONS[model]:
-        raise KeyError(f"no mutation {mutation!r} of {model!r}; use one of "
-                       f"{MUTATIONS[model]}")
+    mutation of ``model`` in the table of tests/zoo/mutations.py, or None for the golden
+    itself): ``(apply_fn, params, inputs)`` like ``cnn_jax``/``preln_jax``, with the same
+    seeds."""
+    names = [m.name for m in mutations_of(model)]  # KeyError for a model with no mutants
+    if mutation is not None and mutation not in names:
+        raise KeyError(f"no mutation {mutation!r} of {model!r}; use one of {names}")
     return (_cnn_mutant if model == "cnn" else _preln_mutant)(mutation)
 
 

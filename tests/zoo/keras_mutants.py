@@ -1,4 +1,5 @@
-"""Keras mutants of the golden transformer block and CNN: one planted difference each."""
+"""Keras mutants of the golden transformer block and CNN: one planted difference each (the
+table in ``tests/zoo/mutations.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from keras import layers, ops
 
 from tests.zoo.keras_models import _normal, _randomize
 
-__all__ = ["MUTATIONS", "mutant"]
+__all__ = ["mutant"]
 
 # Each mutation overrides some knobs of the model's defaults (None: the golden model).
 _BLOCK = {"heads": 4, "hidden": 64, "eps1": 1e-5, "q_bias": True, "scaled": True,
@@ -42,7 +43,6 @@ _CNN_MUTATIONS: dict[str, dict[str, Any]] = {
     "hidden_size": {"filters1": 10},
     "batchnorm_to_layernorm": {"norm2": "layer"},
 }
-MUTATIONS = {"transformer_block": list(_BLOCK_MUTATIONS), "cnn": list(_CNN_MUTATIONS)}
 
 
 class _Attention(layers.Layer):
@@ -150,7 +150,8 @@ _FACTORIES = {"transformer_block": (_block, _BLOCK, _BLOCK_MUTATIONS),
 
 def mutant(model: str, mutation: str | None):
     """``(model, example_inputs)`` of the golden ``model`` ("transformer_block" or "cnn")
-    with ``mutation`` planted (one of ``MUTATIONS[model]``), or the golden itself for None."""
+    with ``mutation`` planted (a mutation of the table in ``tests/zoo/mutations.py``), or
+    the golden itself for None."""
     if model not in _FACTORIES:
         raise KeyError(f"unknown model {model!r}; expected one of {sorted(_FACTORIES)}")
     build, defaults, mutations = _FACTORIES[model]

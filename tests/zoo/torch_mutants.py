@@ -1,5 +1,5 @@
-"""The golden transformer block and CNN in PyTorch with one planted mutation each, for the
-mutation benchmark of the structural diff (``bench/mutations.py``)."""
+"""The golden transformer block and CNN in PyTorch with one planted mutation each (the table
+in ``tests/zoo/mutations.py``), for ``tests/test_mutations.py`` and ``bench/mutations.py``."""
 
 from __future__ import annotations
 
@@ -98,11 +98,17 @@ _CNN = {
     "missing_bias": {"bias1": False}, "swapped_layers": {"swapped": True},
     "hidden_size": {"c1": 10}, "batchnorm_to_layernorm": {"layer_norm": True},
 }
-MUTATIONS = {"transformer_block": sorted(_BLOCK), "cnn": sorted(_CNN)}
+_KNOBS = {"transformer_block": _BLOCK, "cnn": _CNN}
 
 
 def mutant(model: str, mutation: str | None):
-    """The golden ``model`` with ``mutation`` planted (None: the golden itself)."""
+    """The golden ``model`` ("transformer_block" or "cnn") with ``mutation`` planted (None:
+    the golden itself): ``(module, example_inputs)``."""
+    if model not in _KNOBS:
+        raise KeyError(f"no mutants of {model!r}; use one of {sorted(_KNOBS)}")
+    if mutation is not None and mutation not in _KNOBS[model]:
+        raise KeyError(f"no mutation {mutation!r} of {model!r}; use one of "
+                       f"{sorted(_KNOBS[model])}")
     torch.manual_seed(0)
     if model == "transformer_block":
         net, x = Block(**_BLOCK.get(mutation, {})), torch.randn(2, 5, 16)
