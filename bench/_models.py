@@ -436,7 +436,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def structure(name: str) -> dict[str, Any]:
     """Trace, canonicalize and diff the pair ``name``: seconds, node counts, the verdict and
     the relative difference of the two frameworks' outputs."""
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
     from specgraph.check import compare_structure
     from specgraph.frontends import jax as jax_frontend
     from specgraph.frontends import torch as torch_frontend

@@ -52,7 +52,7 @@ from tests.zoo.mutations import (MODELS, Mutation, mutations_of, names_mutated_l
 
 def _factories() -> dict[str, Callable[[str, str | None], Any]]:
     """framework -> (model, mutation) -> canonical TracedModel."""
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
 
     def torch_side(model: str, mutation: str | None) -> Any:
         from specgraph.frontends import torch as frontend

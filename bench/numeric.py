@@ -61,7 +61,7 @@ def _plain(name: str, device: str) -> Callable[[], Any]:
 def _check(name: str, device: str) -> Callable[[], Any]:
     from bench._models import JAX, TORCH
     from specgraph.align import align
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
     from specgraph.frontends import jax as jax_frontend
     from specgraph.frontends import torch as torch_frontend
     from specgraph.check import backends

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specgraph.align import align
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
 from specgraph.loading import trace

@@ -169,7 +169,7 @@ def _show(args: argparse.Namespace) -> int:
     traced = trace(args.model)
     progress.step(f"traced {len(traced.graph)} nodes with {traced.framework}")
     if not args.raw:
-        from specgraph.canonical import canonicalize_model
+        from specgraph.passes import canonicalize_model
 
         traced = canonicalize_model(traced)
         progress.step(f"canonical graph has {len(traced.graph)} nodes; writing equations")

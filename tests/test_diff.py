@@ -26,7 +26,7 @@ XOR = {"torch": "examples/xor/model_torch.py", "jax": "examples/xor/model_jax.py
 def xor_models():
     pytest.importorskip("jax")
     pytest.importorskip("tensorflow")
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
     from specgraph.loading import trace
 
     models = {(fw, kind): canonicalize_model(trace(f"{path}:{kind}"))
@@ -43,7 +43,7 @@ def _onnx_xor(kind: str):
 
     import torch
 
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
     from specgraph.frontends import onnx as onnx_frontend
     from specgraph.loading import call_factory
 

@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.graph_nx import describe, isomorphic
 from specgraph.interpreter import run
 from tests.helpers import relative_error

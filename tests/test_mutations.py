@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.check import compare, compare_structure
 from specgraph.numeric.options import NumericOptions
 from specgraph.transfer import TransferError

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specgraph.align import align
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.interpreter import run
 from specgraph.transfer import TransferError, pair_parameters
 

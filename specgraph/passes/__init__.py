@@ -1,66 +1,17 @@
 """Canonicalization: passes that make equivalent models identical graphs.
 
 Each pass is a small named unit in its own module (see its docstring for what it requires
-and ensures), is exact, and returns ``PassResult(graph, modified)``. ``canonicalize`` runs
-them to a fixed point, verifying the graph after every pass.
+and ensures), is exact, and returns ``PassResult(graph, modified)`` (``rewrite``: the
+Rewriter the passes share; ``regions``, ``cones`` and ``slices``: the region proofs the
+raising rules use). ``manager`` runs them to a fixed point, verifying the graph after every
+pass (``canonicalize``). ``boundary`` is the model-level pass: it moves layouts to the
+model's inputs, outputs and parameters (``canonicalize_model``, on a TracedModel).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-from specgraph.errors import GraphError
-from specgraph.ir import Graph
-from specgraph.passes.constants import FoldConstantsPass
-from specgraph.passes.einsum import LowerEinsumPass
-from specgraph.passes.identities import DropIdentitiesPass
-from specgraph.passes.padding import FoldPaddingPass
-from specgraph.passes.pools import NormalizePoolsPass
-from specgraph.passes.raise_activations import RaiseActivationsPass
-from specgraph.passes.raise_attention import RaiseAttentionPass
-from specgraph.passes.raise_linear import RaiseLinearPass
-from specgraph.passes.raise_norms import RaiseNormsPass
+from specgraph.passes.boundary import canonicalize_model
+from specgraph.passes.manager import DEFAULT_PASSES, canonicalize, run_passes
 from specgraph.passes.rewrite import PassResult
-from specgraph.passes.transposes import SinkTransposesPass
 
-__all__ = ["PassResult", "DEFAULT_PASSES", "canonicalize", "run_passes"]
-
-Pass = Callable[[Graph], PassResult]
-
-DEFAULT_PASSES: tuple[Pass, ...] = (
-    FoldConstantsPass(),
-    LowerEinsumPass(),
-    DropIdentitiesPass(),
-    NormalizePoolsPass(),
-    SinkTransposesPass(),
-    FoldPaddingPass(),
-    DropIdentitiesPass(),
-    RaiseActivationsPass(),
-    RaiseNormsPass(),
-    RaiseLinearPass(),
-    RaiseAttentionPass(),
-)
-
-
-def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 8) -> Graph:
-    """Run ``passes`` in order, again and again until none changes the graph."""
-    for _ in range(max_rounds):
-        changed = False
-        for p in passes:
-            result = p(graph)
-            if result.modified:
-                try:
-                    result.graph.verify()
-                except GraphError as err:
-                    raise GraphError(f"pass {getattr(p, 'name', p)} broke the graph: {err}"
-                                     ) from err
-                graph = result.graph
-                changed = True
-        if not changed:
-            return graph
-    return graph
-
-
-def canonicalize(graph: Graph) -> Graph:
-    """The canonical form of ``graph``: no identities, layers raised, layouts absorbed."""
-    return run_passes(graph, DEFAULT_PASSES)
+__all__ = ["PassResult", "DEFAULT_PASSES", "canonicalize", "canonicalize_model", "run_passes"]

@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.frontends import onnx as onnx_frontend
 from specgraph.frontends import torch as torch_frontend
 from specgraph.graph_nx import describe, isomorphic

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.frontends import torch as torch_frontend
 from specgraph.interpreter import run
 from tests.helpers import relative_error

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from specgraph.canonical import canonicalize_model
+from specgraph.passes import canonicalize_model
 from specgraph.check import compare
 from specgraph.ir import GraphBuilder
 from specgraph.model import TracedModel

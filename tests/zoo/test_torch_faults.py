@@ -126,7 +126,7 @@ def test_zoo_wide_classifier_and_gelu_mlp_reach_the_faults() -> None:
 @pytest.mark.parametrize("name", ["wide_classifier", "gelu_mlp"])
 def test_zoo_pair_diffs_as_equivalent(name: str) -> None:
     pytest.importorskip("jax")
-    from specgraph.canonical import canonicalize_model
+    from specgraph.passes import canonicalize_model
     from specgraph.check import compare_structure
     from specgraph.frontends import torch as torch_frontend
     from tests.zoo import jax_models

@@ -16,7 +16,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value, prune
 from specgraph.model import LazyOutputs, TracedModel
-from specgraph.passes import canonicalize
+from specgraph.passes.manager import canonicalize
 
 __all__ = ["canonicalize_model"]
 
