@@ -1,2 +1,3 @@
-"""What every frontend shares: the converter table (``table``) and how source lines are
-shown (``sources``)."""
+"""What every frontend shares: the converter base its tracer builds on (``converter``), its
+converter tables (``table``), how source lines are shown (``sources``) and how a
+framework's exception is quoted (``messages``)."""

@@ -11,9 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.jax.walk import PARAM_LAYOUTS, inverse_perm, reg
+from specgraph.frontends._common.converter import inverse_perm
+from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends.jax.walk import LayoutHint
 
-__all__: list[str] = []
+__all__ = ["CONVERTERS", "PARAM_LAYOUTS"]
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _to_layout(cx: Any, x: Any, perm: tuple[int, ...]) -> Any:
@@ -42,10 +47,10 @@ def _kernel_layout(eqn: Any) -> dict[int, tuple[int, ...]]:
     return {1: (rhs_spec[1], rhs_spec[0], *rhs_spec[2:])}
 
 
-PARAM_LAYOUTS["conv_general_dilated"] = _kernel_layout
+PARAM_LAYOUTS: dict[str, LayoutHint] = {"conv_general_dilated": _kernel_layout}
 
 
-@reg("conv_general_dilated")
+@_reg("conv_general_dilated")
 def _conv(cx: Any, eqn: Any) -> Any:
     p = eqn.params
     lhs, rhs = eqn.invars
@@ -61,7 +66,7 @@ def _conv(cx: Any, eqn: Any) -> Any:
              "dilation": tuple(int(d) for d in p["rhs_dilation"]),
              "groups": int(p["feature_group_count"]), "bias": False}
     if all(int(d) == 1 for d in p["lhs_dilation"]):
-        weight = cx.param(rhs, rhs_spec)
+        weight = cx.weight(rhs, rhs_spec)
         attrs["padding"] = tuple(lo for lo, _ in pads) + tuple(hi for _, hi in pads)
         y = cx.emit("conv", [x, weight], attrs, out=canonical_out)
     else:
@@ -83,7 +88,7 @@ def _conv_transpose(cx: Any, eqn: Any, x: Any, rhs: Any, rhs_spec: tuple[int, ..
     ends = [d * (k - 1) - hi for (_, hi), k, d in zip(pads, kernel, dilation)]
     if any(v < 0 for v in (*begins, *ends)):
         return None
-    weight = cx.param(rhs, (rhs_spec[1], rhs_spec[0], *rhs_spec[2:]))
+    weight = cx.weight(rhs, (rhs_spec[1], rhs_spec[0], *rhs_spec[2:]))
     spatial = tuple(range(2, 2 + len(kernel)))
     weight = cx.emit("flip", [weight], {"axes": spatial}, out=(weight.shape, weight.dtype))
     ct = {**attrs, "stride": tuple(int(s) for s in eqn.params["lhs_dilation"]),
@@ -131,7 +136,7 @@ def _pool(cx: Any, eqn: Any) -> tuple[Any, tuple[int, ...], dict[str, Any]] | No
     return _to_layout(cx, cx.value(eqn.invars[0]), perm), perm, attrs
 
 
-@reg("reduce_window_max")
+@_reg("reduce_window_max")
 def _max_pool(cx: Any, eqn: Any) -> Any:
     pooled = _pool(cx, eqn)
     if pooled is None:
@@ -142,7 +147,7 @@ def _max_pool(cx: Any, eqn: Any) -> Any:
     return _from_canonical(cx, y, perm)
 
 
-@reg("reduce_window_sum")
+@_reg("reduce_window_sum")
 def _sum_pool(cx: Any, eqn: Any) -> Any:
     """Flax's avg_pool is a window sum divided by the window size: the two become one
     ``avg_pool``; a window sum alone is an ``avg_pool`` with divisor 1."""

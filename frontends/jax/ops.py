@@ -2,7 +2,8 @@
 
 Each converter takes the converter state ``cx`` (``specgraph.frontends.jax.walk``) and one
 jaxpr equation, and returns the IR value(s) of the equation's outputs. The shape, layout
-and pooling primitives are in ``_jax_shape_ops`` and ``_jax_layers``.
+and pooling primitives are in ``shape_ops`` and ``layers``. ``FOLDERS`` computes small
+constants at trace time.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.jax.walk import CONVERTERS, FOLDERS, Converter, dtype_name, reg
+from specgraph.frontends._common.table import Converter, ConverterTable
+from specgraph.frontends.jax.walk import Folder, dtype_name
 from specgraph.ops.elementwise import INT_DTYPES
 
-__all__ = ["CONVERTERS"]
+__all__ = ["CONVERTERS", "FOLDERS"]
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 # --- elementwise -------------------------------------------------------------------------
 _UNARY = {
@@ -64,7 +69,7 @@ def _is_int(var: Any) -> bool:
     return dtype_name(var.aval.dtype) in INT_DTYPES
 
 
-@reg("div")
+@_reg("div")
 def _div(cx: Any, eqn: Any) -> Any:
     a, b = eqn.invars
     attrs = {"rounding": "trunc"} if _is_int(eqn.outvars[0]) else {}
@@ -74,7 +79,7 @@ def _div(cx: Any, eqn: Any) -> Any:
 _LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "not_equal", "not": "logical_not"}
 
 
-@reg("and", "or", "xor", "not")
+@_reg("and", "or", "xor", "not")
 def _logical(cx: Any, eqn: Any) -> Any:
     """Boolean logic; on integers these primitives are bitwise, which has no canonical op."""
     if not all(_is_bool(v) for v in eqn.invars):
@@ -82,44 +87,44 @@ def _logical(cx: Any, eqn: Any) -> Any:
     return cx.emit(_LOGICAL[eqn.primitive.name], [cx.value(v) for v in eqn.invars])
 
 
-@reg("integer_pow")
+@_reg("integer_pow")
 def _integer_pow(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("pow", [x, cx.scalar(eqn.params["y"], x.dtype)])
 
 
-@reg("square")
+@_reg("square")
 def _square(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("mul", [x, x])
 
 
-@reg("exp2")
+@_reg("exp2")
 def _exp2(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("pow", [cx.scalar(2.0, x.dtype), x])
 
 
-@reg("log1p")
+@_reg("log1p")
 def _log1p(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     one_plus = cx.emit("add", [x, cx.scalar(1.0, x.dtype)])
     return cx.emit("log", [one_plus])
 
 
-@reg("expm1")
+@_reg("expm1")
 def _expm1(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("sub", [cx.emit("exp", [x]), cx.scalar(1.0, x.dtype)])
 
 
-@reg("erfc")
+@_reg("erfc")
 def _erfc(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("sub", [cx.scalar(1.0, x.dtype), cx.emit("erf", [x])])
 
 
-@reg("select_n")
+@_reg("select_n")
 def _select_n(cx: Any, eqn: Any) -> Any:
     """``select_n(p, a, b)`` is ``b`` where ``p`` is true (or 1), else ``a``."""
     pred, *cases = eqn.invars
@@ -130,7 +135,7 @@ def _select_n(cx: Any, eqn: Any) -> Any:
     return cx.emit("where", [cx.value(pred), cx.value(cases[1]), cx.value(cases[0])])
 
 
-@reg("clamp")
+@_reg("clamp")
 def _clamp(cx: Any, eqn: Any) -> Any:
     lo, x, hi = eqn.invars
     lo_known, hi_known = cx.known(lo), cx.known(hi)
@@ -141,7 +146,7 @@ def _clamp(cx: Any, eqn: Any) -> Any:
     return cx.emit("minimum", [low, cx.value(hi)])
 
 
-@reg("convert_element_type")
+@_reg("convert_element_type")
 def _convert(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     shape, dtype = cx.out()
@@ -154,7 +159,7 @@ _PRECISION_BITS = {"float64": (11, 52), "float32": (8, 23), "bfloat16": (8, 7),
                    "float16": (5, 10)}
 
 
-@reg("reduce_precision")
+@_reg("reduce_precision")
 def _reduce_precision(cx: Any, eqn: Any) -> Any:
     """A no-op when it rounds to the precision the value already has."""
     x = cx.value(eqn.invars[0])
@@ -164,7 +169,7 @@ def _reduce_precision(cx: Any, eqn: Any) -> Any:
     return cx.opaque()
 
 
-@reg("optimization_barrier", "device_put")
+@_reg("optimization_barrier", "device_put")
 def _pass_through(cx: Any, eqn: Any) -> Any:
     return tuple(cx.emit("identity", [cx.value(v)], out=cx.aval(v)) for v in eqn.invars)
 
@@ -186,7 +191,7 @@ for _name, _canonical in _REDUCE.items():
     CONVERTERS[_name] = _reduction(_canonical)
 
 
-@reg("argmax", "argmin")
+@_reg("argmax", "argmin")
 def _argmax(cx: Any, eqn: Any) -> Any:
     axes = eqn.params["axes"]
     if len(axes) != 1:
@@ -195,7 +200,7 @@ def _argmax(cx: Any, eqn: Any) -> Any:
                    {"axis": int(axes[0]), "keepdims": False})
 
 
-@reg("cumsum")
+@_reg("cumsum")
 def _cumsum(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     axis = int(eqn.params["axis"])
@@ -239,7 +244,7 @@ def einsum_equation(lhs_rank: int, rhs_rank: int, dims: Any) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-@reg("dot_general")
+@_reg("dot_general")
 def _dot_general(cx: Any, eqn: Any) -> Any:
     lhs, rhs = eqn.invars
     dims = eqn.params["dimension_numbers"]
@@ -251,7 +256,7 @@ def _dot_general(cx: Any, eqn: Any) -> Any:
 
 
 # --- control flow with a branch known at trace time --------------------------------------
-@reg("cond")
+@_reg("cond")
 def _cond(cx: Any, eqn: Any) -> Any:
     index = cx.known(eqn.invars[0])
     if index is None:
@@ -261,7 +266,7 @@ def _cond(cx: Any, eqn: Any) -> Any:
     return cx.call_body(branch, [cx.atom(v) for v in eqn.invars[1:]], eqn)
 
 
-# --- small constants known at trace time (see _jax_walk.FOLDERS) -------------------------
+# --- small constants known at trace time (see JaxprConverter.fold) ----------------------
 def _fold_broadcast(a: np.ndarray, shape: Any, broadcast_dimensions: Any, **_: Any) -> Any:
     aligned = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
@@ -269,7 +274,7 @@ def _fold_broadcast(a: np.ndarray, shape: Any, broadcast_dimensions: Any, **_: A
     return np.broadcast_to(np.reshape(a, aligned), tuple(shape))
 
 
-FOLDERS.update({
+FOLDERS: dict[str, Folder] = {
     "convert_element_type": lambda a, new_dtype, **_: a.astype(new_dtype),
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "max": lambda a, b: np.maximum(a, b), "min": lambda a, b: np.minimum(a, b),
@@ -280,4 +285,4 @@ FOLDERS.update({
     "reshape": lambda a, new_sizes, **_: np.reshape(a, tuple(new_sizes)),
     "squeeze": lambda a, dimensions: np.squeeze(a, tuple(int(d) for d in dimensions)),
     "copy": lambda a: a, "copy_p": lambda a: a,
-})
+}

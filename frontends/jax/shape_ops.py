@@ -1,4 +1,4 @@
-"""JAX shape, indexing and array-creation primitives -> canonical ops (part of the table)."""
+"""JAX shape, indexing and array-creation primitives -> canonical ops (a table of their own)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.jax.walk import reg
+from specgraph.frontends._common.table import ConverterTable
 
-__all__: list[str] = []
+__all__ = ["CONVERTERS"]
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _shape(var: Any) -> tuple[int, ...]:
@@ -22,7 +25,7 @@ def _reshaped(cx: Any, x: Any, shape: tuple[int, ...]) -> Any:
     return cx.emit("reshape", [x], {"shape": shape}, out=(shape, x.dtype))
 
 
-@reg("reshape")
+@_reg("reshape")
 def _reshape(cx: Any, eqn: Any) -> Any:
     if eqn.params.get("dimensions") is not None:
         return cx.opaque()  # a transpose folded into the reshape (deprecated in JAX)
@@ -33,7 +36,7 @@ def _reshape(cx: Any, eqn: Any) -> Any:
     return cx.emit("reshape", [x], {"shape": shape})
 
 
-@reg("squeeze")
+@_reg("squeeze")
 def _squeeze(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     axes = tuple(sorted(int(d) % max(x.rank, 1) for d in eqn.params["dimensions"]))
@@ -42,13 +45,13 @@ def _squeeze(cx: Any, eqn: Any) -> Any:
     return cx.emit("squeeze", [x], {"axes": axes})
 
 
-@reg("expand_dims")
+@_reg("expand_dims")
 def _expand_dims(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     return cx.emit("reshape", [x], {"shape": _shape(eqn.outvars[0])})
 
 
-@reg("broadcast_in_dim")
+@_reg("broadcast_in_dim")
 def _broadcast_in_dim(cx: Any, eqn: Any) -> Any:
     """A scalar literal broadcast is ``full``; a broadcast that only adds size-1 axes is a
     ``reshape``; otherwise the operand is reshaped to the output's rank and ``expand``ed."""
@@ -70,7 +73,7 @@ def _broadcast_in_dim(cx: Any, eqn: Any) -> Any:
     return cx.emit("expand", [x], {"shape": shape})
 
 
-@reg("transpose")
+@_reg("transpose")
 def _transpose(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     perm = tuple(int(p) for p in eqn.params["permutation"])
@@ -79,13 +82,13 @@ def _transpose(cx: Any, eqn: Any) -> Any:
     return cx.emit("transpose", [x], {"perm": perm})
 
 
-@reg("concatenate")
+@_reg("concatenate")
 def _concatenate(cx: Any, eqn: Any) -> Any:
     return cx.emit("concat", [cx.value(v) for v in eqn.invars],
                    {"axis": int(eqn.params["dimension"])})
 
 
-@reg("split")
+@_reg("split")
 def _split(cx: Any, eqn: Any) -> Any:
     sizes = tuple(int(s) for s in eqn.params["sizes"])
     return cx.emit_multi("split", [cx.value(eqn.invars[0])],
@@ -104,7 +107,7 @@ def _emit_slice(cx: Any, x: Any, starts: list[int], ends: list[int], steps: list
                    out=(shape, x.dtype))
 
 
-@reg("slice")
+@_reg("slice")
 def _slice(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])
     starts = [int(s) for s in eqn.params["start_indices"]]
@@ -113,7 +116,7 @@ def _slice(cx: Any, eqn: Any) -> Any:
     return _emit_slice(cx, x, starts, ends, steps)
 
 
-@reg("dynamic_slice")
+@_reg("dynamic_slice")
 def _dynamic_slice(cx: Any, eqn: Any) -> Any:
     """A slice on the axes whose start is known at trace time (clamped as XLA does); an
     axis with a computed start must be cut to size 1, which is a ``gather`` of that index."""
@@ -139,7 +142,7 @@ def _dynamic_slice(cx: Any, eqn: Any) -> Any:
     return y
 
 
-@reg("pad")
+@_reg("pad")
 def _pad(cx: Any, eqn: Any) -> Any:
     operand, padding_value = eqn.invars
     value = cx.known(padding_value)
@@ -151,13 +154,13 @@ def _pad(cx: Any, eqn: Any) -> Any:
                    {"pads": pads, "mode": "constant", "value": float(value.reshape(()))})
 
 
-@reg("rev")
+@_reg("rev")
 def _rev(cx: Any, eqn: Any) -> Any:
     axes = tuple(sorted(int(d) for d in eqn.params["dimensions"]))
     return cx.emit("flip", [cx.value(eqn.invars[0])], {"axes": axes})
 
 
-@reg("iota")
+@_reg("iota")
 def _iota(cx: Any, eqn: Any) -> Any:
     """``arange`` along the iota dimension, reshaped and expanded to the full shape."""
     shape, dtype = cx.out()
@@ -174,7 +177,7 @@ def _iota(cx: Any, eqn: Any) -> Any:
     return cx.emit("expand", [line], {"shape": shape})
 
 
-@reg("gather")
+@_reg("gather")
 def _gather(cx: Any, eqn: Any) -> Any:
     """Gathers that take whole slices along one axis (``jnp.take``, ``x[ids]``) become
     ``gather`` (``embedding`` for rows of a 2-D parameter); others stay opaque."""

@@ -6,10 +6,10 @@ parameter named by its key path joined with "." (``hidden.kernel``,
 ``params.Dense_0.kernel``, ``batch_stats.BatchNorm_0.mean``, ``layers.0.kernel``). Nested
 calls (jit, custom_jvp/vjp, remat) are inlined, except library functions that are canonical
 ops (``jax.nn.relu``, ``gelu``, ``softmax``, ``jnp.take``, ...), which become that op; each
-primitive has a small converter in ``_jax_ops``, ``_jax_shape_ops`` and ``_jax_layers``, and
-one none knows becomes ``opaque``. ``scope`` comes from the equations' name stack
-(``jax.named_scope``; Flax module paths, see ``_flax``), ``source`` from the innermost user
-frame of their traceback.
+primitive has a small converter in ``ops``, ``shape_ops`` and ``layers``, and one none knows
+becomes ``opaque``. ``scope`` comes from the equations' name stack (``jax.named_scope``;
+Flax module paths, see ``flax``), ``source`` from the innermost user frame of their
+traceback.
 
 The framework's own outputs (``TracedModel.outputs``) are computed when they are first
 read, by JAX running the traced program once under ``jax.jit``: tracing costs one
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -28,6 +28,9 @@ import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
 from specgraph.errors import FactoryError, TraceError
+from specgraph.frontends._common.messages import first_line
+from specgraph.frontends._common.table import join
+from specgraph.frontends.jax import layers, ops, shape_ops
 from specgraph.frontends.jax.walk import JaxprConverter, to_numpy
 from specgraph.model import LazyOutputs, TracedModel
 
@@ -36,6 +39,7 @@ __all__ = ["trace", "trace_linen", "trace_nnx", "accepts", "FRAMEWORK", "FLAX_FR
 
 FRAMEWORK = "jax"
 FLAX_FRAMEWORK = "flax"
+_CONVERTERS = join(layers.CONVERTERS, ops.CONVERTERS, shape_ops.CONVERTERS)
 
 
 def accepts(model: Any) -> bool:
@@ -129,25 +133,20 @@ class Program:
         return [leaf for dyn, leaf in zip(self.dynamic, self.flat_args) if dyn]
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return " ".join(text[0].split()).rstrip(".:") if text else type(err).__name__
-
-
 def _make_jaxpr(program: Program, reference: str) -> tuple[Any, Any]:
     try:
         return jax.make_jaxpr(program.call, return_shape=True)(program.params, program.arrays())
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
             jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError) as err:
         raise TraceError(
-            f"{reference}: jax.make_jaxpr could not trace the model: {_first_line(err)}; keep "
+            f"{reference}: jax.make_jaxpr could not trace the model: {first_line(err)}; keep "
             "Python control flow off array values (use jnp.where or jax.lax.cond), or run "
             "with --debug for JAX's full report"
         ) from err
     except Exception as err:
         raise TraceError(
             f"{reference}: the model raised {type(err).__name__} while JAX traced it on its "
-            f"example inputs: {_first_line(err)}; call it on those inputs directly to debug"
+            f"example inputs: {first_line(err)}; call it on those inputs directly to debug"
         ) from err
 
 
@@ -158,7 +157,7 @@ def _own_outputs(run: Callable[[], Any], names: Sequence[str], reference: str
     except Exception as err:
         raise TraceError(
             f"{reference}: the model raised {type(err).__name__} when run on its example "
-            f"inputs: {_first_line(err)}"
+            f"inputs: {first_line(err)}"
         ) from err
     leaves = jax.tree_util.tree_leaves(result)
     return {name: np.array(to_numpy(leaf)) for name, leaf in zip(names, leaves)}
@@ -167,8 +166,6 @@ def _own_outputs(run: Callable[[], Any], names: Sequence[str], reference: str
 def trace_program(program: Program, *, reference: str, framework: str, native: Any,
                   scopes: Any = None) -> TracedModel:
     """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel."""
-    from specgraph.frontends.jax import layers, ops, shape_ops  # noqa: F401
-
     with scopes if scopes is not None else contextlib.nullcontext():
         closed, out_shape = _make_jaxpr(program, reference)
     output_names = [name for name, _ in leaves_with_names(out_shape, "")]
@@ -176,7 +173,9 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     names = program.param_names
     if len(names) != len(param_arrays):  # a leaf that is itself a pytree: number them
         names = [f"param{i}" for i in range(len(param_arrays))]
-    converter = JaxprConverter(reference, names, param_arrays, program.input_names)
+    converter = JaxprConverter(reference, names, param_arrays, program.input_names,
+                               converters=_CONVERTERS, folders=ops.FOLDERS,
+                               param_layouts=layers.PARAM_LAYOUTS)
     graph, weights = converter.convert(closed, output_names)
     inputs = {name: np.array(to_numpy(a))
               for name, a in zip(program.input_names, program.arrays())}

@@ -2,8 +2,8 @@
 
 ``JaxprConverter`` holds the state every converter in the op tables uses: the IR value of
 each jaxpr variable (``value``), constants known at trace time (``known``), parameters in
-their canonical layout (``param``), and ``emit`` / ``opaque`` to add nodes with the
-equation's scope, source and origin.
+their canonical layout (``weight``: a layout is a permutation of the native axes), and
+``emit`` / ``opaque`` to add nodes with the equation's scope, source and origin.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import sysconfig
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -19,22 +19,22 @@ import numpy as np
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 from specgraph.errors import TraceError
-from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
-from specgraph.ops import OPAQUE
+from specgraph.frontends._common.converter import BaseConverter, Step, inverse_perm
 from specgraph.frontends._common.sources import display_path
+from specgraph.frontends._common.table import Converter
+from specgraph.frontends.jax import fusion
+from specgraph.ir import DTYPES, Graph, Value, prune
 
-__all__ = ["JaxprConverter", "CONVERTERS", "FOLDERS", "PARAM_LAYOUTS", "reg", "SCOPE_MARK",
-           "source", "dtype_name", "inverse_perm", "to_numpy"]
+__all__ = ["JaxprConverter", "Folder", "LayoutHint", "SCOPE_MARK", "source", "dtype_name",
+           "to_numpy"]
 
-Converter = Callable[["JaxprConverter", Any], Any]
-CONVERTERS: dict[str, Converter] = {}
-# NumPy versions of primitives that plumb small constants (index arithmetic, pad values):
-# their results are known at trace time, for converters that need a static value.
-FOLDERS: dict[str, Callable[..., Any]] = {}
+# A NumPy version of a primitive that plumbs small constants (index arithmetic, pad values):
+# its result is known at trace time, for converters that need a static value.
+Folder = Callable[..., Any]
 _FOLD_LIMIT = 64  # elements; larger constant results stay graph computations only
-# primitive -> the canonical layout (a permutation) of its operands that are weights, by
-# operand index: a parameter read there is stored in that layout (conv kernels as OIHW)
-PARAM_LAYOUTS: dict[str, Callable[[Any], dict[int, tuple[int, ...]]]] = {}
+# The canonical layout (a permutation) of an equation's operands that are weights, by
+# operand index: a parameter read there is stored in that layout (conv kernels as OIHW).
+LayoutHint = Callable[[Any], dict[int, tuple[int, ...]]]
 
 # A scope pushed by the frontend itself (Flax module paths) starts with this mark; the scope
 # of an equation is the innermost marked path plus any user scopes opened inside it.
@@ -47,17 +47,6 @@ CALL_JAXPR_PARAMS = {
     "custom_vjp_call_jaxpr": "fun_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr",
     "remat": "jaxpr", "named_call": "call_jaxpr",
 }
-
-
-def reg(*names: str) -> Callable[[Converter], Converter]:
-    """Decorator: register a converter for the primitives ``names``."""
-
-    def wrap(fn: Converter) -> Converter:
-        for name in names:
-            CONVERTERS[name] = fn
-        return fn
-
-    return wrap
 
 
 def _internal_dirs() -> tuple[str, ...]:
@@ -114,21 +103,26 @@ class _Const:
         self.value: Value | None = None
 
 
-class JaxprConverter:
-    """Walks a closed jaxpr and builds the IR (see the module docstring)."""
+class JaxprConverter(BaseConverter):
+    """Walks a closed jaxpr and builds the IR (see the module docstring).
+
+    Parameters are keyed by their index among the leaves of the params pytree; a layout is
+    a permutation of the native axes, None the native layout.
+    """
+
+    NATIVE = None
 
     def __init__(self, reference: str, param_names: Sequence[str],
-                 param_arrays: Sequence[Any], input_names: Sequence[str]) -> None:
-        from specgraph.frontends.jax import fusion as _jax_fusion
-
-        self.reference = reference
-        self.fusion = _jax_fusion
-        self.b = GraphBuilder(reference)
+                 param_arrays: Sequence[Any], input_names: Sequence[str], *,
+                 converters: Mapping[str, Converter], folders: Mapping[str, Folder],
+                 param_layouts: Mapping[str, LayoutHint]) -> None:
+        super().__init__(reference)
+        self.converters = converters
+        self.folders = folders
+        self.param_layouts = param_layouts
         self.param_names = list(param_names)
         self.param_arrays = list(param_arrays)
         self.input_names = list(input_names)
-        self.param_values: dict[int, tuple[Value, tuple[int, ...] | None]] = {}
-        self.relayouts: dict[tuple[int, tuple[int, ...] | None], Value] = {}
         self.scalars: dict[tuple[str, bytes], Value] = {}
         self.scope_cache: dict[Any, str] = {}
         self.sources: dict[tuple[Any, int], str] = {}  # per trace: relative to the cwd
@@ -142,7 +136,6 @@ class JaxprConverter:
         self.outer_source = ""
         self.index = 0
         self.skip_next = False
-        self._where: dict[str, str] | None = None
 
     # --- the walk ------------------------------------------------------------------------
     def convert(self, closed: ClosedJaxpr, output_names: Sequence[str]) -> tuple[Graph, dict]:
@@ -154,9 +147,10 @@ class JaxprConverter:
         consts = [_Const(np.asarray(c)) for c in closed.consts]
         used: set[int] = set()
         layouts: dict[int, tuple[int, ...]] = {}
-        _scan_params(jaxpr, {v: i for i, v in enumerate(jaxpr.invars[:n_params])}, used, layouts)
+        _scan_params(jaxpr, {v: i for i, v in enumerate(jaxpr.invars[:n_params])}, used, layouts,
+                     self.param_layouts)
         for index in sorted(used):  # in the order of the params pytree
-            self.param_value(index, layouts.get(index))
+            self.param(index, layouts.get(index))
         outs = self.walk(jaxpr, consts, args, None)
         for name, out in zip(output_names, outs):
             self.b.output(name, self.resolve(out))
@@ -195,16 +189,16 @@ class JaxprConverter:
         eqn = eqns[i]
         self.eqn, self.index, self._where, self.skip_next = eqn, i, None, False
         name = eqn.primitive.name
-        fused = self.fusion.match_window(self, eqns, i)
+        fused = fusion.match_window(self, eqns, i)
         if fused is not None:
             return fused
         if name in CALL_JAXPR_PARAMS:
-            outs = self.fusion.named_call(self) or self.inline(eqn)
+            outs = fusion.named_call(self) or self.inline(eqn)
         else:
-            converter = CONVERTERS.get(name)
+            converter = self.converters.get(name)
             outs = converter(self, eqn) if converter is not None else self.opaque()
         self.bind(eqn.outvars, outs)
-        if name in FOLDERS:
+        if name in self.folders:
             self.fold(eqn)
         return i + 2 if self.skip_next else i + 1
 
@@ -215,7 +209,7 @@ class JaxprConverter:
         if any(v is None for v in values) or math.prod(out.aval.shape) > _FOLD_LIMIT:
             return
         try:
-            result = FOLDERS[eqn.primitive.name](*values, **eqn.params)
+            result = self.folders[eqn.primitive.name](*values, **eqn.params)
         except (TypeError, ValueError):  # a parameter NumPy has no version of: not known
             return
         self.static[out] = np.asarray(result).astype(out.aval.dtype)
@@ -284,7 +278,7 @@ class JaxprConverter:
         if isinstance(bound, Value):
             return bound
         if isinstance(bound, _Param):
-            return self.param_value(bound.index, None)
+            return self.param(bound.index, None)
         if bound.value is None:
             bound.value = self.constant(bound.array)
         return bound.value
@@ -317,50 +311,50 @@ class JaxprConverter:
         np_dtype = np.float32 if dtype == "bfloat16" else np.dtype(dtype)
         return self.constant(np.asarray(number, dtype=np_dtype))
 
-    def param(self, v: Any, perm: tuple[int, ...] | None) -> Value:
-        """A parameter atom as ``transpose(native, perm)``: the graph parameter is created in
-        the layout of its first use (weights are converted to it); other uses transpose."""
+    def weight(self, v: Any, perm: tuple[int, ...] | None) -> Value:
+        """A weight atom as ``transpose(native, perm)``: a parameter is stored in the layout
+        of its first use (see ``convert``; weights are converted to it), other uses and
+        computed values are transposed."""
         bound = self.env[v]
         if isinstance(bound, _Param):
-            return self.param_value(bound.index, perm)
+            return self.param(bound.index, perm)
         value = self.resolve(bound)
         if perm is None or perm == tuple(range(len(perm))):
             return value
         shape = tuple(value.shape[p] for p in perm)
         return self.emit("transpose", [value], {"perm": perm}, out=(shape, value.dtype))
 
-    def param_value(self, index: int, perm: tuple[int, ...] | None) -> Value:
-        if index not in self.param_values:
-            array = self.param_arrays[index]
-            name = self.param_names[index]
-            shape = tuple(np.shape(array))
-            if perm is not None:
-                shape = tuple(shape[p] for p in perm)
-            dtype = self.dtype_of(array.dtype, f"parameter {name!r}")
-            self.param_values[index] = (self.b.param(name, shape, dtype), perm)
-        value, have = self.param_values[index]
-        if have == perm or (perm is None and have == tuple(range(value.rank))):
-            return value
-        key = (index, perm)
-        if key not in self.relayouts:
-            rank = value.rank
-            inv = inverse_perm(have or tuple(range(rank)))
-            want = perm or tuple(range(rank))
-            step = tuple(inv[q] for q in want)
-            shape = tuple(value.shape[p] for p in step)
-            self.relayouts[key] = self.emit("transpose", [value], {"perm": step},
-                                            out=(shape, value.dtype))
-        return self.relayouts[key]
+    # --- the current equation and the parameters, for the shared converter base ----------
+    def locate(self) -> dict[str, str]:
+        eqn = self.eqn
+        return {"scope": self.scope(eqn),
+                "source": source(eqn, self.sources) or self.outer_source,
+                "origin": eqn.primitive.name}
 
-    def weights(self, graph: Graph) -> dict[str, np.ndarray]:
-        out = {}
-        for index, (value, perm) in self.param_values.items():
-            name = self.param_names[index]
-            if name not in graph.params:
-                continue
-            array = to_numpy(self.param_arrays[index])
-            out[name] = np.ascontiguousarray(np.transpose(array, perm)) if perm else array
-        return out
+    def outs(self) -> list[tuple[tuple[int, ...], str]]:
+        return [self.aval(v) for v in self.eqn.outvars]
+
+    def param_spec(self, key: int) -> tuple[str, tuple[int, ...], str]:
+        array, name = self.param_arrays[key], self.param_names[key]
+        return name, tuple(np.shape(array)), self.dtype_of(array.dtype, f"parameter {name!r}")
+
+    def native_array(self, key: int) -> np.ndarray:
+        return to_numpy(self.param_arrays[key])
+
+    def layout_steps(self, layout: Hashable, shape: tuple[int, ...]) -> tuple[Step, ...]:
+        perm = layout
+        if not perm or perm == tuple(range(len(shape))):
+            return ()
+        return (("transpose", perm),)
+
+    def relayout_steps(self, shape: tuple[int, ...], have: Hashable, want: Hashable
+                       ) -> tuple[Step, ...]:
+        """One transpose from permutation ``have`` to permutation ``want``."""
+        identity = tuple(range(len(shape)))
+        if have == want or (want is None and have == identity):
+            return ()
+        inv = inverse_perm(have or identity)
+        return (("transpose", tuple(inv[q] for q in (want or identity))),)
 
     # --- emitting ------------------------------------------------------------------------
     def aval(self, v: Any) -> tuple[tuple[int, ...], str]:
@@ -369,34 +363,15 @@ class JaxprConverter:
     def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
         return self.aval(self.eqn.outvars[index])
 
-    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *,
-             out: tuple[tuple[int, ...], str] | None = None) -> Value:
-        """Add one IR node for the current equation (shape and dtype of its output unless
-        given)."""
-        shape, dtype = out if out is not None else self.out(0)
-        return self.b.add(op, list(inputs), attrs, shape=shape, dtype=dtype, **self.where())
-
-    def emit_multi(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any]) -> tuple:
-        outs = [self.aval(v) for v in self.eqn.outvars]
-        return self.b.add_multi(op, list(inputs), attrs, outputs=outs, **self.where())
-
     def opaque(self, target: str | None = None) -> tuple:
         """The current equation as an ``opaque`` node that keeps the primitive's name."""
-        eqn = self.eqn
-        inputs = [self.value(v) for v in eqn.invars]
-        outs = [self.aval(v) for v in eqn.outvars]
-        return self.b.add_multi(OPAQUE, inputs, {"target": target or eqn.primitive.name},
-                                outputs=outs, **self.where())
+        inputs = [self.value(v) for v in self.eqn.invars]
+        return self.emit_opaque(inputs, target=target or self.eqn.primitive.name)
 
     def where(self, origin: str | None = None) -> dict[str, str]:
-        if self._where is None:
-            eqn = self.eqn
-            self._where = {"scope": self.scope(eqn),
-                           "source": source(eqn, self.sources) or self.outer_source,
-                           "origin": eqn.primitive.name}
-        if origin is not None:
-            return {**self._where, "origin": origin}
-        return self._where
+        """Where the current equation sits, with ``origin`` in place of its own if given."""
+        where = super().where()
+        return where if origin is None else {**where, "origin": origin}
 
     def set_origin(self, origin: str) -> None:
         self._where = self.where(origin)
@@ -429,15 +404,15 @@ class JaxprConverter:
 
 
 def _scan_params(jaxpr: Jaxpr, bound: dict[Any, int], used: set[int],
-                 layouts: dict[int, tuple[int, ...]]) -> None:
+                 layouts: dict[int, tuple[int, ...]], hints: Mapping[str, LayoutHint]) -> None:
     """Which parameters (``bound``: variable -> parameter index) ``jaxpr`` reads, nested
-    calls included, and the layout each is wanted in (``PARAM_LAYOUTS``; first one wins)."""
+    calls included, and the layout each is wanted in (``hints``; first one wins)."""
     for e in jaxpr.eqns:
         reads = [(k, bound[v]) for k, v in enumerate(e.invars)
                  if not isinstance(v, Literal) and v in bound]
         if not reads:
             continue
-        hint = PARAM_LAYOUTS.get(e.primitive.name)
+        hint = hints.get(e.primitive.name)
         perms = hint(e) if hint is not None else {}
         for k, index in reads:
             used.add(index)
@@ -447,7 +422,8 @@ def _scan_params(jaxpr: Jaxpr, bound: dict[Any, int], used: set[int],
         body = e.params.get(key) if key else None
         inner = getattr(body, "jaxpr", body)
         if isinstance(inner, Jaxpr):
-            _scan_params(inner, {inner.invars[k]: index for k, index in reads}, used, layouts)
+            _scan_params(inner, {inner.invars[k]: index for k, index in reads}, used, layouts,
+                         hints)
     used.update(bound[v] for v in jaxpr.outvars if not isinstance(v, Literal) and v in bound)
 
 
@@ -489,14 +465,6 @@ def source(eqn: Any, cache: dict[tuple[Any, int], str]) -> str:
 
 def _is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL) or filename.startswith("<frozen")
-
-
-def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
-    """The permutation that undoes ``perm``."""
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv)
 
 
 def to_numpy(array: Any) -> np.ndarray:

@@ -3,8 +3,7 @@
 Each converter takes the frontend's converter state ``cx`` and one ``NodeProto``, reads
 attributes with ``cx.attr`` and constant inputs with ``cx.const`` (which raises ``Dynamic``
 for a value computed at run time: the node then becomes ``opaque``), and emits canonical
-nodes with ``cx.emit``. Layer ops live here; shape ops and reductions in
-``_onnx_shape_ops``.
+nodes with ``cx.emit``. Layer ops live here; shape ops and reductions in ``shape_ops``.
 """
 
 from __future__ import annotations
@@ -15,14 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.onnx.tracer import Dynamic, f32
 from specgraph.frontends._common.table import Converter, ConverterTable
+from specgraph.frontends.onnx.convert import Dynamic, f32
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register
 
 
-def _axis(axis: int, rank: int) -> int:
+def wrap_axis(axis: int, rank: int) -> int:
+    """Axis ``axis`` (negative counts from the end) as an index into ``rank`` axes."""
     return int(axis) % rank if rank else 0
 
 
@@ -152,7 +152,7 @@ def _prelu(cx: Any, node: Any) -> Any:
 def _softmax(cx: Any, node: Any) -> Any:
     op = "softmax" if node.op_type == "Softmax" else "log_softmax"
     x = cx.value(node.input[0])
-    axis = _axis(cx.attr("axis", -1 if cx.opset >= 13 else 1), x.rank)
+    axis = wrap_axis(cx.attr("axis", -1 if cx.opset >= 13 else 1), x.rank)
     if cx.opset >= 13 or axis == x.rank - 1:
         return cx.emit(op, [x], {"axis": axis})
     # before opset 13 the input is flattened to 2-D at ``axis`` and normalized per row
@@ -334,7 +334,7 @@ def _layer_norm(cx: Any, node: Any) -> Any:
     x = cx.value(node.input[0])
     bias = bool(cx.input(2))
     inputs = [x, cx.value(node.input[1])] + ([cx.value(node.input[2])] if bias else [])
-    attrs = {"axis": _axis(cx.attr("axis", -1), x.rank), "eps": cx.attr("epsilon", 1e-5),
+    attrs = {"axis": wrap_axis(cx.attr("axis", -1), x.rank), "eps": cx.attr("epsilon", 1e-5),
              "scale": True, "bias": bias}
     out = cx.emit("layer_norm", inputs, attrs)
     return (out,) + tuple(cx.opaque_output(i) for i in range(1, len(node.output)))
@@ -343,7 +343,7 @@ def _layer_norm(cx: Any, node: Any) -> Any:
 @_reg("RMSNormalization")
 def _rms_norm(cx: Any, node: Any) -> Any:
     x = cx.value(node.input[0])
-    attrs = {"axis": _axis(cx.attr("axis", -1), x.rank), "eps": cx.attr("epsilon", 1e-5)}
+    attrs = {"axis": wrap_axis(cx.attr("axis", -1), x.rank), "eps": cx.attr("epsilon", 1e-5)}
     return cx.emit("rms_norm", [x, cx.value(node.input[1])], attrs)
 
 
@@ -371,7 +371,7 @@ def _group_norm(cx: Any, node: Any) -> Any:
 def _gather(cx: Any, node: Any) -> Any:
     data, indices = node.input[0], node.input[1]
     rank = len(cx.shape(data))
-    axis = _axis(cx.attr("axis", 0), rank)
+    axis = wrap_axis(cx.attr("axis", 0), rank)
     if axis == 0 and cx.is_param(data) and not cx.meta(indices)[1].startswith("float"):
         return cx.emit("embedding", [cx.value(indices), cx.value(data)])
     return cx.emit("gather", [cx.value(data), cx.value(indices)], {"axis": axis})

@@ -10,7 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.onnx.ops import CONVERTERS, _axis, _reg, scalar
+from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends.onnx.ops import scalar, wrap_axis
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _ints(cx: Any, name: str) -> list[int] | None:
@@ -54,7 +58,7 @@ def _squeeze(cx: Any, node: Any) -> Any:
     axes = _axes_of(cx, node, 1, 13)
     if axes is None:
         axes = [i for i, s in enumerate(x.shape) if s == 1]
-    axes = sorted({_axis(a, x.rank) for a in axes})
+    axes = sorted({wrap_axis(a, x.rank) for a in axes})
     if not axes:
         return cx.emit("identity", [x])
     return cx.emit("squeeze", [x], {"axes": axes})
@@ -64,20 +68,20 @@ def _squeeze(cx: Any, node: Any) -> Any:
 def _unsqueeze(cx: Any, node: Any) -> Any:
     x = cx.value(node.input[0])
     rank = len(cx.out()[0])
-    axes = sorted({_axis(a, rank) for a in _axes_of(cx, node, 1, 13) or ()})
+    axes = sorted({wrap_axis(a, rank) for a in _axes_of(cx, node, 1, 13) or ()})
     return cx.emit("unsqueeze", [x], {"axes": axes})
 
 
 @_reg("Concat")
 def _concat(cx: Any, node: Any) -> Any:
     values = [cx.value(name) for name in node.input if name]
-    return cx.emit("concat", values, {"axis": _axis(cx.attr("axis"), values[0].rank)})
+    return cx.emit("concat", values, {"axis": wrap_axis(cx.attr("axis"), values[0].rank)})
 
 
 @_reg("Split")
 def _split(cx: Any, node: Any) -> Any:
     x = cx.value(node.input[0])
-    axis = _axis(cx.attr("axis", 0), x.rank)
+    axis = wrap_axis(cx.attr("axis", 0), x.rank)
     sizes = [cx.meta(name)[0][axis] for name in node.output if name]
     if len(sizes) != len(node.output):
         return cx.opaque()
@@ -87,7 +91,7 @@ def _split(cx: Any, node: Any) -> Any:
 @_reg("SplitToSequence")
 def _split_to_sequence(cx: Any, node: Any) -> Any:
     x = cx.value(node.input[0])
-    axis = _axis(cx.attr("axis", 0), x.rank)
+    axis = wrap_axis(cx.attr("axis", 0), x.rank)
     items = cx.values.get(node.output[0])
     if not isinstance(items, list) or not items:
         return cx.opaque()
@@ -129,7 +133,7 @@ def _slice(cx: Any, node: Any) -> Any:
         axes, steps = _ints(cx, cx.input(3)), _ints(cx, cx.input(4))
     else:
         starts, ends, axes, steps = cx.attr("starts"), cx.attr("ends"), cx.attr("axes"), None
-    axes = [_axis(a, x.rank) for a in (axes or range(len(starts)))]
+    axes = [wrap_axis(a, x.rank) for a in (axes or range(len(starts)))]
     steps = steps or [1] * len(starts)
     bounds = [_slice_bounds(s, e, st, x.shape[a]) for s, e, st, a in zip(starts, ends, steps, axes)]
     return cx.emit("slice", [x], {"axes": axes, "starts": [b[0] for b in bounds],
@@ -154,7 +158,7 @@ def _pad(cx: Any, node: Any) -> Any:
         pads, value, axes = list(cx.attr("pads")), cx.attr("value", 0.0), None
     if axes is not None:
         full = [0] * (2 * x.rank)
-        for i, a in enumerate(_axis(a, x.rank) for a in axes):
+        for i, a in enumerate(wrap_axis(a, x.rank) for a in axes):
             full[a], full[x.rank + a] = pads[i], pads[len(axes) + i]
         pads = full
     return cx.emit("pad", [x], {"pads": pads, "mode": mode, "value": value})
@@ -185,7 +189,7 @@ def _reduce_axes(cx: Any, node: Any, rank: int) -> tuple[bool, list[int] | None]
     axes = _axes_of(cx, node, 1, first)
     if not axes:
         return bool(cx.attr("noop_with_empty_axes", 0)), None
-    return False, sorted({_axis(a, rank) for a in axes})
+    return False, sorted({wrap_axis(a, rank) for a in axes})
 
 
 def _reduction(cx: Any, node: Any, canonical: str, x: Any) -> Any:
@@ -230,7 +234,7 @@ def _argmax(cx: Any, node: Any) -> Any:
     if cx.attr("select_last_index", 0):
         return cx.opaque()
     x = cx.value(node.input[0])
-    return cx.emit(node.op_type.lower(), [x], {"axis": _axis(cx.attr("axis", 0), x.rank),
+    return cx.emit(node.op_type.lower(), [x], {"axis": wrap_axis(cx.attr("axis", 0), x.rank),
                                                "keepdims": bool(cx.attr("keepdims", 1))})
 
 
@@ -239,7 +243,7 @@ def _cumsum(cx: Any, node: Any) -> Any:
     if cx.attr("exclusive", 0) or cx.attr("reverse", 0):
         return cx.opaque()
     x = cx.value(node.input[0])
-    return cx.emit("cumsum", [x], {"axis": _axis(_ints(cx, node.input[1])[0], x.rank)})
+    return cx.emit("cumsum", [x], {"axis": wrap_axis(_ints(cx, node.input[1])[0], x.rank)})
 
 
 @_reg("Trilu")

@@ -2,8 +2,9 @@
 
 Each graph tensor maps to an IR ``Value``, to a NumPy array (a constant, or a small
 computation on constants folded with the ops' references: shape arithmetic), to a variable
-read (turned into a parameter in the layout its consumer asks for), or to ``None`` (a
-tensor the IR cannot hold, such as a string or an unknown shape).
+read (turned into a parameter in the layout its consumer asks for: ``native``, ``oihw`` or
+``depthwise``), or to ``None`` (a tensor the IR cannot hold, such as a string or an
+unknown shape).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.errors import TraceError
-from specgraph.ir import DTYPES, Graph, GraphBuilder, Value, prune
-from specgraph.ops import OPAQUE, get_spec
+from specgraph.frontends._common.converter import NATIVE, BaseConverter, Step, no_steps
 from specgraph.frontends._common.sources import display_path
+from specgraph.ir import DTYPES, Graph, Value, prune
+from specgraph.ops import get_spec
 
 __all__ = ["Converter", "Unsupported", "flatten_named", "dtype_name", "dtype_of"]
 
@@ -79,22 +81,17 @@ def numpy_of(dtype: str) -> np.dtype:
 
 
 # --- parameter layouts: native TF layout -> canonical ----------------------------------
-def _perm_to_oihw(rank: int) -> tuple[int, ...]:
-    return (rank - 1, rank - 2) + tuple(range(rank - 2))
+def _oihw(shape: tuple[int, ...]) -> tuple[Step, ...]:
+    """A conv kernel [*K, I, O] as [O, I, *K] (a transposed conv's [*K, O, I] as [I, O, *K])."""
+    rank = len(shape)
+    return (("transpose", (rank - 1, rank - 2) + tuple(range(rank - 2))),)
 
 
-def _to_layout(array: np.ndarray, layout: str) -> np.ndarray:
-    if layout == "oihw":  # [*K, I, O] -> [O, I, *K]  (transposed conv: [*K, O, I] -> [I, O, *K])
-        return np.transpose(array, _perm_to_oihw(array.ndim)).copy()
-    if layout == "depthwise":  # [*K, C, M] -> [C*M, 1, *K]
-        r = array.ndim
-        moved = np.transpose(array, (r - 2, r - 1) + tuple(range(r - 2)))
-        return moved.reshape((-1, 1) + moved.shape[2:]).copy()
-    return array
-
-
-def _layout_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
-    return _to_layout(np.empty(shape, dtype=np.int8), layout).shape
+def _depthwise(shape: tuple[int, ...]) -> tuple[Step, ...]:
+    """A depthwise kernel [*K, C, M] as a grouped conv's [C*M, 1, *K]."""
+    rank = len(shape)
+    moved = (rank - 2, rank - 1) + tuple(range(rank - 2))
+    return (("transpose", moved), ("reshape", (shape[-2] * shape[-1], 1) + tuple(shape[:-2])))
 
 
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -144,29 +141,27 @@ def _classify(file: str, framework: tuple[str, ...]) -> str:
     return display_path(file)
 
 
-class Converter:
-    """Walks a concrete function's graph and builds the IR, one converter call per op."""
+class Converter(BaseConverter):
+    """Walks a concrete function's graph and builds the IR, one converter call per op.
+
+    Variables become parameters keyed by the id of their handle (``variables``).
+    """
+
+    LAYOUTS = {NATIVE: no_steps, "oihw": _oihw, "depthwise": _depthwise}
 
     def __init__(self, concrete: Any, reference: str, variables: dict[int, tuple[str, Any]],
-                 scopes: Any) -> None:
-        from specgraph.frontends.tf import shape_ops  # noqa: F401  (fills the table)
-        from specgraph.frontends.tf.ops import CONVERTERS
-
+                 scopes: Any, converters: dict[str, Any]) -> None:
+        super().__init__(reference)
         self.cf = concrete
-        self.reference = reference
         self.variables = variables
         self.scopes = scopes
-        self.converters = CONVERTERS
-        self.b = GraphBuilder(reference)
+        self.converters = converters
         self.env: dict[tuple[int, str], Any] = {}
         self.constants: dict[int, tuple[np.ndarray, Value]] = {}
-        self.params: dict[int, Value] = {}
-        self.layouts: dict[int, str] = {}
-        self.relayouts: dict[tuple[int, str], Value] = {}
+        self.expanded: dict[tuple[int, str], Value] = {}  # variable read through ExpandDims
         self.origins: dict[Value, Value] = {}  # reshape-like result -> value before them
         self.op: Any = None
         self.prefix: list[str] = []
-        self._where: dict[str, str] | None = None
 
     # --- the walk ------------------------------------------------------------------------
     def convert(self, input_names: list[str]) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -194,7 +189,7 @@ class Converter:
         built = prune(self.b.build())
         used = {v for n in built.nodes for v in n.inputs} | set(built.outputs)
         built = built.replace(constants={v: d for v, d in built.constants.items() if v in used})
-        return built, self._weights(built)
+        return built, self.weights(built)
 
     def _capture(self, external: Any) -> Any:
         if external.dtype == tf.resource:
@@ -253,7 +248,7 @@ class Converter:
         """The IR operand of tensor ``t`` (variables as parameters in their native layout)."""
         entry = self.env.get(_key(t))
         if isinstance(entry, VarRead):
-            return self._read(entry, "native")
+            return self._read(entry, NATIVE)
         if entry is None or isinstance(entry, VarHandle):
             raise Unsupported(t.name)
         return entry
@@ -275,7 +270,7 @@ class Converter:
         if isinstance(entry, VarRead) and entry.expand in (None, 0):
             return self._read(entry, layout)
         value = self.materialize(self.value(t))
-        return self._relayout(value, "native", layout, id(value))
+        return self.relayout(value, layout, id(value))
 
     def _read(self, entry: VarRead, layout: str) -> Value:
         """A variable in ``layout``; read through ExpandDims(axis 0), the new axis goes
@@ -284,12 +279,12 @@ class Converter:
         if entry.expand is None:
             return value
         memo = (entry.key, f"{layout}+{entry.expand}")
-        if memo not in self.relayouts:
-            axis = entry.expand if layout == "native" else 2
+        if memo not in self.expanded:
+            axis = entry.expand if layout == NATIVE else 2
             shape = value.shape[:axis] + (1,) + value.shape[axis:]
-            self.relayouts[memo] = self.emit("unsqueeze", [value], {"axes": (axis,)},
-                                             out=(shape, value.dtype))
-        return self.relayouts[memo]
+            self.expanded[memo] = self.emit("unsqueeze", [value], {"axes": (axis,)},
+                                            out=(shape, value.dtype))
+        return self.expanded[memo]
 
     def reshape(self, x: Operand, op: str, attrs: dict[str, Any]) -> Operand:
         """A reshape-like node (reshape, squeeze, unsqueeze); a chain of them that comes
@@ -309,6 +304,11 @@ class Converter:
             raise Unsupported(f"{t.name} has no static shape")
         return tuple(int(d) for d in dims)
 
+    # --- the current op and the variables, for the shared converter base ---------------
+    def locate(self) -> dict[str, str]:
+        scope = self.scopes.resolve("/".join(self.prefix + [self.op.name]))[0]
+        return {"scope": scope, "source": _source(self.op), "origin": self.op.type}
+
     def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
         t = self.op.outputs[index]
         dtype = dtype_name(t.dtype)
@@ -316,6 +316,21 @@ class Converter:
             raise Unsupported(f"{t.name} has dtype {t.dtype.name}")
         return self.shape(t), dtype
 
+    def outs(self) -> list[tuple[tuple[int, ...], str]]:
+        return [self.out(i) for i in range(len(self.op.outputs))]
+
+    def param_spec(self, key: int) -> tuple[str, tuple[int, ...], str]:
+        name, variable = self.variables[key]
+        dtype = dtype_name(variable.dtype)
+        if dtype is None:
+            raise Unsupported(f"variable {name} of dtype {variable.dtype}")
+        return name, tuple(int(s) for s in variable.shape), dtype
+
+    def native_array(self, key: int) -> np.ndarray:
+        array = np.asarray(self.variables[key][1].numpy())
+        return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+
+    # --- helpers for converters ----------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
         try:
             value = self.op.get_attr(name)
@@ -327,12 +342,6 @@ class Converter:
 
     def layer(self) -> Any:
         return self.scopes.resolve("/".join(self.prefix + [self.op.name]))[1]
-
-    def where(self) -> dict[str, str]:
-        if self._where is None:
-            scope = self.scopes.resolve("/".join(self.prefix + [self.op.name]))[0]
-            self._where = {"scope": scope, "source": _source(self.op), "origin": self.op.type}
-        return self._where
 
     # --- writing nodes -------------------------------------------------------------------
     def materialize(self, operand: Operand) -> Value:
@@ -358,12 +367,12 @@ class Converter:
             if result.shape == tuple(shape):
                 return result.astype(numpy_of(dtype))
         values = [self.materialize(i) for i in inputs]
-        return self.b.add(op, values, attrs, shape=shape, dtype=dtype, **self.where())
+        return super().emit(op, values, attrs, out=(shape, dtype))
 
     def emit_multi(self, op: str, inputs: Sequence[Operand], attrs: dict[str, Any],
-                   outs: Sequence[tuple[tuple[int, ...], str]]) -> tuple:
+                   outs: Sequence[tuple[tuple[int, ...], str]] | None = None) -> tuple:
         values = [self.materialize(i) for i in inputs]
-        return self.b.add_multi(op, values, attrs, outputs=list(outs), **self.where())
+        return super().emit_multi(op, values, attrs, outs)
 
     def opaque(self, op: Any) -> tuple:
         """An op no converter handles, kept with its native name; outputs the IR cannot
@@ -383,8 +392,7 @@ class Converter:
                 continue
         result: list[Any] = [None] * len(op.outputs)
         if outs:
-            values = self.b.add_multi(OPAQUE, inputs, {"target": op.type}, outputs=outs,
-                                      **self.where())
+            values = self.emit_opaque(inputs, outs, op.type)
             for i, v in zip(keep, values):
                 result[i] = v
         return tuple(result)
@@ -400,60 +408,6 @@ class Converter:
     def channels_last(self, x: Operand) -> Operand:
         r = len(_shape_of(x))
         return self.transpose(x, (0,) + tuple(range(2, r)) + (1,))
-
-    # --- parameters ----------------------------------------------------------------------
-    def param(self, key: int, layout: str) -> Value:
-        if key not in self.params:
-            name, variable = self.variables[key]
-            dtype = dtype_name(variable.dtype)
-            if dtype is None:
-                raise Unsupported(f"variable {name} of dtype {variable.dtype}")
-            shape = tuple(int(s) for s in variable.shape)
-            self.layouts[key] = layout
-            self.params[key] = self.b.param(name, _layout_shape(shape, layout), dtype)
-        return self._relayout(self.params[key], self.layouts[key], layout, key)
-
-    def _relayout(self, value: Value, have: str, want: str, key: int) -> Value:
-        if have == want:
-            return value
-        if (key, want) not in self.relayouts:
-            native = self._from_layout(value, have)
-            self.relayouts[(key, want)] = self.materialize(self._into_layout(native, want))
-        return self.relayouts[(key, want)]
-
-    def _into_layout(self, x: Operand, layout: str) -> Operand:
-        r = len(_shape_of(x))
-        if layout == "oihw":
-            return self.transpose(x, _perm_to_oihw(r))
-        if layout == "depthwise":
-            moved = self.transpose(x, (r - 2, r - 1) + tuple(range(r - 2)))
-            shape = _shape_of(moved)
-            return self.emit("reshape", [moved], {"shape": (shape[0] * shape[1], 1) + shape[2:]},
-                             out=((shape[0] * shape[1], 1) + shape[2:], dtype_of(x)))
-        return x
-
-    def _from_layout(self, x: Operand, layout: str) -> Operand:
-        r = len(_shape_of(x))
-        if layout == "oihw":
-            return self.transpose(x, tuple(np.argsort(_perm_to_oihw(r))))
-        if layout == "depthwise":
-            key = next(k for k, v in self.params.items() if v is x)
-            native = tuple(int(s) for s in self.variables[key][1].shape)
-            moved = native[-2:] + native[:-2]
-            x = self.emit("reshape", [x], {"shape": moved}, out=(moved, dtype_of(x)))
-            return self.transpose(x, tuple(range(2, r)) + (0, 1))
-        return x
-
-    def _weights(self, graph: Graph) -> dict[str, np.ndarray]:
-        out = {}
-        for key, value in self.params.items():
-            name, variable = self.variables[key]
-            if name in graph.params:
-                array = np.asarray(variable.numpy())
-                if array.dtype.name == "bfloat16":
-                    array = array.astype(np.float32)
-                out[name] = _to_layout(array, self.layouts[key])
-        return out
 
 
 def _shape_of(x: Operand) -> tuple[int, ...]:

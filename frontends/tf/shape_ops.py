@@ -1,4 +1,4 @@
-"""TF shape, indexing, tensor-creation and plumbing ops -> canonical ops (part of the table).
+"""TF shape, indexing, tensor-creation and plumbing ops -> canonical ops (a table of their own).
 
 Shape queries (``Shape``, ``Size``, ``Rank``) become constants from the static shapes the
 model was traced with; arithmetic on them folds into constants as it is emitted.
@@ -11,8 +11,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from specgraph.frontends._common.converter import NATIVE
+from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
-from specgraph.frontends.tf.ops import _reg
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 # --- plumbing ----------------------------------------------------------------------------
@@ -305,7 +309,7 @@ def _gather(cx: Any, op: Any) -> Any:
     entry = cx.entry(op.inputs[0])
     if isinstance(entry, (VarHandle, VarRead)):
         axis %= len(cx.variables[entry.key][1].shape)
-        table = cx.param(entry.key, "native")
+        table = cx.param(entry.key, NATIVE)
         if axis == 0:
             return cx.emit("embedding", [indices, table])
         return cx.emit("gather", [table, indices], {"axis": axis})

@@ -53,6 +53,8 @@ with _quiet_native():
     import tensorflow as tf
 
 from specgraph.errors import FactoryError, TraceError  # noqa: E402
+from specgraph.frontends._common.table import join  # noqa: E402
+from specgraph.frontends.tf import ops, shape_ops  # noqa: E402
 from specgraph.frontends.tf.convert import Converter, flatten_named  # noqa: E402
 from specgraph.frontends.tf.scopes import Scopes  # noqa: E402
 from specgraph.model import LazyOutputs, TracedModel  # noqa: E402
@@ -62,6 +64,7 @@ __all__ = ["trace", "accepts", "FRAMEWORK"]
 FRAMEWORK = "tf"
 
 _AUTO_INPUT = re.compile(r"^(keras_tensor|input_layer|input)(_\d+)?$")
+_CONVERTERS = join(ops.CONVERTERS, shape_ops.CONVERTERS)
 
 
 def _keras_layer_types() -> tuple[type, ...]:
@@ -119,7 +122,8 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
             _run_eagerly(model, args, keras, reference)  # a clearer reason if it fails eagerly
             raise
         scopes = Scopes(model)
-        converter = Converter(concrete, reference, _variables(model, concrete, scopes), scopes)
+        converter = Converter(concrete, reference, _variables(model, concrete, scopes), scopes,
+                              _CONVERTERS)
         inputs = dict(_input_names(model, args, keras))
         graph, weights = converter.convert(list(inputs))
     names = list(graph.output_names)

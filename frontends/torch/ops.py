@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from specgraph.errors import TraceError
@@ -19,15 +18,18 @@ CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register
 
 
-def _rank(arg: Any) -> int:
+def rank_of(arg: Any) -> int:
+    """The rank of an FX tensor argument."""
     return len(arg.meta["val"].shape)
 
 
-def _shape(arg: Any) -> tuple[int, ...]:
+def shape_of(arg: Any) -> tuple[int, ...]:
+    """The static shape of an FX tensor argument."""
     return tuple(int(s) for s in arg.meta["val"].shape)
 
 
-def _dim(d: int, rank: int) -> int:
+def wrap_dim(d: int, rank: int) -> int:
+    """Dimension ``d`` (negative counts from the end) as an index into ``rank`` axes."""
     return int(d) % rank if rank else 0
 
 
@@ -215,7 +217,7 @@ def _dropout(cx: Any, node: Any) -> Any:
 @_reg("aten.linear.default")
 def _linear(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
-    inputs = [cx.value(a["input"]), cx.param_or_value(a["weight"], "linear")]
+    inputs = [cx.value(a["input"]), cx.weight(a["weight"], "linear")]
     if a["bias"] is not None:
         inputs.append(cx.value(a["bias"]))
     return cx.emit("linear", inputs, {"bias": a["bias"] is not None})
@@ -227,12 +229,12 @@ def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> tuple[i
 
 
 def _conv_attrs(a: dict[str, Any], weight: Any, transposed: bool = False) -> dict[str, Any]:
-    n = _rank(weight) - 2
+    n = rank_of(weight) - 2
     stride = _ntuple(a["stride"], n)
     dilation = _ntuple(a["dilation"], n)
     pad = a["padding"]
     if isinstance(pad, str):
-        kernel = _shape(weight)[2:]
+        kernel = shape_of(weight)[2:]
         padding = (0,) * (2 * n) if pad == "valid" else _same_padding(kernel, dilation)
     else:
         padding = _ntuple(pad, n) * 2
@@ -308,7 +310,7 @@ def _norm_inputs(cx: Any, a: dict[str, Any]) -> tuple[list[Any], dict[str, bool]
 def _layer_norm(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     inputs, flags = _norm_inputs(cx, a)
-    axis = _rank(a["input"]) - len(a["normalized_shape"])
+    axis = rank_of(a["input"]) - len(a["normalized_shape"])
     return cx.emit("layer_norm", inputs, {"axis": axis, "eps": a["eps"], **flags})
 
 
@@ -327,7 +329,7 @@ def _rms_norm(cx: Any, node: Any) -> Any:
     eps = a["eps"]
     if eps is None:
         eps = float(torch.finfo(a["input"].meta["val"].dtype).eps)
-    axis = _rank(a["input"]) - len(a["normalized_shape"])
+    axis = rank_of(a["input"]) - len(a["normalized_shape"])
     return cx.emit("rms_norm", inputs, {"axis": axis, "eps": eps, "scale": flags["scale"]})
 
 
@@ -352,7 +354,7 @@ def _pool_attrs(a: dict[str, Any], n: int) -> dict[str, Any]:
       "aten.max_pool2d_with_indices.default", "aten.max_pool3d_with_indices.default")
 def _max_pool(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
-    n = _rank(a["self"]) - 2
+    n = rank_of(a["self"]) - 2
     out = cx.emit("max_pool", [cx.value(a["self"])], _pool_attrs(a, n), out=cx.meta(node)[0])
     if "with_indices" in str(node.target):
         return (out, cx.opaque_output(node, 1))
@@ -362,7 +364,7 @@ def _max_pool(cx: Any, node: Any) -> Any:
 @_reg("aten.avg_pool1d.default", "aten.avg_pool2d.default", "aten.avg_pool3d.default")
 def _avg_pool(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
-    n = _rank(a["self"]) - 2
+    n = rank_of(a["self"]) - 2
     attrs = _pool_attrs(a, n)
     attrs["count_include_pad"] = bool(a["count_include_pad"])
     attrs["divisor"] = a.get("divisor_override")
@@ -373,7 +375,7 @@ def _avg_pool(cx: Any, node: Any) -> Any:
       "aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool2d.default")
 def _adaptive_avg(cx: Any, node: Any) -> Any:
     shape = cx.meta(node)[0][0]
-    n = _rank(node.args[0]) - 2
+    n = rank_of(node.args[0]) - 2
     return cx.emit("adaptive_avg_pool", [cx.value(node.args[0])], {"output_size": shape[-n:]})
 
 
@@ -381,7 +383,7 @@ def _adaptive_avg(cx: Any, node: Any) -> Any:
       "aten.adaptive_max_pool3d.default")
 def _adaptive_max(cx: Any, node: Any) -> Any:
     metas = cx.meta(node)
-    n = _rank(node.args[0]) - 2
+    n = rank_of(node.args[0]) - 2
     out = cx.emit("adaptive_max_pool", [cx.value(node.args[0])],
                   {"output_size": metas[0][0][-n:]}, out=metas[0])
     return (out, cx.opaque_output(node, 1))
@@ -392,7 +394,7 @@ def _adaptive_max(cx: Any, node: Any) -> Any:
 def _softmax(cx: Any, node: Any) -> Any:
     x = node.args[0]
     op = "log_softmax" if "log_softmax" in str(node.target) else "softmax"
-    return cx.emit(op, [cx.value(x)], {"axis": _dim(node.args[1], _rank(x))})
+    return cx.emit(op, [cx.value(x)], {"axis": wrap_dim(node.args[1], rank_of(x))})
 
 
 @_reg("aten.scaled_dot_product_attention.default")
@@ -400,7 +402,7 @@ def _sdpa(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     scale = a["scale"]
     if scale is None:
-        scale = 1.0 / math.sqrt(_shape(a["query"])[-1])
+        scale = 1.0 / math.sqrt(shape_of(a["query"])[-1])
     inputs = [cx.value(a["query"]), cx.value(a["key"]), cx.value(a["value"])]
     if a["attn_mask"] is not None:
         inputs.append(cx.value(a["attn_mask"]))
@@ -431,7 +433,7 @@ def _axes(dims: Any, rank: int) -> tuple[int, ...] | None:
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return None
     dims = dims if isinstance(dims, (list, tuple)) else [dims]
-    return tuple(sorted(_dim(d, rank) for d in dims))
+    return tuple(sorted(wrap_dim(d, rank) for d in dims))
 
 
 _REDUCE = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max",
@@ -441,7 +443,7 @@ _REDUCE = {"sum": "reduce_sum", "mean": "reduce_mean", "amax": "reduce_max",
 def _reduction(canonical: str) -> Converter:
     def convert(cx: Any, node: Any) -> Any:
         x = node.args[0]
-        rank = _rank(x)
+        rank = rank_of(x)
         dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         value = cx.value(x)
@@ -461,7 +463,7 @@ for _name, _canonical in _REDUCE.items():
 @_reg("aten.max.dim", "aten.min.dim")
 def _max_dim(cx: Any, node: Any) -> Any:
     x = node.args[0]
-    dim = _dim(node.args[1], _rank(x))
+    dim = wrap_dim(node.args[1], rank_of(x))
     keep = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
     (vshape, vdtype), (ishape, idtype) = cx.meta(node)[:2]
     is_max = "max" in str(node.target)
@@ -492,7 +494,7 @@ def _argmax(cx: Any, node: Any) -> Any:
         flat = cx.emit("reshape", [x], {"shape": (x.size,)}, out=((x.size,), x.dtype))
         x, dim = flat, 0
     else:
-        dim = _dim(a["dim"], x.rank)
+        dim = wrap_dim(a["dim"], x.rank)
     op = "argmax" if "argmax" in str(node.target) else "argmin"
     return cx.emit(op, [x], {"axis": dim, "keepdims": bool(a["keepdim"])})
 
@@ -505,7 +507,7 @@ def _var(cx: Any, node: Any) -> Any:
     correction = a.get("correction")
     if correction is None:
         correction = 1 if a.get("unbiased", True) else 0
-    attrs = {"axes": _axes(a.get("dim"), _rank(x)), "keepdims": bool(a.get("keepdim", False)),
+    attrs = {"axes": _axes(a.get("dim"), rank_of(x)), "keepdims": bool(a.get("keepdim", False)),
              "correction": int(correction)}
     if "std" in str(node.target):
         var = cx.emit("reduce_var", [cx.value(x)], attrs)
@@ -516,4 +518,4 @@ def _var(cx: Any, node: Any) -> Any:
 @_reg("aten.cumsum.default")
 def _cumsum(cx: Any, node: Any) -> Any:
     x = node.args[0]
-    return cx.emit("cumsum", [cx.value(x)], {"axis": _dim(node.args[1], _rank(x))})
+    return cx.emit("cumsum", [cx.value(x)], {"axis": wrap_dim(node.args[1], rank_of(x))})

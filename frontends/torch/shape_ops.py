@@ -1,4 +1,4 @@
-"""ATen shape, indexing and tensor-creation ops -> canonical ops (part of the converter table)."""
+"""ATen shape, indexing and tensor-creation ops -> canonical ops (a table of their own)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends.torch.ops import CONVERTERS, _dim, _rank, _reg, _shape
+from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends.torch.ops import rank_of, shape_of, wrap_dim
+
+CONVERTERS = ConverterTable()
+_reg = CONVERTERS.register
 
 
 def _to_shape(cx: Any, node: Any) -> Any:
@@ -25,18 +29,18 @@ for _name in ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.de
 
 @_reg("aten.permute.default")
 def _permute(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0])
-    perm = tuple(_dim(d, rank) for d in node.args[1])
+    rank = rank_of(node.args[0])
+    perm = tuple(wrap_dim(d, rank) for d in node.args[1])
     return cx.emit("transpose", [cx.value(node.args[0])], {"perm": perm})
 
 
 @_reg("aten.transpose.int", "aten.swapaxes.default", "aten.t.default", "aten.numpy_T.default")
 def _transpose(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0])
+    rank = rank_of(node.args[0])
     perm = list(range(rank))
     if rank >= 2:
         i, j = (node.args[1], node.args[2]) if len(node.args) > 2 else (0, 1)
-        i, j = _dim(i, rank), _dim(j, rank)
+        i, j = wrap_dim(i, rank), wrap_dim(j, rank)
         perm[i], perm[j] = perm[j], perm[i]
     if perm == list(range(rank)):
         return cx.emit("identity", [cx.value(node.args[0])])
@@ -45,17 +49,17 @@ def _transpose(cx: Any, node: Any) -> Any:
 
 @_reg("aten.cat.default", "aten.concat.default", "aten.concatenate.default")
 def _cat(cx: Any, node: Any) -> Any:
-    tensors = [t for t in node.args[0] if _shape(t) != (0,)]
+    tensors = [t for t in node.args[0] if shape_of(t) != (0,)]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    rank = _rank(tensors[0])
-    return cx.emit("concat", [cx.value(t) for t in tensors], {"axis": _dim(dim, rank)})
+    rank = rank_of(tensors[0])
+    return cx.emit("concat", [cx.value(t) for t in tensors], {"axis": wrap_dim(dim, rank)})
 
 
 @_reg("aten.stack.default")
 def _stack(cx: Any, node: Any) -> Any:
     tensors = node.args[0]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    axis = _dim(dim, _rank(tensors[0]) + 1)
+    axis = wrap_dim(dim, rank_of(tensors[0]) + 1)
     parts = []
     for t in tensors:
         v = cx.value(t)
@@ -73,15 +77,15 @@ def _split_into(cx: Any, node: Any, axis: int) -> tuple:
 @_reg("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
       "aten.tensor_split.sections", "aten.split.sizes")
 def _split(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0])
+    rank = rank_of(node.args[0])
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
-    return _split_into(cx, node, _dim(dim, rank))
+    return _split_into(cx, node, wrap_dim(dim, rank))
 
 
 @_reg("aten.unbind.int")
 def _unbind(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0])
-    axis = _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    rank = rank_of(node.args[0])
+    axis = wrap_dim(node.args[1] if len(node.args) > 1 else 0, rank)
     x = cx.value(node.args[0])
     count = x.shape[axis]
     piece = x.shape[:axis] + (1,) + x.shape[axis + 1:]
@@ -95,9 +99,9 @@ def _unbind(cx: Any, node: Any) -> Any:
 @_reg("aten.slice.Tensor")
 def _slice(cx: Any, node: Any) -> Any:
     x = node.args[0]
-    shape = _shape(x)
+    shape = shape_of(x)
     rank = len(shape)
-    dim = _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    dim = wrap_dim(node.args[1] if len(node.args) > 1 else 0, rank)
     start = node.args[2] if len(node.args) > 2 else None
     end = node.args[3] if len(node.args) > 3 else None
     step = node.args[4] if len(node.args) > 4 else 1
@@ -111,15 +115,15 @@ def _slice(cx: Any, node: Any) -> Any:
 @_reg("aten.select.int")
 def _select(cx: Any, node: Any) -> Any:
     x, dim, index = node.args
-    rank = _rank(x)
+    rank = rank_of(x)
     index_value = cx.b.constant(np.array(index, dtype=np.int64), "int64")
-    return cx.emit("gather", [cx.value(x), index_value], {"axis": _dim(dim, rank)})
+    return cx.emit("gather", [cx.value(x), index_value], {"axis": wrap_dim(dim, rank)})
 
 
 @_reg("aten.index_select.default")
 def _index_select(cx: Any, node: Any) -> Any:
     x, dim, index = node.args
-    return cx.emit("gather", [cx.value(x), cx.value(index)], {"axis": _dim(dim, _rank(x))})
+    return cx.emit("gather", [cx.value(x), cx.value(index)], {"axis": wrap_dim(dim, rank_of(x))})
 
 
 @_reg("aten.index.Tensor")
@@ -134,11 +138,11 @@ def _index(cx: Any, node: Any) -> Any:
 
 @_reg("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_.dim")
 def _squeeze(cx: Any, node: Any) -> Any:
-    shape = _shape(node.args[0])
+    shape = shape_of(node.args[0])
     rank = len(shape)
     if len(node.args) > 1:
         dims = node.args[1] if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
-        axes = sorted({_dim(d, rank) for d in dims if shape[_dim(d, rank)] == 1})
+        axes = sorted({wrap_dim(d, rank) for d in dims if shape[wrap_dim(d, rank)] == 1})
     else:
         axes = [i for i, s in enumerate(shape) if s == 1]
     if not axes:
@@ -148,8 +152,8 @@ def _squeeze(cx: Any, node: Any) -> Any:
 
 @_reg("aten.unsqueeze.default", "aten.unsqueeze_.default")
 def _unsqueeze(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0]) + 1
-    return cx.emit("unsqueeze", [cx.value(node.args[0])], {"axes": (_dim(node.args[1], rank),)})
+    rank = rank_of(node.args[0]) + 1
+    return cx.emit("unsqueeze", [cx.value(node.args[0])], {"axes": (wrap_dim(node.args[1], rank),)})
 
 
 @_reg("aten.expand.default", "aten.expand_as.default", "aten.broadcast_to.default")
@@ -173,16 +177,16 @@ def _repeat(cx: Any, node: Any) -> Any:
 
 @_reg("aten.flip.default")
 def _flip(cx: Any, node: Any) -> Any:
-    rank = _rank(node.args[0])
+    rank = rank_of(node.args[0])
     return cx.emit("flip", [cx.value(node.args[0])],
-                   {"axes": tuple(_dim(d, rank) for d in node.args[1])})
+                   {"axes": tuple(wrap_dim(d, rank) for d in node.args[1])})
 
 
 @_reg("aten.constant_pad_nd.default", "aten.pad.default")
 def _pad(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     x = a["self"]
-    rank = _rank(x)
+    rank = rank_of(x)
     torch_pads = list(a["pad"])  # last axis first: (begin_last, end_last, begin_prev, ...)
     begins, ends = [0] * rank, [0] * rank
     for i in range(len(torch_pads) // 2):

@@ -3,7 +3,8 @@
 Parameters and buffers become graph parameters under their ``state_dict`` names, in
 canonical layout (linear weights transposed to ``[in, out]``); ``scope`` comes from
 ``nn_module_stack``, ``source`` from the user frame of ``stack_trace``. Each ATen op has a
-small converter in ``specgraph.frontends.torch.ops``; an op none knows becomes ``opaque``.
+small converter in ``specgraph.frontends.torch.ops`` or ``shape_ops``; an op none knows
+becomes ``opaque``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import operator
 import warnings
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,14 @@ import torch
 from torch.utils import _pytree as pytree
 
 from specgraph.errors import FactoryError, TraceError
-from specgraph.ir import GraphBuilder, Value, prune
-from specgraph.model import TracedModel
-from specgraph.ops import OPAQUE
+from specgraph.frontends._common.converter import (NATIVE, BaseConverter, Step, no_steps,
+                                                   swap_last_two)
+from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.sources import display_path
+from specgraph.frontends._common.table import join
+from specgraph.frontends.torch import ops, shape_ops
+from specgraph.ir import Value, prune
+from specgraph.model import TracedModel
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]
 
@@ -41,6 +46,7 @@ _DTYPES = {
 }
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_CONVERTERS = join(ops.CONVERTERS, shape_ops.CONVERTERS)
 
 
 def accepts(model: Any) -> bool:
@@ -155,21 +161,18 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
             eager = module(*args)
     except Exception as err:
         raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on its "
-                         f"example inputs: {_first_line(err)}") from err
+                         f"example inputs: {first_line(err)}") from err
     _register_dataclasses(eager)
     try:
         with _quiet_torch():
             exported = torch.export.export(module, args)
     except Exception as err:
         raise TraceError(
-            f"{reference}: torch.export could not trace the model: {_first_line(err)}; "
+            f"{reference}: torch.export could not trace the model: {first_line(err)}; "
             "simplify forward (data-dependent Python control flow, outputs that are not "
             "tensors) or run with --debug for torch's full report"
         ) from err
-    from specgraph.frontends.torch import shape_ops  # noqa: F401  (fills the table)
-    from specgraph.frontends.torch.ops import CONVERTERS
-
-    converter = _Converter(exported, reference, CONVERTERS, _preferred_names(module))
+    converter = _Converter(exported, reference, _CONVERTERS, _preferred_names(module))
     graph, weights = converter.convert(module, args)
     inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
               if isinstance(t, torch.Tensor)}
@@ -207,11 +210,6 @@ def _preferred_names(module: torch.nn.Module) -> dict[str, str]:
     return names
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return " ".join(text[0].split()).rstrip(".:") if text else type(err).__name__
-
-
 def _source(stack: str | None) -> str:
     if not stack:
         return ""
@@ -230,21 +228,25 @@ def _scope(meta: dict[str, Any]) -> str:
     return re.sub(r"^L__self___|^L\['self'\]\.", "", str(path))
 
 
-class _Converter:
-    """Walks the exported FX graph and builds the IR, one converter call per ATen node."""
+class _Converter(BaseConverter):
+    """Walks the exported FX graph and builds the IR, one converter call per ATen node.
+
+    Parameters and buffers are keyed by their ``state_dict`` target and stored ``native``
+    or ``linear`` (a linear weight ``[out, in]`` stored ``[in, out]``).
+    """
+
+    LAYOUTS = {NATIVE: no_steps, "linear": swap_last_two}
 
     def __init__(self, exported: Any, reference: str, converters: dict[str, Any],
                  preferred: dict[str, str]) -> None:
+        super().__init__(reference)
         self.ep = exported
         self.preferred = preferred
-        self.reference = reference
         self.converters = converters
-        self.b = GraphBuilder(reference)
         self.env: dict[str, Any] = {}
         self.placeholders: dict[str, tuple[str, str]] = {}  # fx name -> (kind, target)
-        self.layouts: dict[str, str] = {}  # param target -> layout of its graph param
-        self.param_values: dict[str, Value] = {}
-        self.relayouts: dict[tuple[str, str], Value] = {}
+        self.targets: dict[str, Any] = {}  # parameter or buffer target -> its placeholder
+        self.constants: dict[str, Value] = {}  # constant tensor target -> graph constant
         self.static: dict[str, Any] = {}  # fx name -> value computed by torch at trace time
         self.folded: dict[str, Value] = {}
         self.current: Any = None
@@ -258,9 +260,11 @@ class _Converter:
             if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
                 self.placeholders[name] = (kind, spec.target)
         for node in self.ep.graph.nodes:
-            self.current = node
+            self.current, self._where = node, None
             if node.op == "placeholder":
-                if node.name not in self.placeholders:
+                if node.name in self.placeholders:
+                    self.targets[self.placeholders[node.name][1]] = node
+                else:
                     input_name, _ = next(user_inputs)
                     shape, dtype = self.meta(node)[0]
                     self.env[node.name] = self.b.input(input_name, shape, dtype)
@@ -275,8 +279,7 @@ class _Converter:
             elif node.op == "output":
                 self.outputs(node)
         graph = prune(self.b.build())
-        weights = self.weights()
-        return graph, {k: v for k, v in weights.items() if k in graph.params}
+        return graph, self.weights(graph)
 
     def _fold(self, node: Any) -> bool:
         """Compute with torch a node that reads neither inputs nor parameters (a causal mask,
@@ -322,9 +325,7 @@ class _Converter:
 
     def opaque(self, node: Any) -> Any:
         inputs = [self.value(a) for a in _flat_args(node) if self._is_tensor_arg(a)]
-        metas = self.meta(node)
-        outs = self.b.add_multi(OPAQUE, inputs, {"target": str(node.target)}, outputs=metas,
-                                **self.where())
+        outs = self.emit_opaque(inputs)
         val = node.meta.get("val")
         return outs if isinstance(val, (tuple, list)) else outs[0]
 
@@ -343,11 +344,29 @@ class _Converter:
     def output_leaves(self, eager: Any) -> list[tuple[str, Any]]:
         return [(n, t) for n, t in _leaves_with_names(eager, "") if isinstance(t, torch.Tensor)]
 
-    # --- helpers for converters ----------------------------------------------------------
-    def where(self) -> dict[str, str]:
+    # --- the current node and the parameters, for the shared converter base ------------
+    def locate(self) -> dict[str, str]:
         node = self.current
         return {"scope": _scope(node.meta), "source": _source(node.meta.get("stack_trace")),
                 "origin": str(node.target)}
+
+    def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
+        return self.meta(self.current)[index]
+
+    def outs(self) -> list[tuple[tuple[int, ...], str]]:
+        return self.meta(self.current)
+
+    def param_spec(self, key: Any) -> tuple[str, tuple[int, ...], str]:
+        shape, dtype = self.meta(self.targets[key])[0]
+        return self.preferred.get(key, key), shape, dtype
+
+    def weight_array(self, key: Any, steps: tuple[Step, ...]) -> np.ndarray:
+        tensor = self.ep.constants[key] if key in self.ep.constants else self.ep.state_dict[key]
+        for kind, arg in steps:
+            tensor = tensor.permute(arg) if kind == "transpose" else tensor.reshape(arg)
+        return to_numpy(tensor)
+
+    # --- helpers for converters ----------------------------------------------------------
 
     def meta(self, node: Any) -> list[tuple[tuple[int, ...], str]]:
         val = node.meta.get("val")
@@ -385,7 +404,7 @@ class _Converter:
         if not hasattr(arg, "name"):
             raise TraceError(f"{self._at()}expected a tensor argument, got {arg!r}")
         if arg.name in self.placeholders:
-            return self.param(arg, "native")
+            return self.placeholder(arg, NATIVE)
         if arg.name in self.static:
             if arg.name not in self.folded:
                 tensor = self.static[arg.name]
@@ -408,72 +427,25 @@ class _Converter:
         np_dtype = numpy_dtype(dtype) if dtype != "bool" else np.bool_
         return self.b.constant(np.array(arg, dtype=np_dtype), dtype)
 
-    def param(self, arg: Any, layout: str) -> Value:
-        """A parameter in ``layout`` (``native`` or ``linear``: [out, in] -> [in, out])."""
+    def placeholder(self, arg: Any, layout: str) -> Value:
+        """A parameter, buffer or constant tensor in ``layout`` (``native`` or ``linear``)."""
         kind, target = self.placeholders[arg.name]
-        if kind == "CONSTANT_TENSOR":
-            key = (target, "constant")
-            if key not in self.relayouts:
-                data = to_numpy(self.ep.constants[target])
-                dtype = dtype_name(self.ep.constants[target].dtype)
-                self.relayouts[key] = self.b.constant(data, dtype)
-            return self._relayout(self.relayouts[key], "native", layout, target)
-        if target not in self.param_values:
-            shape, dtype = self.meta(arg)[0]
-            self.layouts[target] = layout
-            name = self.preferred.get(target, target)
-            self.param_values[target] = self.b.param(name, _layout_shape(shape, layout), dtype)
-        return self._relayout(self.param_values[target], self.layouts[target], layout, target)
+        if kind != "CONSTANT_TENSOR":
+            return self.param(target, layout)
+        if target not in self.constants:
+            tensor = self.ep.constants[target]
+            self.constants[target] = self.b.constant(to_numpy(tensor), dtype_name(tensor.dtype))
+        return self.relayout(self.constants[target], layout, target)
 
-    def param_or_value(self, arg: Any, layout: str) -> Value:
+    def weight(self, arg: Any, layout: str) -> Value:
         """A weight argument in ``layout``: a parameter, or a computed tensor re-laid out."""
         if hasattr(arg, "name") and arg.name in self.placeholders:
-            return self.param(arg, layout)
-        value = self.value(arg)
-        return self._relayout(value, "native", layout, f"value:{arg.name}")
+            return self.placeholder(arg, layout)
+        return self.relayout(self.value(arg), layout, f"value:{arg.name}")
 
     def opaque_output(self, node: Any, index: int) -> Value:
         """An output no canonical op computes (e.g. pooling indices), as its own opaque node."""
-        shape, dtype = self.meta(node)[index]
-        return self.b.add(OPAQUE, [self.value(node.args[0])],
-                          {"target": f"{node.target}[{index}]"}, shape=shape, dtype=dtype,
-                          **self.where())
-
-    def _relayout(self, value: Value, have: str, want: str, target: str) -> Value:
-        if have == want:
-            return value
-        key = (target, want)
-        if key not in self.relayouts:
-            perm = tuple(range(value.rank - 2)) + (value.rank - 1, value.rank - 2)
-            shape = tuple(value.shape[p] for p in perm)
-            self.relayouts[key] = self.b.add("transpose", [value], {"perm": perm}, shape=shape,
-                                             dtype=value.dtype, **self.where())
-        return self.relayouts[key]
-
-    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *,
-             out: tuple[tuple[int, ...], str] | None = None) -> Value:
-        """Add one IR node for the current ATen node (shape from its meta unless given)."""
-        shape, dtype = out if out is not None else self.meta(self.current)[0]
-        return self.b.add(op, list(inputs), attrs, shape=shape, dtype=dtype, **self.where())
-
-    def emit_multi(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any]) -> tuple:
-        return self.b.add_multi(op, list(inputs), attrs, outputs=self.meta(self.current),
-                                **self.where())
-
-    def weights(self) -> dict[str, np.ndarray]:
-        state = {**self.ep.state_dict, **self.ep.constants}
-        out = {}
-        for target, layout in self.layouts.items():
-            tensor = state[target]
-            name = self.preferred.get(target, target)
-            out[name] = to_numpy(tensor.transpose(-1, -2) if layout == "linear" else tensor)
-        return out
-
-
-def _layout_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
-    if layout == "linear":
-        return shape[:-2] + (shape[-1], shape[-2])
-    return shape
+        return self.emit_opaque_output(self.value(node.args[0]), index)
 
 
 def _flat_args(node: Any) -> list[Any]:
