@@ -15,7 +15,7 @@ import numpy as np
 
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.frontends.jax.walk import Folder, dtype_name
-from specgraph.ops.elementwise import INT_DTYPES
+from specgraph.ops.dtypes import INT_DTYPES
 
 __all__ = ["CONVERTERS", "FOLDERS"]
 

@@ -32,6 +32,7 @@ from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends.torch import ops, shape_ops
+from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ir import Value, prune
 from specgraph.model import TracedModel
 
@@ -422,8 +423,6 @@ class _Converter(BaseConverter):
             return self.value(arg)
         if hasattr(arg, "name"):
             arg = self.static[arg.name]
-        from specgraph.ops.elementwise import numpy_dtype
-
         np_dtype = numpy_dtype(dtype) if dtype != "bool" else np.bool_
         return self.b.constant(np.array(arg, dtype=np_dtype), dtype)
 
