@@ -22,11 +22,8 @@ from specgraph.numeric.oracle import directional_derivative, reference_outputs
 from specgraph.numeric.repro import global_names
 from specgraph.numeric.runner import Runner
 from specgraph.ops import get_spec
-from tests.ops import cases_elementwise, cases_layers
-from tests.ops.torch_cases import Case, make_input
-
-CASES: list[Case] = [*cases_elementwise.CASES, *cases_layers.CASES]
-BY_ID = {c.id: c for c in CASES}
+from tests.ops.case_types import Case, make_input
+from tests.ops.cases import BY_ID, CASES
 
 # ops whose gradient is zero almost everywhere or undefined: no backward check
 NO_GRADIENT = frozenset({

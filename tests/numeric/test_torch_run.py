@@ -14,7 +14,7 @@ from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import OPAQUE, get_spec, registered_ops
 from tests.numeric.runner_checks import (BY_ID, CASES, case_inputs, case_node, check_forward,
                                          check_self_contained, check_vjp)
-from tests.ops.torch_cases import INT, Case
+from tests.ops.case_types import INT, Case
 from tests.zoo import torch_faults
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -58,7 +58,7 @@ def test_vjp(runner: TorchRunner, case) -> None:
 
 
 def _extra(op: str, name: str, inputs: list, **attrs) -> Case:
-    return Case(op, name, tuple(inputs), attrs, torch_fn=None)
+    return Case(op, name, tuple(inputs), attrs)
 
 
 # paths of the op functions that the shared cases do not reach: pooling through window sums
