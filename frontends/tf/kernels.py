@@ -479,6 +479,9 @@ def rms_norm(x, *w, axis, eps, scale=True):
 
 
 def embedding(indices, weight, padding_idx=None):
+    if padding_idx is not None:  # that row gets no gradient
+        row = tf.range(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
+        weight = tf.where(row, tf.stop_gradient(weight), weight)
     return tf.gather(weight, indices)
 
 

@@ -233,6 +233,16 @@ def test_pullback_gives_none_for_integer_inputs(runner: Runner) -> None:
 
 
 @pytest.mark.parametrize("runner", _kinds(EAGER_DIFFERENTIABLE), indirect=True)
+def test_embedding_padding_row_gets_no_gradient(runner: Runner) -> None:
+    node = _node("embedding", [Value((3,), "int64"), Value((4, 2), "float32")],
+                 [Value((3, 2), "float32")], padding_idx=1)
+    _, pullback = runner.vjp(node, [runner.put(np.array([1, 0, 1]), "int64"),
+                                    runner.put(np.ones((4, 2), np.float32), "float32")])
+    _, d_weight = pullback([runner.put(np.ones((3, 2), np.float32), "float32")])
+    np.testing.assert_array_equal(runner.fetch(d_weight), [[1, 1], [0, 0], [0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("runner", _kinds(EAGER_DIFFERENTIABLE), indirect=True)
 def test_split_pullback_with_one_cotangent_missing(runner: Runner) -> None:
     node = _node("split", [Value((5,), "float32")], [Value((2,), "float32"),
                                                      Value((3,), "float32")],
