@@ -26,28 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.frontends.tf.quiet import quiet_native as _quiet_native
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-@contextlib.contextmanager
-def _quiet_native() -> Iterator[None]:
-    """Send file descriptor 2 to /dev/null meanwhile: TensorFlow's C++ logging writes there
-    before absl is initialized, whatever TF_CPP_MIN_LOG_LEVEL says."""
-    try:
-        saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        yield
-        return
-    try:
-        sys.stderr.flush()
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
 
 with _quiet_native():
     import tensorflow as tf

@@ -1,7 +1,8 @@
 """Every registered op's NumPy reference against PyTorch in float64, on random inputs.
 
-The cases live in two tables, ``cases_elementwise`` and ``cases_layers`` (the case type and
-input factories in ``torch_cases``); each case's inputs are seeded from its id, so a failure
+The cases live in two framework-free tables, ``cases_elementwise`` and ``cases_layers`` (joined
+in ``cases``; the case type and input factories in ``case_types``), and the PyTorch expression
+of each in ``torch_cases``, by case id; each case's inputs are seeded from its id, so a failure
 reproduces. Adding an op without a case here fails ``test_every_registered_op_has_a_case``.
 """
 
@@ -17,10 +18,9 @@ from specgraph.ops import OPAQUE, get_spec, registered_ops
 
 torch = pytest.importorskip("torch")
 
-from tests.ops import cases_elementwise, cases_layers  # noqa: E402  (they need torch)
-from tests.ops.torch_cases import ATOL, Case, make_input  # noqa: E402
-
-CASES: list[Case] = [*cases_elementwise.CASES, *cases_layers.CASES]
+from tests.ops.case_types import ATOL, Case, make_input  # noqa: E402
+from tests.ops.cases import CASES  # noqa: E402
+from tests.ops.torch_cases import TORCH  # noqa: E402  (it needs torch)
 
 
 def _check_output(got, expected, rtol: float) -> None:
@@ -44,7 +44,7 @@ def test_reference_matches_torch(c: Case) -> None:
     spec.input_names(attrs, len(arrays))  # the case feeds the inputs the schema names
     got = spec.reference(*(a.copy() for a in arrays), **attrs)
     with torch.no_grad():
-        expected = c.torch_fn(*(torch.from_numpy(a) for a in arrays))
+        expected = TORCH[c.id](*(torch.from_numpy(a) for a in arrays))
     if isinstance(expected, (tuple, list)):
         assert isinstance(got, tuple) and len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -60,6 +60,12 @@ def test_every_registered_op_has_a_case() -> None:
     assert sorted(covered - ops) == [], "cases for ops that are not registered"
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids)), "case ids must be unique"
+
+
+def test_every_case_has_one_torch_expression() -> None:
+    ids = {c.id for c in CASES}
+    assert sorted(ids - set(TORCH)) == [], "cases without a PyTorch expression"
+    assert sorted(set(TORCH) - ids) == [], "PyTorch expressions for cases that do not exist"
 
 
 def test_opaque_reference_raises_execution_error() -> None:

@@ -1,20 +1,20 @@
-"""The PyTorch runner: every canonical op against its NumPy reference, forward and backward."""
+"""What the PyTorch runner alone does: paths of its kernels the shared cases miss, storage
+dtypes, TF32 switches, devices, compiled mode, planted kernel faults. The op cases on every
+runner are in ``tests/frontends/test_runner_conformance.py``."""
 
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
 import torch
 
-from specgraph.frontends.torch import runner as _torch_run
 from specgraph.frontends.torch.runner import TorchRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
-from specgraph.ops import OPAQUE, get_spec, registered_ops
-from tests.numeric.runner_checks import (BY_ID, CASES, case_inputs, case_node, check_forward,
-                                         check_self_contained, check_vjp)
-from tests.ops.torch_cases import INT, Case
+from specgraph.ops import get_spec
+from tests.frontends.runner_checks import (BY_ID, CASES, case_inputs, case_node, check_forward,
+                                           check_vjp, has_gradient)
+from tests.ops.case_types import INT, Case
 from tests.zoo import torch_faults
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -37,28 +37,8 @@ def _node(op: str, inputs: list[Value], outputs: list[Value], **attrs) -> Node:
     return Node(op, tuple(inputs), tuple(outputs), get_spec(op).normalize_attrs(attrs))
 
 
-def test_op_table_covers_every_canonical_op() -> None:
-    assert set(TorchRunner.ops) == set(registered_ops()) - {OPAQUE}
-
-
-def test_op_functions_need_only_torch_numpy_math_and_private_helpers() -> None:
-    check_self_contained(_torch_run, TorchRunner.ops, {"torch", "F", "math", "np"},
-                         private_helpers=True)
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_forward(runner: TorchRunner, case) -> None:
-    check_forward(runner, case)
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_vjp(runner: TorchRunner, case) -> None:
-    if not check_vjp(runner, case):
-        pytest.skip("nothing to differentiate")
-
-
 def _extra(op: str, name: str, inputs: list, **attrs) -> Case:
-    return Case(op, name, tuple(inputs), attrs, torch_fn=None)
+    return Case(op, name, tuple(inputs), attrs)
 
 
 # paths of the op functions that the shared cases do not reach: pooling through window sums
@@ -92,6 +72,10 @@ EXTRA = [
 @pytest.mark.parametrize("case", EXTRA, ids=lambda c: c.id)
 def test_paths_beyond_the_shared_cases(runner: TorchRunner, case) -> None:
     check_forward(runner, case)
+
+
+@pytest.mark.parametrize("case", [c for c in EXTRA if has_gradient(c)], ids=lambda c: c.id)
+def test_gradients_beyond_the_shared_cases(runner: TorchRunner, case) -> None:
     check_vjp(runner, case)
 
 

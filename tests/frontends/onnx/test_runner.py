@@ -1,4 +1,6 @@
-"""The onnxruntime runner: every case's forward, the session cache, whole-graph runs."""
+"""What the onnxruntime runner alone does: the session cache, no gradients, storage dtypes,
+devices, whole-graph runs. Every case's forward (with what onnxruntime computes differently)
+is in ``tests/frontends/test_runner_conformance.py``."""
 
 from __future__ import annotations
 
@@ -11,32 +13,12 @@ from specgraph.frontends.onnx.runner import OnnxRunner  # noqa: E402
 from specgraph.interpreter import run as interpret  # noqa: E402
 from specgraph.ir import GraphBuilder, Node, Value  # noqa: E402
 from specgraph.numeric.runner import Context, RunnerError  # noqa: E402
-from tests.numeric.runner_checks import CASES, case_inputs, case_node, check_forward  # noqa: E402
+from tests.frontends.runner_checks import CASES, case_inputs, case_node  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def runner() -> OnnxRunner:
     return OnnxRunner(Context(device="cpu", mode="eager", dtype="float32"))
-
-
-# what onnxruntime computes differently from the float64 reference (strict: a fix shows)
-DIFFERS = {
-    "div-floor_is_python_floordiv": "the export writes floor(a / b): 1 / 0.1f rounds to 10 in "
-                                    "float32 where floor division of the exact values is 9",
-    "reduce_max-nan_propagates": "onnxruntime's CPU ReduceMax skips NaN",
-    "argmax-nan_wins": "onnxruntime's CPU ArgMax skips NaN",
-    "arange-float": "onnxruntime's float32 Range counts ceil((3.2f - 0.5f) / 0.3f) = 9 "
-                    "elements where the float64 reference has 10",
-    "tile-more_repeats_than_rank": "to_onnx writes Tile without first raising the input's "
-                                   "rank to len(repeats), which ONNX Tile rejects",
-}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(reason=DIFFERS[c.id], strict=True))
-    if c.id in DIFFERS else c for c in CASES], ids=lambda c: c.id)
-def test_forward(runner: OnnxRunner, case) -> None:
-    check_forward(runner, case)
 
 
 def test_identical_nodes_share_one_session() -> None:

@@ -1,9 +1,10 @@
 """Checks every runner's op table must pass: forward against the op's NumPy reference, and
-the pullback against central differences of that reference, on the cases of tests/ops.
+the pullback against central differences of that reference, on the op cases of tests/ops.
 
-A runner test module parametrizes ``check_forward`` / ``check_vjp`` over ``CASES`` with its
-runner; inputs are rounded to the runner's float32 first, so the float64 reference sees
-exactly what the runner saw.
+``test_runner_conformance`` runs ``check_forward`` on every case and ``check_vjp`` on every
+case ``has_gradient`` admits, for every runner; inputs are rounded to the runner's float32
+first, so the float64 reference sees exactly what the runner saw. No framework is imported
+here: the runners come in as arguments.
 """
 
 from __future__ import annotations
@@ -12,28 +13,31 @@ import builtins
 import inspect
 import types
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from specgraph.ir import Node, Value
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
-from specgraph.numeric.repro import global_names
+from specgraph.numeric.repro import function_source, global_names
 from specgraph.numeric.runner import Runner
 from specgraph.ops import get_spec
-from tests.ops import cases_elementwise, cases_layers
-from tests.ops.torch_cases import Case, make_input
+from tests.ops.case_types import Case, make_input
+from tests.ops.cases import BY_ID, CASES
 
-CASES: list[Case] = [*cases_elementwise.CASES, *cases_layers.CASES]
-BY_ID = {c.id: c for c in CASES}
+__all__ = ["CASES", "BY_ID", "BEYOND_INT32", "PIECEWISE_CONSTANT", "case_inputs", "case_node",
+           "check_forward", "vjp_probe", "has_gradient", "check_vjp", "check_self_contained",
+           "repro_copy", "forward_and_grads"]
 
-# ops whose gradient is zero almost everywhere or undefined: no backward check
-NO_GRADIENT = frozenset({
-    "argmax", "argmin", "ceil", "floor", "sign", "equal", "not_equal", "greater",
-    "greater_equal", "less", "less_equal", "logical_and", "logical_not", "logical_or",
-    "arange", "full", "cast",
-})
+# int64 values beyond the int32 range: JAX without x64 cannot hold them, and its runner says so
+BEYOND_INT32 = frozenset({"div-int_beyond_float53", "div-int_floor_beyond_float53"})
+
+# ops whose floating outputs are piecewise constant in their inputs (and so is division with
+# rounding): the gradient is zero almost everywhere, central differences across a step are
+# meaningless. Ops with only integer or boolean outputs need no listing: nothing flows back.
+PIECEWISE_CONSTANT = frozenset({"ceil", "floor", "sign"})
 
 
 def _dtype(a: np.ndarray) -> str:
@@ -80,43 +84,78 @@ def check_forward(runner: Runner, c: Case, rtol: float = 2e-5) -> None:
         _close(runner.fetch(g), w, f"{c.id} output {i}", rtol)
 
 
-def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> bool:
-    """The runner's pullback agrees with central differences of the reference along a
-    random direction. Returns False where the case has nothing to differentiate."""
+@dataclass(frozen=True)
+class VjpProbe:
+    """What ``check_vjp`` holds a runner's pullback against: the case's inputs and node, the
+    output cotangents and input direction (seeded from the case's id, None where the value is
+    not floating), and the reference's directional derivative along them."""
+
+    arrays: list[np.ndarray]
+    node: Node
+    cts: list[np.ndarray | None]
+    dirs: list[np.ndarray | None]
+    want: float
+
+
+def vjp_probe(c: Case) -> VjpProbe | None:
+    """The case's gradient check, or None where it has nothing to differentiate: a piecewise
+    constant op, no floating input, a non-finite input, no floating output, or a reference
+    derivative that is not finite (pow of a negative base, off its integer exponents)."""
+    if c.op in PIECEWISE_CONSTANT or (c.op == "div" and c.attrs.get("rounding")):
+        return None
     arrays = case_inputs(c)
-    if c.op in NO_GRADIENT or (c.op == "div" and c.attrs.get("rounding")) or not all(
-            np.all(np.isfinite(a)) for a in arrays if a.dtype.kind == "f"):
-        return False  # rounded division is piecewise constant: no gradient to check
+    floats = [a for a in arrays if a.dtype.kind == "f"]
+    if not floats or not all(np.all(np.isfinite(a)) for a in floats):
+        return None
     node = case_node(c, arrays)
     if not any(v.dtype == "float32" for v in node.outputs):
-        return False
+        return None
     rng = np.random.default_rng(zlib.crc32(c.id.encode()) + 1)
     cts = [rng.standard_normal(v.shape).astype(np.float32) if v.dtype == "float32" else None
            for v in node.outputs]
     dirs = [rng.standard_normal(a.shape).astype(np.float32) if a.dtype.kind == "f" else None
             for a in arrays]
-    outs, pullback = runner.vjp(node, [runner.put(a, _dtype(a)) for a in arrays])
-    grads = pullback([None if ct is None else runner.put(ct, "float32") for ct in cts])
-    assert len(grads) == len(arrays), f"{len(grads)} input gradients for {len(arrays)} inputs"
-    got = sum(float(np.sum(runner.fetch(g).astype(np.float64) * d))
-              for g, d in zip(grads, dirs) if g is not None and d is not None)
     want = directional_derivative(node, arrays, cts, dirs)
     if not np.isfinite(want):
-        return False  # e.g. pow of a negative base: off its integer exponents it is NaN
+        return None
+    return VjpProbe(arrays, node, cts, dirs, want)
+
+
+def has_gradient(c: Case) -> bool:
+    """Whether ``check_vjp`` has something to check on the case (decided at collection)."""
+    return vjp_probe(c) is not None
+
+
+def check_vjp(runner: Runner, c: Case, rtol: float = 2e-3) -> None:
+    """The runner's pullback agrees with central differences of the reference along a
+    random direction; some floating input must get a gradient."""
+    probe = vjp_probe(c)
+    assert probe is not None, f"{c.id} has nothing to differentiate: leave it out (has_gradient)"
+    arrays, cts, dirs, want = probe.arrays, probe.cts, probe.dirs, probe.want
+    outs, pullback = runner.vjp(probe.node, [runner.put(a, _dtype(a)) for a in arrays])
+    grads = pullback([None if ct is None else runner.put(ct, "float32") for ct in cts])
+    assert len(grads) == len(arrays), f"{len(grads)} input gradients for {len(arrays)} inputs"
+    assert any(g is not None for g, d in zip(grads, dirs) if d is not None), (
+        f"{c.id}: no floating input got a gradient")
+    got = sum(float(np.sum(runner.fetch(g).astype(np.float64) * d))
+              for g, d in zip(grads, dirs) if g is not None and d is not None)
     size = sum(float(np.linalg.norm(d)) for d in dirs if d is not None)
     ct_size = sum(float(np.linalg.norm(ct)) for ct in cts if ct is not None)
     assert abs(got - want) <= rtol * (abs(want) + 1e-2 * size * ct_size / max(
         1, np.sqrt(sum(a.size for a in arrays)))), f"{c.id}: <grad, u> {got} vs fd {want}"
-    return True
 
 
-def check_self_contained(module: types.ModuleType, ops: Mapping[str, Any],
-                         modules: set[str], *, private_helpers: bool) -> None:
-    """Each op function, and every helper it reaches, is a named module-level def without a
-    closure that reads no global but ``modules`` (the module's imports), builtins and the
-    module's own functions (named ``_...`` when ``private_helpers``): what a repro script
-    copies must run on its own."""
+def check_self_contained(ops: Mapping[str, Any], modules: Iterable[types.ModuleType],
+                         imports: set[str], *, private_helpers: bool) -> None:
+    """Each op function is a named module-level def of one of ``modules`` without a closure,
+    and so is every helper it reaches, in the op's own module (the repro exporter follows
+    same-module helpers only); none reads a global but ``imports`` (the module's imports),
+    builtins and its module's own functions (named ``_...`` when ``private_helpers``): what a
+    repro script copies must run on its own."""
+    by_name = {m.__name__: m for m in modules}
     for op, fn in ops.items():
+        assert getattr(fn, "__module__", None) in by_name, (op, fn)
+        module = by_name[fn.__module__]
         todo, seen = [fn], set()
         while todo:
             f = todo.pop()
@@ -127,7 +166,7 @@ def check_self_contained(module: types.ModuleType, ops: Mapping[str, Any],
             assert f.__qualname__ == f.__name__ != "<lambda>", (op, f)
             assert getattr(module, f.__name__) is f and f.__closure__ is None, (op, f)
             for name in global_names(f.__code__) - set(dir(builtins)):
-                if name in modules:
+                if name in imports:
                     assert inspect.ismodule(getattr(module, name)), (op, name)
                     continue
                 helper = getattr(module, name, None)
@@ -135,6 +174,15 @@ def check_self_contained(module: types.ModuleType, ops: Mapping[str, Any],
                     op, name)
                 assert name.startswith("_") or not private_helpers, (op, name)
                 todo.append(helper)
+
+
+def repro_copy(fn: Any) -> Any:
+    """``fn`` as a repro script gets it: its module text from ``function_source``, executed
+    on its own, without specgraph; the script around it loads its data with ``np``."""
+    namespace: dict[str, Any] = {"__name__": f"repro_{fn.__name__}"}
+    exec(compile(function_source(fn), f"<repro of {fn.__name__}>", "exec"), namespace)
+    assert namespace.get("np") is np, f"{fn.__module__} does not import numpy as np"
+    return namespace[fn.__name__]
 
 
 def forward_and_grads(runner: Runner, case_id: str) -> tuple[list, list]:
