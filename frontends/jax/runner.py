@@ -20,7 +20,8 @@ import numpy as np
 
 from specgraph.frontends.jax.kernels import KERNELS
 from specgraph.ir import Node
-from specgraph.numeric.runner import FLOAT, Context, OpFn, Pullback, Runner, RunnerError
+from specgraph.numeric.runner import Context, OpFn, Pullback, Runner, RunnerError
+from specgraph.ops.dtypes import FLOAT_DTYPES
 
 __all__ = ["JaxRunner"]
 
@@ -158,7 +159,7 @@ class JaxRunner(Runner):
     # --- tensors -------------------------------------------------------------------------
     def device_dtype(self, dtype: str) -> np.dtype:
         """The dtype a value of graph ``dtype`` has on the device."""
-        if dtype in FLOAT:
+        if dtype in FLOAT_DTYPES:
             return jnp.dtype(self.context.storage)
         return jax.dtypes.canonicalize_dtype(np.dtype(dtype))
 
@@ -240,7 +241,7 @@ class JaxRunner(Runner):
         inputs = tuple(inputs)
         float_in = tuple(i for i, x in enumerate(inputs) if _floating(x))
         dtypes = tuple(self.device_dtype(v.dtype) for v in node.outputs)
-        float_out = tuple(i for i, v in enumerate(node.outputs) if v.dtype in FLOAT)
+        float_out = tuple(i for i, v in enumerate(node.outputs) if v.dtype in FLOAT_DTYPES)
         if self.context.mode == "compiled":
             outs = self.run(node, inputs)
             pull = self._compiled_pullback(node, inputs, float_in, dtypes, float_out)

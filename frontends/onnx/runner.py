@@ -10,9 +10,11 @@ import numpy as np
 import onnxruntime as ort
 
 from specgraph.errors import SpecgraphError
-from specgraph.ir import Graph, GraphBuilder, Node, Value
-from specgraph.numeric.runner import FLOAT, Context, Pullback, Runner, RunnerError
+from specgraph.frontends._common.messages import first_line
 from specgraph.frontends.onnx.export import EXPORTERS, UNSUPPORTED, to_onnx
+from specgraph.ir import Graph, GraphBuilder, Node, Value
+from specgraph.numeric.runner import Context, Pullback, Runner, RunnerError
+from specgraph.ops.dtypes import FLOAT_DTYPES
 
 __all__ = ["OnnxRunner", "OPSET", "IR_VERSION"]
 
@@ -88,7 +90,7 @@ class OnnxRunner(Runner):
 
     def _dtype(self, dtype: str) -> str:
         """The dtype a graph dtype is stored in: floats in the storage dtype, others as is."""
-        return self.context.storage if dtype in FLOAT else dtype
+        return self.context.storage if dtype in FLOAT_DTYPES else dtype
 
     # --- ops -----------------------------------------------------------------------------
     def supports(self, op: str) -> bool:
@@ -216,7 +218,7 @@ class OnnxRunner(Runner):
         except Exception as err:  # onnxruntime raises its own exception types
             raise RunnerError(
                 f"onnxruntime {ort.__version__} cannot load {where} in "
-                f"{self.context.storage} on {self.providers[0]}: {_first_line(err)}; pass "
+                f"{self.context.storage} on {self.providers[0]}: {first_line(err)}; pass "
                 "--dtype float32 or compare with --no-numeric") from err
         self.sessions_built += 1
         return session
@@ -235,9 +237,4 @@ class OnnxRunner(Runner):
             return [np.asarray(o) for o in session.run(names, feed)]
         except Exception as err:  # onnxruntime raises its own exception types
             raise RunnerError(f"onnxruntime failed while running {where}: "
-                              f"{_first_line(err)}") from err
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+                              f"{first_line(err)}") from err

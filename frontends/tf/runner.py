@@ -17,7 +17,8 @@ import numpy as np
 from specgraph.frontends.tf.kernels import KERNELS
 from specgraph.frontends.tf.quiet import quiet_native
 from specgraph.ir import Node
-from specgraph.numeric.runner import FLOAT, Context, Pullback, Runner, RunnerError
+from specgraph.numeric.runner import Context, Pullback, Runner, RunnerError
+from specgraph.ops.dtypes import FLOAT_DTYPES
 
 with quiet_native():
     import tensorflow as tf
@@ -75,7 +76,7 @@ class TfRunner(Runner):
 
     # --- tensors -------------------------------------------------------------------------
     def _target(self, dtype: str) -> tf.DType:
-        return self._storage if dtype in FLOAT else tf.as_dtype(dtype)
+        return self._storage if dtype in FLOAT_DTYPES else tf.as_dtype(dtype)
 
     def put(self, array: np.ndarray, dtype: str) -> Any:
         target = self._target(dtype)

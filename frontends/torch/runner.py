@@ -17,7 +17,8 @@ import torch
 
 from specgraph.frontends.torch.kernels import KERNELS
 from specgraph.ir import Node
-from specgraph.numeric.runner import FLOAT, Context, Pullback, Runner, RunnerError
+from specgraph.numeric.runner import Context, Pullback, Runner, RunnerError
+from specgraph.ops.dtypes import FLOAT_DTYPES
 
 __all__ = ["TorchRunner"]
 
@@ -100,7 +101,7 @@ class TorchRunner(Runner):
 
     # --- tensors -------------------------------------------------------------------------
     def _dtype(self, dtype: str) -> torch.dtype:
-        if dtype in FLOAT:
+        if dtype in FLOAT_DTYPES:
             return self.storage
         if dtype not in DTYPES:
             raise RunnerError(f"the torch runner has no tensors of dtype {dtype!r}")
@@ -134,7 +135,7 @@ class TorchRunner(Runner):
         """The function to call for ``node`` and the keyword attributes to call it with."""
         fn = self._fn(node)
         attrs = dict(node.attrs)
-        if attrs.get("dtype") in FLOAT:  # floating targets (cast, full, arange): storage
+        if attrs.get("dtype") in FLOAT_DTYPES:  # floating targets (cast, full, arange): storage
             attrs["dtype"] = self.context.storage
         if self.context.mode != "compiled":
             return fn, attrs

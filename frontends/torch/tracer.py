@@ -32,9 +32,9 @@ from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends.torch import ops, shape_ops
-from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ir import Value, prune
 from specgraph.model import TracedModel
+from specgraph.ops.dtypes import numpy_dtype
 
 __all__ = ["trace", "accepts", "FRAMEWORK"]
 

@@ -25,9 +25,8 @@ from specgraph.errors import SpecgraphError
 from specgraph.ir import Node
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
-from specgraph.ops.dtypes import FLOAT_DTYPES as FLOAT  # noqa: F401  (for frontends' runners)
 
-__all__ = ["Context", "Runner", "ReferenceRunner", "RunnerError", "Pullback", "FLOAT",
+__all__ = ["Context", "Runner", "ReferenceRunner", "RunnerError", "Pullback",
            "DEVICES", "MODES", "PRECISIONS"]
 
 DEVICES = ("auto", "cpu", "cuda")

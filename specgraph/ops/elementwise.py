@@ -7,7 +7,7 @@ import sympy
 from scipy import special
 
 from specgraph.ops._sym import call, minus, plus
-from specgraph.ops.dtypes import DTYPE_NAMES, INT_DTYPES, numpy_dtype  # noqa: F401
+from specgraph.ops.dtypes import DTYPE_NAMES, numpy_dtype
 from specgraph.ops.registry import Attr, op
 
 BINARY = ("a", "b")

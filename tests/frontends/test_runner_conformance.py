@@ -3,7 +3,7 @@ pullbacks against central differences of it, op tables that cover every canonica
 into repro scripts, and the gradient plumbing all runners share.
 
 Parametrized over runner kinds (a framework and a mode) x cases. No framework is imported
-here: each runner comes from the registry (``specgraph.frontends.runner_class``), and a kind
+here: each runner comes from the registry (``specgraph.frontends.runner``), and a kind
 whose framework is missing is skipped. What one framework alone does is tested in
 ``tests/frontends/<framework>/test_runner.py``.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from specgraph.errors import FrontendMissingError
-from specgraph.frontends import runner_class
+from specgraph.frontends import runner as make_runner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, Runner, RunnerError
 from specgraph.ops import OPAQUE, get_spec, registered_ops
@@ -102,10 +102,9 @@ def runner(request: pytest.FixtureRequest) -> Runner:
     """The runner of kind ``request.param`` on the CPU, one per kind for the module."""
     kind = KINDS[request.param]
     try:
-        cls = runner_class(kind.framework)
+        made = make_runner(kind.framework, Context(device="cpu", mode=kind.mode))
     except FrontendMissingError as err:
         pytest.skip(str(err))
-    made = cls(Context(device="cpu", mode=kind.mode))
     assert made.differentiable == kind.differentiable, request.param
     return made
 
