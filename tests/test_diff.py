@@ -230,16 +230,3 @@ def test_diff_command_errors(repo_root, capsys, tmp_path) -> None:
     code = main(["diff", f"{XOR['torch']}:correct", f"{other}:broken"])
     err = capsys.readouterr().err
     assert code == 2 and "the factory raised OSError: no weights" in err
-
-
-def test_text_view_highlights_differing_rows_only_when_asked() -> None:
-    from specgraph.renderers.text import TextRenderer
-    from specgraph.report import DiffReport
-
-    findings, rows = diff(_block(), _block(act="relu"))
-    report = DiffReport("a.py:f", "b.py:g", "torch", "jax", tuple(findings), tuple(rows))
-    plain = TextRenderer().render(report)
-    colored = TextRenderer(color=True).render(report)
-    assert "\033[" not in plain and "verdict: NOT EQUIVALENT, 1 difference" in plain
-    assert colored.count("\033[1;31m") == 2  # the differing row and the verdict
-    assert "[op-mismatch] lhs computes gelu where rhs computes relu" in plain
