@@ -1,7 +1,15 @@
-"""The ONNX frontend: an ONNX graph onto the shared IR (``tracer``, walked by ``convert``
-with the operator converters in ``ops`` and ``shape_ops``), the runner that executes
-canonical nodes in onnxruntime (``runner``), and the way back, a Graph as an ONNX model
-(``export``)."""
+"""The ONNX frontend.
+
+- ``tracer``: an ONNX file or ModelProto loaded (external data confined to the model's
+  folder), run in onnxruntime for its values, and walked by ``convert`` onto the shared IR
+  with the operator converters in ``ops`` and ``shape_ops``;
+- ``runner``: ``OnnxRunner``, each canonical node exported alone and run in onnxruntime
+  (forward only);
+- ``export``: the way back, a Graph as an ONNX model (``to_onnx``), one rule per op;
+- ``repro``: the onnxruntime script that reproduces one layer's forward divergence.
+"""
+
+from __future__ import annotations
 
 from specgraph.frontends.onnx.tracer import (FRAMEWORK, accepts, make_inputs, trace_file,
                                              trace_model)

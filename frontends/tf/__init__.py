@@ -1,9 +1,18 @@
-"""The TensorFlow frontend: a concrete function's graph onto the shared IR (``tracer``,
-walked by ``convert`` with the op converters in ``ops`` and ``shape_ops``, Keras layer
-names from ``scopes``), and the runner that executes canonical nodes with TensorFlow's own
-kernels (``runner``)."""
+"""The TensorFlow frontend (Keras 3, tf_keras and ``tf.Module``).
+
+- ``tracer``: a concrete function's graph onto the shared IR, walked by ``convert`` with the
+  op converters in ``ops`` and ``shape_ops`` (native op -> canonical op), Keras layer names
+  from ``scopes``; ``quiet`` keeps TensorFlow's native logging off the terminal;
+- ``kernels`` and ``kernels_spatial``: canonical op -> TensorFlow's own kernels, the inverse
+  of the converter tables; ``runner``: ``TfRunner`` (eager or XLA-compiled per op);
+- ``repro``: the TensorFlow script that reproduces one layer's divergence.
+"""
+
+from __future__ import annotations
 
 from typing import Any
+
+import tensorflow as tf
 
 from specgraph.frontends.tf.tracer import FRAMEWORK, accepts, trace
 
@@ -11,7 +20,5 @@ __all__ = ["from_numpy", "trace", "accepts", "FRAMEWORK"]
 
 
 def from_numpy(data: Any) -> Any:
-    """A NumPy array as this framework's tensor."""
-    import tensorflow as tf
-
+    """A NumPy array as a TensorFlow tensor."""
     return tf.constant(data)

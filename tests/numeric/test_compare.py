@@ -76,7 +76,7 @@ def test_golden_pairs_agree_over_twenty_seeds_both_ways(golden: str, variant: st
 
 
 def test_onnx_export_agrees_with_shared_weights() -> None:
-    from tests.frontends.test_onnx_equivalence import _export
+    from tests.frontends.onnx.test_equivalence import _export
 
     report = compare(_torch("transformer_block"), _export("transformer_block", False),
                      options=NumericOptions(seeds=(0, 1), transfer=False))

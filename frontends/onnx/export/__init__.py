@@ -22,11 +22,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from specgraph.errors import SpecgraphError
+from specgraph.frontends._common.table import join
+from specgraph.frontends.onnx.export import rules, shape_rules
+from specgraph.frontends.onnx.export.exporter import DIRECT, MIN_OPSET, UNSUPPORTED, Exporter
 from specgraph.ir import Graph
-from specgraph.frontends.onnx.export import rules, shape_rules  # noqa: F401  (fill EXPORTERS)
-from specgraph.frontends.onnx.export.exporter import EXPORTERS, MIN_OPSET, UNSUPPORTED, Exporter
 
 __all__ = ["to_onnx", "EXPORTERS", "UNSUPPORTED", "MIN_OPSET"]
+
+# canonical op -> the rule that writes its ONNX nodes
+EXPORTERS = join(DIRECT, rules.RULES, shape_rules.RULES)
 
 
 def to_onnx(graph: Graph, weights: Mapping[str, Any] | None = None, *, opset: int = 17,
@@ -49,7 +53,7 @@ def to_onnx(graph: Graph, weights: Mapping[str, Any] | None = None, *, opset: in
     if opset < MIN_OPSET:
         raise SpecgraphError(f"to_onnx writes opset {MIN_OPSET} or newer, got opset {opset}; "
                              f"pass opset={MIN_OPSET} or more")
-    exporter = Exporter(graph, opset)
+    exporter = Exporter(graph, opset, EXPORTERS)
     inputs = [exporter.value_info(n, v) for n, v in zip(graph.input_names, graph.inputs)]
     initializers = []
     for name, value in graph.params.items():

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 
 from specgraph.errors import SpecgraphError
+from specgraph.frontends._common.table import ConverterTable
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 
-__all__ = ["Exporter", "rule", "EXPORTERS", "UNSUPPORTED", "MIN_OPSET"]
+__all__ = ["Exporter", "Rule", "DIRECT", "UNSUPPORTED", "MIN_OPSET"]
 
 MIN_OPSET = 13
 Rule = Callable[["Exporter", Node], None]
-EXPORTERS: dict[str, Rule] = {}
 UNSUPPORTED = frozenset({"opaque"})  # ops with no ONNX form: a native op no rule knows
 
 _ELEM = {"float32": "FLOAT", "float64": "DOUBLE", "float16": "FLOAT16",
@@ -30,12 +30,13 @@ _NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
 class Exporter:
     """Names values and collects ONNX nodes and initializers; export rules call it."""
 
-    def __init__(self, graph: Graph, opset: int) -> None:
+    def __init__(self, graph: Graph, opset: int, rules: Mapping[str, Rule]) -> None:
         import onnx
 
         self.onnx = onnx
         self.graph = graph
         self.opset = opset
+        self.rules = rules
         self.nodes: list[Any] = []
         self.extra: list[Any] = []  # initializers the rules add (shapes, axes, scalars)
         self.names: dict[Value, str] = {}
@@ -91,7 +92,7 @@ class Exporter:
     # --- for export rules ----------------------------------------------------------------
     def export(self, node: Node) -> None:
         self.node = node
-        rule = EXPORTERS.get(node.op)
+        rule = self.rules.get(node.op)
         if rule is None:
             target = node.attrs.get("target", node.op)
             raise SpecgraphError(f"to_onnx has no export rule for op {node.op!r} "
@@ -151,15 +152,6 @@ class Exporter:
                                                       self.graph.outputs)]
 
 
-def rule(*ops: str) -> Callable[[Rule], Rule]:
-    def wrap(fn: Rule) -> Rule:
-        for op in ops:
-            EXPORTERS[op] = fn
-        return fn
-
-    return wrap
-
-
 # --- one-to-one ops ----------------------------------------------------------------------
 _DIRECT = ("abs", "neg", "exp", "log", "sqrt", "erf", "sin", "cos", "floor", "ceil", "sign",
            "identity", "logical_not", "relu", "sigmoid", "tanh", "matmul", "equal", "less",
@@ -189,5 +181,4 @@ def _common_dtype(dtypes: Sequence[str]) -> str:
     return floats[0] if floats else dtypes[0]
 
 
-for _op in _DIRECT:
-    EXPORTERS[_op] = _direct
+DIRECT = ConverterTable({op: _direct for op in _DIRECT})  # the ops that are one ONNX operator

@@ -11,8 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends.onnx.export.exporter import Exporter
 from specgraph.ir import Node
-from specgraph.frontends.onnx.export.exporter import Exporter, rule
+
+RULES = ConverterTable()  # canonical op -> the rule that writes its ONNX nodes
 
 
 def _x(ex: Exporter, node: Node, index: int = 0) -> str:
@@ -28,7 +31,7 @@ def _is_float(dtype: str) -> bool:
 
 
 # --- elementwise -------------------------------------------------------------------------
-@rule("where")
+@RULES.register("where")
 def _where(ex: Exporter, node: Node) -> None:
     cond, a, b = node.inputs
     dtype = node.output.dtype
@@ -36,33 +39,33 @@ def _where(ex: Exporter, node: Node) -> None:
             ex.out())
 
 
-@rule("not_equal")
+@RULES.register("not_equal")
 def _not_equal(ex: Exporter, node: Node) -> None:
     ex.emit("Not", [ex.emit("Equal", [_x(ex, node, 0), _x(ex, node, 1)])], ex.out())
 
 
-@rule("pow")
+@RULES.register("pow")
 def _pow(ex: Exporter, node: Node) -> None:
     ex.emit("Pow", [ex.operand(node.inputs[0], node.output.dtype), _x(ex, node, 1)], ex.out())
 
 
-@rule("rsqrt")
+@RULES.register("rsqrt")
 def _rsqrt(ex: Exporter, node: Node) -> None:
     ex.emit("Reciprocal", [ex.emit("Sqrt", [_x(ex, node)])], ex.out())
 
 
-@rule("erfc")
+@RULES.register("erfc")
 def _erfc(ex: Exporter, node: Node) -> None:
     one = _scalar(ex, 1.0, node.output.dtype)
     ex.emit("Sub", [one, ex.emit("Erf", [_x(ex, node)])], ex.out())
 
 
-@rule("reciprocal")
+@RULES.register("reciprocal")
 def _reciprocal(ex: Exporter, node: Node) -> None:
     ex.emit("Reciprocal", [ex.operand(node.inputs[0], node.output.dtype)], ex.out())
 
 
-@rule("div")
+@RULES.register("div")
 def _div(ex: Exporter, node: Node) -> None:
     dtype = node.output.dtype
     a, b = (ex.operand(v, dtype) for v in node.inputs)
@@ -86,7 +89,7 @@ def _div(ex: Exporter, node: Node) -> None:
         ex.emit("Sub", [q, adjust], ex.out())
 
 
-@rule("clip")
+@RULES.register("clip")
 def _clip(ex: Exporter, node: Node) -> None:
     dtype = node.output.dtype
     bounds = ["" if node.attrs[k] is None else _scalar(ex, node.attrs[k], dtype)
@@ -94,25 +97,25 @@ def _clip(ex: Exporter, node: Node) -> None:
     ex.emit("Clip", [_x(ex, node)] + bounds, ex.out())
 
 
-@rule("cast")
+@RULES.register("cast")
 def _cast(ex: Exporter, node: Node) -> None:
     ex.emit("Cast", [_x(ex, node)], ex.out(), to=ex.elem(node.attrs["dtype"]))
 
 
 # --- activations -------------------------------------------------------------------------
-@rule("leaky_relu", "elu")
+@RULES.register("leaky_relu", "elu")
 def _alpha_activation(ex: Exporter, node: Node) -> None:
     op_type = "LeakyRelu" if node.op == "leaky_relu" else "Elu"
     ex.emit(op_type, [_x(ex, node)], ex.out(), alpha=node.attrs["alpha"])
 
 
-@rule("hardsigmoid")
+@RULES.register("hardsigmoid")
 def _hardsigmoid(ex: Exporter, node: Node) -> None:
     ex.emit("HardSigmoid", [_x(ex, node)], ex.out(), alpha=node.attrs["alpha"],
             beta=node.attrs["beta"])
 
 
-@rule("hardswish")
+@RULES.register("hardswish")
 def _hardswish(ex: Exporter, node: Node) -> None:
     if ex.opset >= 14:
         ex.emit("HardSwish", [_x(ex, node)], ex.out())
@@ -121,12 +124,12 @@ def _hardswish(ex: Exporter, node: Node) -> None:
         ex.emit("Mul", [_x(ex, node), gate], ex.out())
 
 
-@rule("silu")
+@RULES.register("silu")
 def _silu(ex: Exporter, node: Node) -> None:
     ex.emit("Mul", [_x(ex, node), ex.emit("Sigmoid", [_x(ex, node)])], ex.out())
 
 
-@rule("mish")
+@RULES.register("mish")
 def _mish(ex: Exporter, node: Node) -> None:
     if ex.opset >= 18:
         ex.emit("Mish", [_x(ex, node)], ex.out())
@@ -135,7 +138,7 @@ def _mish(ex: Exporter, node: Node) -> None:
         ex.emit("Mul", [_x(ex, node), ex.emit("Tanh", [soft])], ex.out())
 
 
-@rule("softplus")
+@RULES.register("softplus")
 def _softplus(ex: Exporter, node: Node) -> None:
     x, dtype = _x(ex, node), node.output.dtype
     beta, threshold = node.attrs["beta"], node.attrs["threshold"]
@@ -147,7 +150,7 @@ def _softplus(ex: Exporter, node: Node) -> None:
     ex.emit("Where", [linear, x, soft], ex.out())
 
 
-@rule("gelu")
+@RULES.register("gelu")
 def _gelu(ex: Exporter, node: Node) -> None:
     x, dtype = _x(ex, node), node.output.dtype
     approximate = node.attrs["approximate"]
@@ -166,20 +169,20 @@ def _gelu(ex: Exporter, node: Node) -> None:
     ex.emit("Identity", [half], ex.out())
 
 
-@rule("softmax", "log_softmax")
+@RULES.register("softmax", "log_softmax")
 def _softmax(ex: Exporter, node: Node) -> None:
     op_type = "Softmax" if node.op == "softmax" else "LogSoftmax"
     ex.emit(op_type, [_x(ex, node)], ex.out(), axis=node.attrs["axis"])
 
 
-@rule("dropout")
+@RULES.register("dropout")
 def _dropout(ex: Exporter, node: Node) -> None:
     ratio = _scalar(ex, node.attrs["p"], "float32")
     ex.emit("Dropout", [_x(ex, node), ratio], ex.out())
 
 
 # --- layers ------------------------------------------------------------------------------
-@rule("linear")
+@RULES.register("linear")
 def _linear(ex: Exporter, node: Node) -> None:
     x = node.inputs[0]
     names = [ex.name(v) for v in node.inputs]
@@ -191,7 +194,7 @@ def _linear(ex: Exporter, node: Node) -> None:
         ex.emit("MatMul", names, ex.out())
 
 
-@rule("einsum")
+@RULES.register("einsum")
 def _einsum(ex: Exporter, node: Node) -> None:
     ex.emit("Einsum", [ex.name(v) for v in node.inputs], ex.out(),
             equation=node.attrs["equation"])
@@ -203,7 +206,7 @@ def _window(node: Node) -> dict[str, Any]:
             "dilations": list(a["dilation"])}
 
 
-@rule("conv", "conv_transpose")
+@RULES.register("conv", "conv_transpose")
 def _conv(ex: Exporter, node: Node) -> None:
     weight = node.inputs[1]
     attrs = {**_window(node), "group": node.attrs["groups"],
@@ -224,12 +227,12 @@ def _pool(ex: Exporter, node: Node, op_type: str, out: str, **extra: Any) -> str
     return ex.emit(op_type, [_x(ex, node)], out, **attrs)
 
 
-@rule("max_pool")
+@RULES.register("max_pool")
 def _max_pool(ex: Exporter, node: Node) -> None:
     _pool(ex, node, "MaxPool", ex.out())
 
 
-@rule("avg_pool")
+@RULES.register("avg_pool")
 def _avg_pool(ex: Exporter, node: Node) -> None:
     divisor = node.attrs["divisor"]
     if divisor is None:
@@ -243,7 +246,7 @@ def _avg_pool(ex: Exporter, node: Node) -> None:
     ex.emit("Mul", [mean, _scalar(ex, factor, node.output.dtype)], ex.out())
 
 
-@rule("adaptive_avg_pool", "adaptive_max_pool")
+@RULES.register("adaptive_avg_pool", "adaptive_max_pool")
 def _adaptive_pool(ex: Exporter, node: Node) -> None:
     x = node.inputs[0]
     sizes, outs = x.shape[2:], node.attrs["output_size"]
@@ -270,7 +273,7 @@ def _ones(ex: Exporter, shape: tuple[int, ...], dtype: str, value: float = 1.0) 
     return ex.const(np.full(shape, value), dtype)
 
 
-@rule("batch_norm")
+@RULES.register("batch_norm")
 def _batch_norm(ex: Exporter, node: Node) -> None:
     x, mean, var, *rest = node.inputs
     a, dtype, channels = node.attrs, x.dtype, (x.shape[1],)
@@ -301,7 +304,7 @@ def _normalize(ex: Exporter, x: str, axes: list[int], eps: float, dtype: str,
     return ex.emit("Div", [d, std])
 
 
-@rule("layer_norm")
+@RULES.register("layer_norm")
 def _layer_norm(ex: Exporter, node: Node) -> None:
     x, *params = node.inputs
     a = node.attrs
@@ -316,7 +319,7 @@ def _layer_norm(ex: Exporter, node: Node) -> None:
     ex.emit("Identity", [_affine(ex, y, node, params, shape, ("scale", "bias"))], ex.out())
 
 
-@rule("rms_norm")
+@RULES.register("rms_norm")
 def _rms_norm(ex: Exporter, node: Node) -> None:
     x, *params = node.inputs
     a = node.attrs
@@ -330,7 +333,7 @@ def _rms_norm(ex: Exporter, node: Node) -> None:
     ex.emit("Identity", [_affine(ex, y, node, params, shape, ("scale",))], ex.out())
 
 
-@rule("group_norm")
+@RULES.register("group_norm")
 def _group_norm(ex: Exporter, node: Node) -> None:
     x, *params = node.inputs
     a, channels = node.attrs, (x.shape[1],)
@@ -347,13 +350,13 @@ def _group_norm(ex: Exporter, node: Node) -> None:
     ex.emit("Identity", [_affine(ex, y, node, params, shape, ("scale", "bias"))], ex.out())
 
 
-@rule("embedding")
+@RULES.register("embedding")
 def _embedding(ex: Exporter, node: Node) -> None:
     indices, weight = node.inputs
     ex.emit("Gather", [ex.name(weight), ex.name(indices)], ex.out(), axis=0)
 
 
-@rule("attention")
+@RULES.register("attention")
 def _attention(ex: Exporter, node: Node) -> None:
     """softmax(scale·q·kᵀ (+ mask)) · v, with k and v heads repeated for grouped queries."""
     q, k, v, *mask = node.inputs

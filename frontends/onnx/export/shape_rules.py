@@ -10,8 +10,11 @@ import math
 
 import numpy as np
 
+from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends.onnx.export.exporter import Exporter
 from specgraph.ir import Node
-from specgraph.frontends.onnx.export.exporter import Exporter, rule
+
+RULES = ConverterTable()  # canonical op -> the rule that writes its ONNX nodes
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax",
@@ -22,52 +25,52 @@ def _x(ex: Exporter, node: Node) -> str:
     return ex.name(node.inputs[0])
 
 
-@rule("reshape")
+@RULES.register("reshape")
 def _reshape(ex: Exporter, node: Node) -> None:
     ex.emit("Reshape", [_x(ex, node), ex.ints(node.attrs["shape"])], ex.out())
 
 
-@rule("expand")
+@RULES.register("expand")
 def _expand(ex: Exporter, node: Node) -> None:
     ex.emit("Expand", [_x(ex, node), ex.ints(node.attrs["shape"])], ex.out())
 
 
-@rule("tile")
+@RULES.register("tile")
 def _tile(ex: Exporter, node: Node) -> None:
     ex.emit("Tile", [_x(ex, node), ex.ints(node.attrs["repeats"])], ex.out())
 
 
-@rule("transpose")
+@RULES.register("transpose")
 def _transpose(ex: Exporter, node: Node) -> None:
     ex.emit("Transpose", [_x(ex, node)], ex.out(), perm=list(node.attrs["perm"]))
 
 
-@rule("squeeze", "unsqueeze")
+@RULES.register("squeeze", "unsqueeze")
 def _squeeze(ex: Exporter, node: Node) -> None:
     op_type = "Squeeze" if node.op == "squeeze" else "Unsqueeze"
     ex.emit(op_type, [_x(ex, node), ex.ints(node.attrs["axes"])], ex.out())
 
 
-@rule("concat")
+@RULES.register("concat")
 def _concat(ex: Exporter, node: Node) -> None:
     ex.emit("Concat", [ex.name(v) for v in node.inputs], ex.out(), axis=node.attrs["axis"])
 
 
-@rule("split")
+@RULES.register("split")
 def _split(ex: Exporter, node: Node) -> None:
     outs = [ex.out(i) for i in range(len(node.outputs))]
     ex.emit_multi("Split", [_x(ex, node), ex.ints(node.attrs["sizes"])], outs,
                   axis=node.attrs["axis"])
 
 
-@rule("slice")
+@RULES.register("slice")
 def _slice(ex: Exporter, node: Node) -> None:
     a = node.attrs
     inputs = [_x(ex, node)] + [ex.ints(a[k]) for k in ("starts", "ends", "axes", "steps")]
     ex.emit("Slice", inputs, ex.out())
 
 
-@rule("flip")
+@RULES.register("flip")
 def _flip(ex: Exporter, node: Node) -> None:
     axes = list(node.attrs["axes"])
     n = len(axes)
@@ -76,12 +79,12 @@ def _flip(ex: Exporter, node: Node) -> None:
     ex.emit("Slice", inputs, ex.out())
 
 
-@rule("gather")
+@RULES.register("gather")
 def _gather(ex: Exporter, node: Node) -> None:
     ex.emit("Gather", [ex.name(v) for v in node.inputs], ex.out(), axis=node.attrs["axis"])
 
 
-@rule("pad")
+@RULES.register("pad")
 def _pad(ex: Exporter, node: Node) -> None:
     a, x = node.attrs, node.inputs[0]
     inputs = [ex.name(x), ex.ints(a["pads"])]
@@ -90,7 +93,7 @@ def _pad(ex: Exporter, node: Node) -> None:
     ex.emit("Pad", inputs, ex.out(), mode=a["mode"])
 
 
-@rule("trilu")
+@RULES.register("trilu")
 def _trilu(ex: Exporter, node: Node) -> None:
     a, x = node.attrs, node.inputs[0]
     if ex.opset >= 14:
@@ -110,11 +113,10 @@ def _reduce(ex: Exporter, node: Node) -> None:
     ex.reduce(_REDUCE[node.op], _x(ex, node), a["axes"], a["keepdims"], ex.out())
 
 
-for _op in _REDUCE:
-    rule(_op)(_reduce)
+RULES.register(*_REDUCE)(_reduce)
 
 
-@rule("reduce_var")
+@RULES.register("reduce_var")
 def _reduce_var(ex: Exporter, node: Node) -> None:
     """sum((x - mean)²) / (N - correction), as the reference computes it."""
     x, a = node.inputs[0], node.attrs
@@ -126,28 +128,28 @@ def _reduce_var(ex: Exporter, node: Node) -> None:
     ex.emit("Div", [total, divisor], ex.out())
 
 
-@rule("argmax", "argmin")
+@RULES.register("argmax", "argmin")
 def _argmax(ex: Exporter, node: Node) -> None:
     op_type = "ArgMax" if node.op == "argmax" else "ArgMin"
     ex.emit(op_type, [_x(ex, node)], ex.out(), axis=node.attrs["axis"],
             keepdims=int(node.attrs["keepdims"]))
 
 
-@rule("cumsum")
+@RULES.register("cumsum")
 def _cumsum(ex: Exporter, node: Node) -> None:
     axis = ex.const(np.asarray(node.attrs["axis"], dtype=np.int64), "int64")
     ex.emit("CumSum", [_x(ex, node), axis], ex.out())
 
 
 # --- tensor creation ---------------------------------------------------------------------
-@rule("full")
+@RULES.register("full")
 def _full(ex: Exporter, node: Node) -> None:
     a = node.attrs
     value = ex.tensor("value", np.asarray([a["value"]]), a["dtype"])
     ex.emit("ConstantOfShape", [ex.ints(a["shape"])], ex.out(), value=value)
 
 
-@rule("arange")
+@RULES.register("arange")
 def _arange(ex: Exporter, node: Node) -> None:
     a = node.attrs
     bounds = [ex.const(np.asarray(a[k]), a["dtype"]) for k in ("start", "limit", "delta")]
