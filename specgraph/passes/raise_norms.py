@@ -51,7 +51,6 @@ def _param_source(rw: Rewriter, value: Value) -> Value:
 
 
 def _try_layer_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
-    y = node.outputs[0]
     axes = {n.attrs["axes"] for n in nodes if n.op in ("reduce_mean", "reduce_var")}
     if len(axes) != 1:
         return False

@@ -26,7 +26,7 @@ from specgraph.numeric.runner import Context, Runner, RunnerError
 from specgraph.ops import OPAQUE, get_spec, registered_ops
 from tests.frontends.runner_checks import (BEYOND_INT32, CASES, case_inputs, case_node,
                                            check_forward, check_self_contained, check_vjp,
-                                           has_gradient, repro_copy)
+                                           forward_and_grads, has_gradient, repro_copy)
 from tests.ops.case_types import Case
 
 
@@ -261,3 +261,70 @@ def test_one_tensor_read_twice_gets_a_gradient_per_input(runner: Runner) -> None
     assert len(grads) == 2
     for g in grads:
         np.testing.assert_array_equal(runner.fetch(g), [2.0, 3.0])
+
+
+# --- on a GPU (run where one is present: -m gpu) -------------------------------------------
+
+GPU_KINDS = ["torch", "jax", "tf"]  # onnxruntime's CUDA provider: tests/frontends/onnx/
+# forward tolerance on a GPU against the CPU (PyTorch's cuDNN picks its own algorithms)
+GPU_RTOL = {"torch": 1e-4, "jax": 1e-5, "tf": 1e-5}
+
+
+def _on_gpu(framework: str, **context: str) -> Runner:
+    """``framework``'s runner on a GPU, or a skip where its framework sees none."""
+    try:
+        return make_runner(framework, Context(device="cuda", **context))
+    except FrontendMissingError as err:
+        pytest.skip(str(err))
+    except RunnerError as err:
+        pytest.skip(f"no GPU for {framework}: {err}")
+
+
+def _agree(got: list, want: list, rtol: float, what: str) -> None:
+    """Outputs (or gradients) of two devices, floats within ``rtol`` of the values' scale."""
+    assert len(got) == len(want), what
+    for a, b in zip(got, want):
+        assert (a is None) == (b is None), what
+        if b is None:
+            continue
+        if b.dtype.kind != "f":
+            np.testing.assert_array_equal(a, b, err_msg=what)
+            continue
+        finite = b[np.isfinite(b)].astype(np.float64)
+        scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 1.0
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(scale, 1e-3), err_msg=what)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("runner, case",
+                         [p for p in _sweep(GPU_KINDS, CASES)
+                          if (KINDS[p.values[0]].framework, p.values[1].id) not in RAISES],
+                         indirect=["runner"])
+def test_cuda_agrees_with_cpu(runner: Runner, case: Case) -> None:
+    gpu = _on_gpu(runner.framework)
+    assert gpu.device_kind() == "cuda"
+    arrays = case_inputs(case)
+    node = case_node(case, arrays)
+    got, want = ([r.fetch(o) for o in r.run(node, [r.put(a, str(a.dtype)) for a in arrays])]
+                 for r in (gpu, runner))
+    _agree(got, want, GPU_RTOL[runner.framework], case.id)
+    if any(v.dtype == "float32" for v in node.outputs) and has_gradient(case):
+        _agree(*(forward_and_grads(r, case.id)[1] for r in (gpu, runner)), 1e-4, case.id)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework", ["jax", "tf"])
+def test_cuda_float32_is_true_float32_and_tf32_is_not(framework: str) -> None:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
+    node = Node("matmul", (Value((256, 512), "float32"), Value((512, 256), "float32")),
+                (Value((256, 256), "float32"),), {})
+    truth = a.astype(np.float64) @ b.T.astype(np.float64)
+
+    def error(dtype: str) -> float:
+        r = _on_gpu(framework, dtype=dtype)
+        (out,) = r.run(node, [r.put(a, "float32"), r.put(np.ascontiguousarray(b.T), "float32")])
+        return float(np.max(np.abs(r.fetch(out) - truth)))
+
+    assert error("float32") < 1e-3
+    assert error("tf32") > 4 * error("float32")

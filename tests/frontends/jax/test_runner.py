@@ -11,8 +11,7 @@ import pytest
 from specgraph.frontends.jax.runner import JaxRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
-from tests.frontends.runner_checks import (BEYOND_INT32, CASES, case_inputs, case_node,
-                                           forward_and_grads)
+from tests.frontends.runner_checks import forward_and_grads
 
 
 def _has_gpu() -> bool:
@@ -22,7 +21,6 @@ def _has_gpu() -> bool:
         return False
 
 
-gpu = pytest.mark.skipif(not _has_gpu(), reason="no GPU visible to JAX")
 
 
 @pytest.fixture(scope="module")
@@ -102,51 +100,3 @@ def test_missing_gpu_is_one_sentence() -> None:
 def test_auto_device_resolves() -> None:
     runner = JaxRunner(Context(device="auto"))
     assert runner.device.platform == ("gpu" if _has_gpu() else "cpu")
-
-
-# --- on a GPU ------------------------------------------------------------------------------
-
-
-def _agree(lhs: list, rhs: list, rtol: float) -> None:
-    for a, b in zip(lhs, rhs):
-        assert (a is None) == (b is None)
-        if a is not None and b.dtype.kind != "f":
-            np.testing.assert_array_equal(a, b)
-        elif a is not None:
-            finite = b[np.isfinite(b)].astype(np.float64)
-            scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 1.0
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(scale, 1e-3))
-
-
-@pytest.mark.gpu
-@gpu
-@pytest.mark.parametrize("case", [c for c in CASES if c.id not in BEYOND_INT32],
-                         ids=lambda c: c.id)
-def test_cuda_agrees_with_cpu(runner: JaxRunner, case) -> None:
-    cuda = JaxRunner(Context(device="cuda"))
-    arrays = case_inputs(case)
-    node = case_node(case, arrays)
-    got = [cuda.fetch(o) for o in cuda.run(node, [cuda.put(a, str(a.dtype)) for a in arrays])]
-    want = [runner.fetch(o) for o in runner.run(node, [runner.put(a, str(a.dtype))
-                                                       for a in arrays])]
-    _agree(got, want, 1e-5)
-    if any(v.dtype == "float32" for v in node.outputs):
-        _agree(*(forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
-
-
-@pytest.mark.gpu
-@gpu
-def test_cuda_float32_is_true_float32_and_tf32_is_not() -> None:
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
-    node = Node("matmul", (Value((256, 512), "float32"), Value((512, 256), "float32")),
-                (Value((256, 256), "float32"),), {})
-    truth = a.astype(np.float64) @ b.T.astype(np.float64)
-
-    def error(dtype: str) -> float:
-        r = JaxRunner(Context(device="cuda", dtype=dtype))
-        (out,) = r.run(node, [r.put(a, "float32"), r.put(np.ascontiguousarray(b.T), "float32")])
-        return float(np.max(np.abs(r.fetch(out) - truth)))
-
-    assert error("float32") < 1e-3
-    assert error("tf32") > 4 * error("float32")

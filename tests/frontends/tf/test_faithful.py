@@ -4,7 +4,6 @@ that the TF frontend's graphs are complete and faithful (no opaque nodes)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("tensorflow")

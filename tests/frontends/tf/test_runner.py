@@ -10,7 +10,7 @@ import pytest
 from specgraph.frontends.tf.runner import TfRunner, tf
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
-from tests.frontends.runner_checks import CASES, case_inputs, case_node, forward_and_grads
+from tests.frontends.runner_checks import BY_ID, case_inputs, case_node, forward_and_grads
 
 
 def _has_gpu() -> bool:
@@ -130,48 +130,11 @@ def test_auto_device_resolves() -> None:
     assert TfRunner(Context(device="auto")).device == ("/GPU:0" if _has_gpu() else "/CPU:0")
 
 
-# --- on a GPU ------------------------------------------------------------------------------
-
-
-def _agree(lhs: list, rhs: list, rtol: float) -> None:
-    for a, b in zip(lhs, rhs):
-        assert (a is None) == (b is None)
-        if a is not None:
-            finite = b[np.isfinite(b)] if b.dtype.kind == "f" else b
-            scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 1.0
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(scale, 1e-3))
-
-
 @pytest.mark.gpu
 @gpu
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_cuda_agrees_with_cpu(runner: TfRunner, case) -> None:
+def test_cuda_tensors_stay_on_the_device() -> None:
     cuda = TfRunner(Context(device="cuda"))
+    case = BY_ID["linear-bias"]
     arrays = case_inputs(case)
-    node = case_node(case, arrays)
-    got = [cuda.fetch(o) for o in cuda.run(node, [cuda.put(a, str(a.dtype)) for a in arrays])]
-    want = [runner.fetch(o) for o in runner.run(node, [runner.put(a, str(a.dtype))
-                                                       for a in arrays])]
-    _agree(got, want, 1e-5)
-    assert all("GPU" in o.device for o in cuda.run(node, [cuda.put(a, str(a.dtype))
-                                                          for a in arrays]))
-    if any(v.dtype == "float32" for v in node.outputs):
-        _agree(*(forward_and_grads(r, case.id)[1] for r in (cuda, runner)), 1e-4)
-
-
-@pytest.mark.gpu
-@gpu
-def test_cuda_float32_is_true_float32_and_tf32_is_not() -> None:
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
-    node = Node("matmul", (Value((256, 512), "float32"), Value((512, 256), "float32")),
-                (Value((256, 256), "float32"),), {})
-    truth = a.astype(np.float64) @ b.T.astype(np.float64)
-
-    def error(dtype: str) -> float:
-        r = TfRunner(Context(device="cuda", dtype=dtype))
-        (out,) = r.run(node, [r.put(a, "float32"), r.put(np.ascontiguousarray(b.T), "float32")])
-        return float(np.max(np.abs(r.fetch(out) - truth)))
-
-    assert error("float32") < 1e-3
-    assert error("tf32") > 4 * error("float32")
+    outs = cuda.run(case_node(case, arrays), [cuda.put(a, str(a.dtype)) for a in arrays])
+    assert all("GPU" in o.device for o in outs)

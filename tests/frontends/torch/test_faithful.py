@@ -4,7 +4,6 @@ model run in float64. This is the proof that the IR is complete and faithful."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch.utils import _pytree as pytree

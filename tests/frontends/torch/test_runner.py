@@ -12,7 +12,7 @@ from specgraph.frontends.torch.runner import TorchRunner
 from specgraph.ir import Node, Value
 from specgraph.numeric.runner import Context, RunnerError
 from specgraph.ops import get_spec
-from tests.frontends.runner_checks import (BY_ID, CASES, case_inputs, case_node, check_forward,
+from tests.frontends.runner_checks import (BY_ID, case_inputs, case_node, check_forward,
                                            check_vjp, has_gradient)
 from tests.ops.case_types import INT, Case
 from tests.zoo import torch_faults
@@ -189,36 +189,6 @@ def test_compiled_mode_agrees_with_eager(runner: TorchRunner) -> None:
 
 
 # -- CUDA against CPU ------------------------------------------------------------------------
-
-
-def _outputs_and_grads(r: TorchRunner, case) -> tuple[list, list]:
-    arrays = case_inputs(case)
-    node = case_node(case, arrays)
-    inputs = [r.put(a, "float32" if a.dtype.kind == "f" else str(a.dtype)) for a in arrays]
-    fwd = [r.fetch(o) for o in r.run(node, inputs)]
-    if not any(v.dtype == "float32" for v in node.outputs):
-        return fwd, []
-    rng = np.random.default_rng(0)
-    cts = [r.put(rng.standard_normal(v.shape), "float32") if v.dtype == "float32" else None
-           for v in node.outputs]
-    _, pullback = r.vjp(node, inputs)
-    return fwd, [None if g is None else r.fetch(g) for g in pullback(cts)]
-
-
-@pytest.mark.gpu
-@cuda
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_cuda_agrees_with_cpu(runner: TorchRunner, case) -> None:
-    gpu = TorchRunner(Context(device="cuda"))
-    cpu_out, cpu_grads = _outputs_and_grads(runner, case)
-    gpu_out, gpu_grads = _outputs_and_grads(gpu, case)
-    for got, want in zip([*gpu_out, *gpu_grads], [*cpu_out, *cpu_grads]):
-        assert (got is None) == (want is None), case.id
-        if want is not None and want.dtype.kind == "f":
-            scale = float(np.nanmax(np.abs(want), initial=1e-3))
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale, err_msg=case.id)
-        elif want is not None:
-            np.testing.assert_array_equal(got, want, err_msg=case.id)
 
 
 @pytest.mark.gpu
