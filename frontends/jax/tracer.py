@@ -28,6 +28,7 @@ import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
 from specgraph.errors import FactoryError, TraceError
+from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.table import join
 from specgraph.frontends.jax import layers, ops, shape_ops
@@ -81,15 +82,8 @@ def _is_array(leaf: Any) -> bool:
 
 # --- checking what the factory returned ----------------------------------------------------
 def as_tuple(example_inputs: Any, reference: str, returns: str) -> tuple[Any, ...]:
-    if _is_array(example_inputs):
-        return (example_inputs,)
-    if not isinstance(example_inputs, tuple):
-        example = returns.replace("example_inputs", "(x, ...)")
-        raise FactoryError(
-            f"{reference}: example_inputs must be a tuple of arrays (or one array), got "
-            f"{type(example_inputs).__name__}; return {example} from the factory"
-        )
-    return example_inputs
+    """The example inputs as a tuple (one array alone is wrapped)."""
+    return example_tuple(example_inputs, reference, single=_is_array, returns=returns)
 
 
 def checked_params(params: Any, reference: str) -> list[tuple[str, Any]]:

@@ -34,6 +34,7 @@ with _quiet_native():
     import tensorflow as tf
 
 from specgraph.errors import FactoryError, TraceError  # noqa: E402
+from specgraph.frontends._common.inputs import example_tuple  # noqa: E402
 from specgraph.frontends._common.table import join  # noqa: E402
 from specgraph.frontends.tf import ops, shape_ops  # noqa: E402
 from specgraph.frontends.tf.convert import Converter, flatten_named  # noqa: E402
@@ -121,13 +122,9 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
 
 # --- inputs, the eager run and the concrete function ------------------------------------
 def _as_arrays(example_inputs: Any, reference: str) -> tuple[Any, ...]:
-    if isinstance(example_inputs, (np.ndarray, tf.Tensor)):
-        example_inputs = (example_inputs,)
-    if not isinstance(example_inputs, tuple):
-        raise FactoryError(
-            f"{reference}: example_inputs must be a tuple of arrays (or one array), got "
-            f"{type(example_inputs).__name__}; return (model, (x, ...)) from the factory"
-        )
+    example_inputs = example_tuple(
+        example_inputs, reference, single=lambda x: isinstance(x, (np.ndarray, tf.Tensor)),
+        returns="(model, example_inputs)")
     return tuple(tf.nest.map_structure(_to_numpy, a) for a in example_inputs)
 
 

@@ -28,6 +28,7 @@ from torch.utils import _pytree as pytree
 from specgraph.errors import FactoryError, TraceError
 from specgraph.frontends._common.converter import (NATIVE, BaseConverter, Step, no_steps,
                                                    swap_last_two)
+from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
@@ -127,13 +128,9 @@ def _register_dataclasses(tree: Any) -> None:
 
 
 def _as_tensors(example_inputs: Any, reference: str) -> tuple[Any, ...]:
-    if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
-        example_inputs = (example_inputs,)
-    if not isinstance(example_inputs, tuple):
-        raise FactoryError(
-            f"{reference}: example_inputs must be a tuple of tensors (or one tensor), got "
-            f"{type(example_inputs).__name__}; return (module, (x, ...)) from the factory"
-        )
+    example_inputs = example_tuple(
+        example_inputs, reference, single=lambda x: isinstance(x, (torch.Tensor, np.ndarray)),
+        returns="(module, example_inputs)", kind="tensor")
 
     def convert(leaf: Any) -> Any:
         return torch.from_numpy(np.asarray(leaf)) if isinstance(leaf, np.ndarray) else leaf
