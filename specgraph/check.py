@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specgraph.align import align
-from specgraph.passes import canonicalize_model
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
 from specgraph.loading import trace
@@ -21,6 +20,7 @@ from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
+from specgraph.passes import canonicalize_model
 from specgraph.report import DiffReport, Finding
 from specgraph.transfer import TransferError
 

@@ -9,9 +9,9 @@ import functools
 
 import pytest
 
-from specgraph.passes import canonicalize_model
 from specgraph.graph_nx import describe, isomorphic
 from specgraph.interpreter import run
+from specgraph.passes import canonicalize_model
 from tests.helpers import relative_error
 
 pytest.importorskip("jax")

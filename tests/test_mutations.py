@@ -9,9 +9,9 @@ import functools
 
 import pytest
 
-from specgraph.passes import canonicalize_model
 from specgraph.check import compare, compare_structure
 from specgraph.numeric.options import NumericOptions
+from specgraph.passes import canonicalize_model
 from specgraph.transfer import TransferError
 from tests.zoo.mutations import (MODELS, MUTATIONS, Mutation, names_mutated_layer,
                                  numerically_located, reshaped_params, structurally_located)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from specgraph.align import align
-from specgraph.passes import canonicalize_model
 from specgraph.interpreter import run
+from specgraph.passes import canonicalize_model
 from specgraph.transfer import TransferError, pair_parameters
 
 pytest.importorskip("jax")

@@ -13,12 +13,12 @@ import warnings
 import numpy as np
 import pytest
 
-from specgraph.passes import canonicalize_model
 from specgraph.check import compare
 from specgraph.ir import GraphBuilder
 from specgraph.model import TracedModel
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import Context
+from specgraph.passes import canonicalize_model
 from specgraph.testing import assert_equivalent
 from specgraph.transfer import TransferError
 

@@ -11,10 +11,10 @@ import warnings
 import pytest
 import torch
 
-from specgraph.passes import canonicalize_model
 from specgraph.frontends import onnx as onnx_frontend
 from specgraph.frontends import torch as torch_frontend
 from specgraph.graph_nx import describe, isomorphic
+from specgraph.passes import canonicalize_model
 from tests.zoo.torch_models import MODELS
 
 pytest.importorskip("onnxscript")

@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 import torch
 
-from specgraph.passes import canonicalize_model
 from specgraph.frontends import torch as torch_frontend
 from specgraph.interpreter import run
+from specgraph.passes import canonicalize_model
 from tests.helpers import relative_error
 
 transformers = pytest.importorskip("transformers")
