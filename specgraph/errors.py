@@ -10,6 +10,7 @@ __all__ = [
     "TraceError",
     "GraphError",
     "ExecutionError",
+    "first_line",
 ]
 
 
@@ -39,3 +40,11 @@ class GraphError(SpecgraphError):
 
 class ExecutionError(SpecgraphError):
     """The reference interpreter failed on a node."""
+
+
+def first_line(err: BaseException) -> str:
+    """How an exception (the user's, a framework's) is quoted inside a one-sentence error:
+    the first line of its message, whitespace collapsed, without a closing period or colon;
+    its type's name if it has no message."""
+    text = str(err).strip().splitlines()
+    return " ".join(text[0].split()).rstrip(".:") if text else type(err).__name__

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.errors import FactoryError, ModelReferenceError
+from specgraph.errors import FactoryError, ModelReferenceError, first_line
 from specgraph.model import TracedModel
 
 __all__ = ["trace", "call_factory", "parse_reference"]
@@ -88,15 +88,10 @@ def _import_file(path: Path, reference: str) -> Any:
         del sys.modules[name]
         raise FactoryError(
             f"model reference {reference!r}: importing {path} raised "
-            f"{type(err).__name__}: {_one_line(err)}; fix the file or pass --debug for the "
+            f"{type(err).__name__}: {first_line(err)}; fix the file or pass --debug for the "
             "traceback"
         ) from err
     return module
-
-
-def _one_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else "(no message)"
 
 
 def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
@@ -129,7 +124,7 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
     except Exception as err:
         raise FactoryError(
             f"model reference {reference!r}: the factory raised {type(err).__name__}: "
-            f"{_one_line(err)}; run it directly or pass --debug for the traceback"
+            f"{first_line(err)}; run it directly or pass --debug for the traceback"
         ) from err
     items = result if isinstance(result, tuple) else (result,)
     name = frontends.detect(items[0]) if items else None

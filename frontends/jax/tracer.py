@@ -27,9 +27,8 @@ import jax
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
-from specgraph.errors import FactoryError, TraceError
+from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.inputs import example_tuple
-from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.table import join
 from specgraph.frontends.jax import layers, ops, shape_ops
 from specgraph.frontends.jax.walk import JaxprConverter, to_numpy

@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from specgraph.errors import SpecgraphError
-from specgraph.frontends._common.messages import first_line
+from specgraph.errors import SpecgraphError, first_line
 from specgraph.frontends.onnx.export import EXPORTERS, UNSUPPORTED, to_onnx
 from specgraph.ir import Graph, GraphBuilder, Node, Value
 from specgraph.numeric.runner import Context, Pullback, Runner, RunnerError

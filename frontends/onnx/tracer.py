@@ -24,8 +24,7 @@ import onnx
 import onnx.inliner
 import onnxruntime as ort
 
-from specgraph.errors import FactoryError, TraceError
-from specgraph.frontends._common.messages import first_line
+from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.table import join
 from specgraph.frontends.onnx import ops, shape_ops
 from specgraph.frontends.onnx.convert import ELEM_TYPES, NUMPY_TYPES, Converter

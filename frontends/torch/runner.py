@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from specgraph.errors import first_line
 from specgraph.frontends.torch.kernels import KERNELS
 from specgraph.ir import Node
 from specgraph.numeric.runner import Context, Pullback, Runner, RunnerError
@@ -159,10 +160,8 @@ class TorchRunner(Runner):
                      for i, o in enumerate(outs))
 
     def _failure(self, node: Node, what: str, err: Exception) -> RunnerError:
-        text = str(err).strip()
-        first = text.splitlines()[0] if text else type(err).__name__
         return RunnerError(f"PyTorch failed on the {what}{node.describe()} "
-                           f"({self.context.describe()}): {first}")
+                           f"({self.context.describe()}): {first_line(err)}")
 
     def run(self, node: Node, inputs: Sequence[Any]) -> tuple[Any, ...]:
         self._set_precision()

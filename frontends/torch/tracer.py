@@ -25,11 +25,10 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from specgraph.errors import FactoryError, TraceError
+from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.converter import (NATIVE, BaseConverter, Step, no_steps,
                                                    swap_last_two)
 from specgraph.frontends._common.inputs import example_tuple
-from specgraph.frontends._common.messages import first_line
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends.torch import ops, shape_ops

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.errors import ExecutionError
+from specgraph.errors import ExecutionError, first_line
 from specgraph.interpreter import Interpreter
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric.runner import Pullback, Runner
@@ -95,9 +95,9 @@ class Execution(Interpreter):
         except Exception as err:
             if type(err).__module__.startswith("specgraph"):
                 raise
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise ExecutionError(f"{self.runner.framework} failed while executing "
-                                 f"{node.describe()}: {type(err).__name__}: {reason}") from err
+                                 f"{node.describe()}: {type(err).__name__}: "
+                                 f"{first_line(err)}") from err
         if len(outs) != len(node.outputs):
             raise ExecutionError(f"the {self.runner.framework} runner returned {len(outs)} "
                                  f"outputs for {node.describe()}, which declares "
