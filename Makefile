@@ -31,5 +31,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
+bench: $(STAMP)
+	$(BIN)/python -m bench.mutations --quiet
+	$(BIN)/python -m bench.align
+	$(BIN)/python -m bench.trace
+	$(BIN)/python -m bench.numeric
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info
