@@ -298,14 +298,11 @@ class _Differ:
                 else mapped == right)
         if same or len(left) != len(right) or self._explained(a, b):
             return
-        diffs = [(m, r) for m, r in zip(mapped, right) if m != r]
-        if commutative:
-            diffs = diffs[:1]
-        (lm, rm) = diffs[0]
+        lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
         self._add(i, Finding(
             "edge-mismatch",
-            f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, 'rhs')} in lhs but "
-            f"{self._say(rm, 'rhs')} in rhs ({b.scope or '<model>'}): the two sides are "
+            f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, self.lhs)} in lhs but "
+            f"{self._say(rm, self.rhs)} in rhs ({b.scope or '<model>'}): the two sides are "
             "wired differently here",
             op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
 
@@ -328,14 +325,16 @@ class _Differ:
             return False
         return True
 
-    def _say(self, ref: Any, side: str) -> str:
+    def _say(self, ref: Any, graph: Graph) -> str:
+        """What a reference (a node of ``graph``, or a leaf) is, in words."""
         kind, x = ref
         if kind == "node":
-            node = self.rhs.nodes[x]
-            return f"the output of {describe_node(node)}"
+            return f"the output of {describe_node(graph.nodes[x])}"
         if x[0] == "const":
             return f"the constant {_fmt(x[2])}" if x[2] is not None else "a constant tensor"
-        return {"param": "a parameter", "input": f"model input {x[1]}"}.get(x[0], "a value")
+        if x[0] == "input":
+            return f"model input {x[1]}"
+        return "a parameter" if x[0] == "param" else "a value"
 
     def rows(self) -> list[Row]:
         rows: list[Row] = []

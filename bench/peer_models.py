@@ -1,0 +1,258 @@
+"""The peer corpus: real models written by others, as specgraph model references.
+
+HF transformers' architectures that it implements in two or three of PyTorch, TensorFlow
+(tf-keras) and Flax, each in a small config (two layers, narrow) with random weights
+(nothing is downloaded), and Keras applications against their counterparts written
+elsewhere. Every model is a factory here, so that each pair is compared through the CLI's
+own code path: ``specgraph diff bench/peer_models.py:bert_torch
+bench/peer_models.py:bert_flax``.
+
+``ARCHS`` lists each architecture: its category, its config, the model class per framework,
+and its example inputs (one NumPy dict, the same arrays for every framework).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ARCHS", "Arch", "factory"]
+
+BATCH, SEQ, VOCAB = 2, 8, 99
+IMAGE, PATCH = 32, 8
+
+
+def _ids(seed: int = 0, vocab: int = VOCAB, seq: int = SEQ) -> np.ndarray:
+    # token 0 is the padding token of many configs: keep it out of the example
+    return np.random.default_rng(seed).integers(1, vocab, (BATCH, seq)).astype(np.int64)
+
+
+def _pixels(channels: int = 3, size: int = IMAGE) -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((BATCH, channels, size, size)).astype(
+        np.float32)
+
+
+def _text(**extra: Callable[[], np.ndarray]) -> Callable[[], dict[str, np.ndarray]]:
+    def make() -> dict[str, np.ndarray]:
+        return {"input_ids": _ids(), **{k: f() for k, f in extra.items()}}
+    return make
+
+
+def _seq2seq() -> dict[str, np.ndarray]:
+    return {"input_ids": _ids(0), "decoder_input_ids": _ids(1, seq=SEQ - 2)}
+
+
+def _vision() -> dict[str, np.ndarray]:
+    return {"pixel_values": _pixels()}
+
+
+def _audio() -> dict[str, np.ndarray]:
+    wave = np.random.default_rng(2).standard_normal((BATCH, 1600)).astype(np.float32)
+    return {"input_values": wave}
+
+
+def _whisper() -> dict[str, np.ndarray]:
+    features = np.random.default_rng(3).standard_normal((BATCH, 16, 32)).astype(np.float32)
+    return {"input_features": features, "decoder_input_ids": _ids(1, seq=SEQ - 2)}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One architecture of the corpus.
+
+    Attributes:
+        category: encoder, decoder, encoder-decoder, vision or audio.
+        config: ``(transformers, ) -> config`` in a small size.
+        classes: framework (``torch``, ``tf``, ``flax``) -> model class name.
+        inputs: the example inputs, one NumPy dict (int64 ids; each framework casts), given
+            to every framework in the order of their names (TensorFlow sorts a dict's keys).
+    """
+
+    category: str
+    config: Callable[[Any], Any]
+    classes: dict[str, str]
+    inputs: Callable[[], dict[str, np.ndarray]]
+    notes: str = field(default="")
+
+
+def _small(**kw: Any) -> dict[str, Any]:
+    return {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 64, "vocab_size": VOCAB, **kw}
+
+
+def _classes(name: str, frameworks: str = "torch,tf,flax") -> dict[str, str]:
+    prefix = {"torch": "", "tf": "TF", "flax": "Flax"}
+    return {fw: prefix[fw] + name for fw in frameworks.split(",")}
+
+
+ARCHS: dict[str, Arch] = {
+    # --- encoders ---------------------------------------------------------------------
+    "bert": Arch("encoder", lambda t: t.BertConfig(**_small(max_position_embeddings=32)),
+                 _classes("BertModel"), _text()),
+    "albert": Arch("encoder", lambda t: t.AlbertConfig(**_small(embedding_size=16,
+                                                                 max_position_embeddings=32)),
+                   _classes("AlbertModel"), _text()),
+    "electra": Arch("encoder", lambda t: t.ElectraConfig(**_small(embedding_size=16,
+                                                                   max_position_embeddings=32)),
+                    _classes("ElectraModel"), _text()),
+    "distilbert": Arch("encoder", lambda t: t.DistilBertConfig(
+        dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=VOCAB,
+        max_position_embeddings=32), _classes("DistilBertModel"), _text()),
+    "roberta": Arch("encoder", lambda t: t.RobertaConfig(**_small(max_position_embeddings=40)),
+                    _classes("RobertaModel"), _text()),
+    # --- decoders ---------------------------------------------------------------------
+    "gpt2": Arch("decoder", lambda t: t.GPT2Config(n_layer=2, n_embd=32, n_head=4,
+                                                   vocab_size=VOCAB, n_positions=32,
+                                                   use_cache=False),
+                 _classes("GPT2LMHeadModel"), _text()),
+    "gpt_neo": Arch("decoder", lambda t: t.GPTNeoConfig(
+        num_layers=2, hidden_size=32, num_heads=4, vocab_size=VOCAB,
+        max_position_embeddings=32, attention_types=[[["global", "local"], 1]],
+        window_size=4, use_cache=False), _classes("GPTNeoForCausalLM", "torch,flax"), _text()),
+    "opt": Arch("decoder", lambda t: t.OPTConfig(
+        hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
+        vocab_size=VOCAB, max_position_embeddings=32, word_embed_proj_dim=32,
+        use_cache=False), _classes("OPTForCausalLM"), _text()),
+    "llama": Arch("decoder", lambda t: t.LlamaConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False)),
+        _classes("LlamaForCausalLM", "torch,flax"), _text()),
+    "mistral": Arch("decoder", lambda t: t.MistralConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=None,
+                 use_cache=False)), _classes("MistralForCausalLM"), _text()),
+    "gemma": Arch("decoder", lambda t: t.GemmaConfig(
+        **_small(num_key_value_heads=2, head_dim=8, max_position_embeddings=32,
+                 use_cache=False)), _classes("GemmaForCausalLM", "torch,flax"), _text()),
+    # --- encoder-decoders -------------------------------------------------------------
+    "bart": Arch("encoder-decoder", lambda t: t.BartConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        vocab_size=VOCAB, max_position_embeddings=32, use_cache=False),
+        _classes("BartModel"), _seq2seq),
+    "t5": Arch("encoder-decoder", lambda t: t.T5Config(
+        d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
+        vocab_size=VOCAB, relative_attention_num_buckets=8, use_cache=False),
+        # FlaxT5 calls jnp.clip(a_max=...), which JAX 0.10 no longer takes
+        _classes("T5Model", "torch,tf"), _seq2seq),
+    "whisper": Arch("encoder-decoder", lambda t: t.WhisperConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        vocab_size=VOCAB, num_mel_bins=16, max_source_positions=16, max_target_positions=32,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        use_cache=False), _classes("WhisperModel"), _whisper),
+    # --- vision -----------------------------------------------------------------------
+    "vit": Arch("vision", lambda t: t.ViTConfig(**_small(image_size=IMAGE, patch_size=PATCH)),
+                _classes("ViTModel"), _vision),
+    "beit": Arch("vision", lambda t: t.BeitConfig(**_small(image_size=IMAGE,
+                                                            patch_size=PATCH)),
+                 _classes("BeitModel", "torch,flax"), _vision),
+    "resnet": Arch("vision", lambda t: t.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck"),
+        _classes("ResNetModel"), _vision),
+    "regnet": Arch("vision", lambda t: t.RegNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], groups_width=8),
+        _classes("RegNetModel"), _vision),
+    "convnext": Arch("vision", lambda t: t.ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], patch_size=4,
+        image_size=IMAGE), _classes("ConvNextModel", "torch,tf"), _vision),
+    "swin": Arch("vision", lambda t: t.SwinConfig(
+        image_size=IMAGE, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+        window_size=4), _classes("SwinModel", "torch,tf"), _vision),
+    # --- audio ------------------------------------------------------------------------
+    "wav2vec2": Arch("audio", lambda t: t.Wav2Vec2Config(
+        **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
+                 num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2,
+                 do_stable_layer_norm=True, feat_extract_norm="layer")),  # as Flax has it
+        _classes("Wav2Vec2Model"), _audio),
+}
+
+
+@functools.cache
+def _transformers() -> Any:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def _torch(name: str) -> tuple[Any, Any]:
+    import torch
+
+    t = _transformers()
+    arch = ARCHS[name]
+    torch.manual_seed(0)
+    model = getattr(t, arch.classes["torch"])(arch.config(t)).eval()
+    inputs = {k: torch.from_numpy(v) for k, v in sorted(arch.inputs().items())}
+    return _Keywords(model, tuple(inputs)), tuple(inputs.values())
+
+
+def _tf(name: str) -> tuple[Any, Any]:
+    import tensorflow as tf
+
+    t = _transformers()
+    arch = ARCHS[name]
+    tf.random.set_seed(0)
+    model = getattr(t, arch.classes["tf"])(arch.config(t))
+    inputs = {k: v.astype(np.int32) if v.dtype == np.int64 else v
+              for k, v in arch.inputs().items()}
+    model(inputs)  # build the weights
+    return model, (inputs,)
+
+
+def _flax(name: str) -> tuple[Any, Any, Any]:
+    import jax
+
+    t = _transformers()
+    arch = ARCHS[name]
+    model = getattr(t, arch.classes["flax"])(arch.config(t), _do_init=False)
+    init = functools.partial(model.init_weights, input_shape=model.input_shape)
+    params = jax.jit(init)(jax.random.PRNGKey(0))  # one compilation, not one per weight
+    names = sorted(arch.inputs())
+    inputs = tuple(v.astype(np.int32) if v.dtype == np.int64 else v
+                   for _, v in sorted(arch.inputs().items()))
+
+    def apply_fn(params: Any, *arrays: Any) -> Any:
+        return model(**dict(zip(names, arrays)), params=params)
+
+    return apply_fn, params, inputs
+
+
+class _Keywords:
+    """A PyTorch module called with its inputs by keyword, as HF models are."""
+
+    def __new__(cls, model: Any, names: tuple[str, ...]) -> Any:
+        import torch
+
+        class Keywords(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, *arrays: Any) -> Any:
+                return self.model(**dict(zip(names, arrays)))
+
+        return Keywords()
+
+
+_BUILD = {"torch": _torch, "tf": _tf, "flax": _flax}
+
+
+def factory(name: str, framework: str) -> Callable[[], tuple[Any, ...]]:
+    """The factory of ``name`` in ``framework`` (what ``bench/peer_models.py:<name>_<fw>``
+    names)."""
+    def make() -> tuple[Any, ...]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _BUILD[framework](name)
+
+    make.__name__ = f"{name}_{framework}"
+    return make
+
+
+for _name, _arch in ARCHS.items():
+    for _fw in _arch.classes:
+        globals()[f"{_name}_{_fw}"] = factory(_name, _fw)
