@@ -265,11 +265,15 @@ class _Differ:
             x, y = a.attrs.get(key), b.attrs.get(key)
             if same_value(x, y):
                 continue
+            schema = get_spec(a.op).attrs.get(key)
+            affects = schema.affects if schema is not None and schema.affects else None
             self._add(i, Finding(
                 "attr-mismatch",
                 f"{a.op} {key} is {_fmt(x)} in lhs ({a.scope or '<model>'}) but {_fmt(y)} in "
-                f"rhs ({b.scope or '<model>'})",
-                op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
+                f"rhs ({b.scope or '<model>'})"
+                + (f"; the forward pass is the same, it changes {affects}" if affects else ""),
+                op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y),
+                affects=affects))
 
     def _params(self, i: int, a: Node, b: Node) -> None:
         """One finding per layer, naming every parameter whose shape differs."""

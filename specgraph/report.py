@@ -43,6 +43,8 @@ class Finding:
         causes: for a numeric divergence that comes from upstream, the layers that explain it
             (a layer one side lacks, or what each side reads), their ``value`` the side.
         ops: for a missing-op finding, the ops of the run one side lacks, in graph order.
+        affects: for a difference the forward pass cannot show, what it changes
+            (``training: the padding row's gradient``); None for the others.
     """
 
     code: str
@@ -54,6 +56,7 @@ class Finding:
     blame: str = "unknown"
     causes: tuple[Side, ...] = ()
     ops: tuple[str, ...] = ()
+    affects: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -66,6 +69,8 @@ class Finding:
         out["blame"] = self.blame
         if self.causes:  # the layers upstream that explain it (value: the side they are on)
             out["causes"] = [c.to_dict() for c in self.causes]
+        if self.affects is not None:
+            out["affects"] = self.affects
         return out
 
 

@@ -17,6 +17,7 @@ from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.rewrite import PassResult
+from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
 
 __all__ = ["DEFAULT_PASSES", "Pass", "canonicalize", "run_passes"]
@@ -35,6 +36,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseNormsPass(),
     RaiseLinearPass(),
     RaiseAttentionPass(),
+    SortSumsPass(),
 )
 
 
