@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specgraph.align import Alignment, align, leaf_key
+from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_value
@@ -431,5 +432,5 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
     if any(not _is_layout(f) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
-    findings = _merge_wiring(_merge_moved(findings))
+    findings = group_repeated(_merge_wiring(_merge_moved(findings)), d.al)
     return findings, d.rows()
