@@ -15,6 +15,7 @@ from specgraph.align import align
 from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
+from specgraph.grouping import group_repeated
 from specgraph.loading import trace
 from specgraph.model import TracedModel
 from specgraph.numeric.compare import compare_numeric
@@ -129,7 +130,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     _check_inputs(left, right)
     say("aligning and comparing structure")
     alignment = align(left.graph, right.graph)
-    found, rows = diff(left.graph, right.graph, alignment=alignment)
+    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False)
     findings: list[Finding] = found if mode != "numbers" else []
     notes: list[str] = []
     result = None
@@ -146,7 +147,9 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                                           result.seeds)
             notes.extend(settled)
             findings, numeric = confirm(findings, numeric, pairing)
-        findings = [*findings, *numeric]
+        findings = [*group_repeated(findings, alignment), *numeric]
+    else:
+        findings = group_repeated(findings, alignment)
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes))
 
