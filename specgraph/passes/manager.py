@@ -15,8 +15,10 @@ from specgraph.passes.pools import NormalizePoolsPass
 from specgraph.passes.raise_activations import RaiseActivationsPass
 from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
+from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.rewrite import PassResult
+from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
 
@@ -26,7 +28,9 @@ Pass = Callable[[Graph], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
+    RaiseLookupsPass(),
     LowerEinsumPass(),
+    SinkScalarsPass(),
     DropIdentitiesPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
