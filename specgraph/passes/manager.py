@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from specgraph.errors import GraphError
 from specgraph.ir import Graph
+from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.identities import DropIdentitiesPass
@@ -39,6 +40,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseActivationsPass(),
     RaiseNormsPass(),
     RaiseLinearPass(),
+    SinkBatchReshapesPass(),
     RaiseAttentionPass(),
     SortSumsPass(),
 )
