@@ -93,7 +93,8 @@ def leaf_key(graph: Graph, value: Value, *, param_shape: bool = True) -> tuple[A
     input by position."""
     if value in graph.constants:
         data = graph.constants[value]
-        return ("const", value.shape, float(data.reshape(())) if data.size == 1 else None)
+        scalar = value_key(float(data.reshape(()))) if data.size == 1 else None
+        return ("const", value.shape, scalar)
     if graph.param_name(value) is not None:
         return ("param", value.shape) if param_shape else ("param",)
     return ("input", graph.inputs.index(value) if value in graph.inputs else -1)

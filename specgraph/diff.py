@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from specgraph.align import Alignment, align, leaf_key
 from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
@@ -301,7 +303,10 @@ class _Differ:
         commutative = get_spec(a.op).commutative
         same = (sorted(map(repr, mapped)) == sorted(map(repr, right)) if commutative
                 else mapped == right)
-        if same or len(left) != len(right) or self._explained(a, b):
+        if same and len(left) == len(right):
+            self._constants(i, a, b)
+            return
+        if len(left) != len(right) or self._explained(a, b):
             return
         lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
         self._add(i, Finding(
@@ -310,6 +315,22 @@ class _Differ:
             f"{self._say(rm, self.rhs)} in rhs ({b.scope or '<model>'}): the two sides are "
             "wired differently here",
             op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
+
+    def _constants(self, i: int, a: Node, b: Node) -> None:
+        """Constant tensors read in the same slot that hold other numbers (a frequency table
+        built from another theta): the wiring is the same, what it reads is not."""
+        for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
+            x, y = self.lhs.constants.get(va), self.rhs.constants.get(vb)
+            if x is None or y is None or np.size(x) <= 1 or _same_numbers(x, y):
+                continue
+            gap = float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
+            self._add(i, Finding(
+                "edge-mismatch",
+                f"{a.op} at {a.scope or '<model>'} reads a constant tensor {list(va.shape)} "
+                f"in lhs whose numbers differ from rhs's ({b.scope or '<model>'}) by up to "
+                f"{gap:.3g}", op=a.op, lhs=node_side(self.lhs, a, slot),
+                rhs=node_side(self.rhs, b, slot)))
+            return
 
     def _explained(self, a: Node, b: Node) -> bool:
         """Every differing input is accounted for by ops one side lacks (a missing
@@ -445,3 +466,19 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
         findings = [f for f in findings if not _is_layout(f)]
     findings = _merge_wiring(_merge_moved(findings))
     return (group_repeated(findings, d.al) if group else findings), d.rows()
+
+
+def _same_numbers(x: Any, y: Any) -> bool:
+    """Two constant tensors that hold the same numbers, a float32 rounding apart."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+        return bool(np.array_equal(a, b))
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not np.array_equal(np.isfinite(a), np.isfinite(b)) or \
+            not np.array_equal(a[~finite], b[~finite]):
+        return False
+    scale = float(np.max(np.abs(a[finite]), initial=0.0))
+    return bool(np.allclose(a[finite], b[finite], rtol=1e-5, atol=1e-6 * scale))
