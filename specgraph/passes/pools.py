@@ -1,15 +1,20 @@
 """Normalize pooling and global reductions: ceil_mode and count_include_pad where they
-cannot change the result, global pools as means or maxima over the spatial axes, a sum
-divided by its count as a mean, and a keepdims reduction followed by a reshape that drops
-those axes as one reduction.
+cannot change the result, global pools (adaptive ones, and Flax's ``avg_pool`` whose one
+window covers the whole input) as means or maxima over the spatial axes, a sum divided by
+its count as a mean, and a keepdims reduction followed by a reshape that drops those axes
+as one reduction.
 
-Requires: a verified graph. Ensures: exact rewrites only.
+Requires: a verified graph. Ensures: exact rewrites only (a whole-window pool proved on
+random values as the raising rules are).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from specgraph.ir import Graph, Node
 from specgraph.ops.layers import _pool_out
+from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["NormalizePoolsPass"]
@@ -35,6 +40,30 @@ def _pool(rw: Rewriter, node: Node) -> bool:
         return False
     rw.replace(node.outputs[0], rw.emit(node.op, [x], attrs, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _whole_window(rw: Rewriter, node: Node) -> bool:
+    """A pool whose one window covers the whole unpadded input: a mean (or maximum) over
+    the spatial axes, kept as a 1×1 map."""
+    x, out = node.inputs[0], node.outputs[0]
+    attrs = node.attrs
+    divisor = attrs["divisor"] if node.op == "avg_pool" else None
+    if (tuple(attrs["kernel"]) != x.shape[2:] or any(attrs["padding"])
+            or any(s != 1 for s in out.shape[2:]) or any(d != 1 for d in attrs["dilation"])
+            or divisor not in (None, int(np.prod(x.shape[2:])))):
+        return False
+    axes = tuple(range(2, x.rank))
+    reduce = np.mean if node.op == "avg_pool" else np.max
+    rw.keep(node)  # the region's root must be visible to the region walk
+    nodes = region(rw, out, [x])
+    if nodes is None or not agrees(rw, nodes, out, [x],
+                                   lambda env: reduce(env[x], axis=axes, keepdims=True),
+                                   claim=("whole-window-pool", node.op)):
+        return True
+    op = "reduce_mean" if node.op == "avg_pool" else "reduce_max"
+    rw.replace(out, rw.emit(op, [x], {"axes": axes, "keepdims": True}, like=node,
+                            shape=out.shape))
     return True
 
 
@@ -92,7 +121,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("div", "mul") and len(node.inputs) == 2:
         return _sum_over_count(rw, node)
     if node.op in ("max_pool", "avg_pool"):
-        return _pool(rw, node)
+        return _whole_window(rw, node) or _pool(rw, node)
     if node.op in ("adaptive_avg_pool", "adaptive_max_pool"):
         return _global_pool(rw, node)
     if node.op == "reshape":
