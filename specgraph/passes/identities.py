@@ -2,9 +2,11 @@
 expands, identity transposes, multiplications by one and additions of zero, reshapes that
 only add leading size-1 axes for broadcasting elementwise ops and matrix products (NumPy's
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
-below such a reshape to reach them); squeeze/unsqueeze become reshapes;
+below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
+output joins the reshape); squeeze/unsqueeze become reshapes;
 chains of reshapes or of transposes become one; tiles that only repeat size-1 axes, with
-the reshapes around them, become one expand.
+the reshapes around them, become one expand; a select on a constant condition that is the
+same everywhere is the operand it picks.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -39,7 +41,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
     if node.op == "where":
-        return _index_wrap(rw, node)
+        return _constant_condition(rw, node) or _index_wrap(rw, node)
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
         return True
@@ -95,7 +97,7 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
         return True
     inner = rw.producer(x)
     if inner is not None and inner.op == "reshape" and rw.uses(x) == 1:
-        return _unit_axes_after(rw, node, inner)
+        return _unit_axes_after(rw, node, inner) or _unit_axes_moved(rw, node, inner)
     if inner is not None and inner.op == "transpose":
         composed = tuple(inner.attrs["perm"][p] for p in perm)
         source = inner.inputs[0]
@@ -123,6 +125,20 @@ def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
     t = rw.emit("transpose", [x], {"perm": inner_perm}, like=node, shape=moved)
     rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
                             shape=out.shape))
+    return True
+
+
+def _unit_axes_moved(rw: Rewriter, node: Node, reshape: Node) -> bool:
+    """transpose(reshape(x)) where the transpose moves only size-1 axes (the others keep
+    their order): one reshape of x (TF's ``x[:, :, None]`` then a channels-first
+    transpose, where PyTorch writes ``x[:, None]``)."""
+    perm, shape = node.attrs["perm"], node.inputs[0].shape
+    kept = [p for p in perm if shape[p] != 1]
+    if kept != sorted(kept):
+        return False
+    out = node.outputs[0]
+    rw.replace(out, rw.emit("reshape", [reshape.inputs[0]], {"shape": out.shape},
+                            like=reshape, shape=out.shape))
     return True
 
 
@@ -222,15 +238,31 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
 
 
 def _neutral(rw: Rewriter, node: Node) -> bool:
-    """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, say) are x."""
+    """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, say; a mask of zeros built
+    from an all-ones attention mask) are x."""
     a, b = node.inputs
     unit = 1.0 if node.op in ("mul", "div") else 0.0
     for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
-        if rw.scalar(other) == unit and keep.shape == node.outputs[0].shape and \
-                keep.dtype == node.outputs[0].dtype:
+        data = rw.constant_value(other)
+        if data is not None and data.size and np.all(data == unit) and \
+                keep.shape == node.outputs[0].shape and keep.dtype == node.outputs[0].dtype:
             rw.replace(node.outputs[0], keep)
             return True
     return False
+
+
+def _constant_condition(rw: Rewriter, node: Node) -> bool:
+    """where(c, a, b) with c a constant, true everywhere (false everywhere): a (b), where
+    that already has the output's shape and dtype (Flax's wav2vec2 masks its features with
+    a mask built from an all-ones attention mask)."""
+    cond = rw.constant_value(node.inputs[0])
+    if cond is None or not (cond.all() or not cond.any()):
+        return False
+    pick, out = node.inputs[1 if cond.all() else 2], node.outputs[0]
+    if pick.shape != out.shape or pick.dtype != out.dtype:
+        return False
+    rw.replace(out, pick)
+    return True
 
 
 def _index_wrap(rw: Rewriter, node: Node) -> bool:

@@ -16,6 +16,7 @@ from specgraph.passes.raise_activations import RaiseActivationsPass
 from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.raise_norms import RaiseNormsPass
+from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.transposes import SinkTransposesPass
 
@@ -33,6 +34,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     DropIdentitiesPass(),
     RaiseActivationsPass(),
     RaiseNormsPass(),
+    RaiseWeightNormPass(),
     RaiseLinearPass(),
     RaiseAttentionPass(),
 )

@@ -1,8 +1,8 @@
 """Sink layout transposes toward the outputs so that inverse pairs meet and cancel.
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
-moving each transpose past elementwise ops, reductions and softmax (adjusting their axes and
-re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
+moving each transpose past elementwise ops, reductions, slices and softmax (adjusting their
+axes and re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
 identities pass removes them. A reshape that merges runs of axes followed by a transpose
 becomes the transpose of the runs then the merge (PyTorch flattens patches as
 ``reshape[N, C, HW]·transpose``, Flax and Keras as ``transpose[N, H, W, C]·reshape``: one
@@ -10,10 +10,13 @@ form), proved on random values. Where a transpose reads an elementwise op, a kee
 reduction, a pad or a softmax whose operands are mostly its inverse transposes (an NHWC
 residual add or squeeze-excitation between two NCHW convs, TF's zero pad of an NHWC
 tensor before a pool), it is hoisted above the op instead: the inverse pairs cancel there,
-and the count of transposes strictly falls, so the two directions never undo each other.
+the count of transposes never grows and every transpose moves toward the inputs (a tie,
+an NHWC residual whose NHWC input is also read elsewhere, goes the same way in every
+model), and the sinking rules never undo it: they move a transpose only when every
+operand carries it.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
-reduction or softmax whose layout could absorb it, nor reads a reshape that only merges
+reduction, slice or softmax whose layout could absorb it, nor reads a reshape that only merges
 runs of axes, nor reads an op it could be hoisted above with fewer transposes.
 """
 
@@ -134,6 +137,20 @@ def _softmax(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _slice(rw: Rewriter, node: Node) -> bool:
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None:
+        return False
+    perm, out = t.attrs["perm"], node.outputs[0]
+    inner_shape = [0] * out.rank
+    for j, p in enumerate(perm):
+        inner_shape[p] = out.shape[j]
+    attrs = {**node.attrs, "axes": tuple(perm[a] for a in node.attrs["axes"])}
+    inner = rw.emit("slice", [t.inputs[0]], attrs, like=node, shape=inner_shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node, shape=out.shape))
+    return True
+
+
 def _merge_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[list[int]] | None:
     """Runs of consecutive ``source`` axes whose sizes multiply to each ``target`` size, or
     None if the reshape does anything but merge runs (size-1 axes make the runs ambiguous)."""
@@ -195,7 +212,7 @@ def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> st
 
 def _hoist(rw: Rewriter, node: Node) -> bool:
     """transpose(op(transpose(a, q⁻¹), ...), q) as op(a, ...) with its axes, pads or
-    operands moved by q, where that leaves fewer transposes than it removes."""
+    operands moved by q, where that adds no more transposes than it removes."""
     x, q = node.inputs[0], node.attrs["perm"]
     inner = rw.producer(x)
     if inner is None or rw.uses(x) != 1 or len(inner.outputs) != 1:
@@ -225,7 +242,7 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
     if None in kinds or "inverse" not in kinds:
         return False
     removed = 1 + sum(k == "inverse" and rw.uses(v) == 1 for k, v in zip(kinds, inner.inputs))
-    if kinds.count("transpose") >= removed:
+    if kinds.count("transpose") > removed:
         return False
     operands = []
     for kind, v in zip(kinds, inner.inputs):
@@ -250,6 +267,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _reduction(rw, node)
     if node.op in ("softmax", "log_softmax"):
         return _softmax(rw, node)
+    if node.op == "slice":
+        return _slice(rw, node)
     category = get_spec(node.op).category
     if category in _ELEMENTWISE and node.inputs:
         return _elementwise(rw, node)

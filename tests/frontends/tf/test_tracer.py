@@ -147,6 +147,17 @@ def test_conv_kernels_are_stored_in_canonical_layout() -> None:
                                   _weights(model, "c1/kernel").transpose(2, 1, 0))
 
 
+def test_conv1d_is_a_one_dimensional_conv() -> None:
+    """Keras' Conv1D runs as ExpandDims, a Conv2D of height 1 and Squeeze: it is the 1-D
+    conv PyTorch's Conv1d is, its kernel [O, I, K]."""
+    _, variety = _trace("conv_variety")
+    conv = _node(variety, "c1", "conv")
+    assert (conv.attrs["stride"], conv.attrs["dilation"], conv.attrs["padding"]) == \
+        ((2,), (1,), (1, 1))
+    assert conv.inputs[1].shape == (6, 4, 3)
+    _check_faithful(variety)
+
+
 def test_nhwc_ops_are_wrapped_in_transposes_to_nchw() -> None:
     _, cnn = _trace("cnn")
     first = cnn.graph.nodes[:3]

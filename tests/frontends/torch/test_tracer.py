@@ -152,6 +152,19 @@ def test_tied_weight_is_one_param_used_in_two_layouts() -> None:
     assert [n.op for n in traced.graph.nodes].count("transpose") == 1
 
 
+def test_weight_norm_parametrization_is_weight_norm() -> None:
+    """wav2vec2's positional conv: weight = g·v/‖v‖ over every axis but 2, parameters g
+    and v (PyTorch names them original0 and original1)."""
+    torch.manual_seed(0)
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 6, 3, groups=2), dim=2)
+    traced = torch_frontend.trace(conv, (torch.randn(2, 4, 9),))
+    (wn,) = [n for n in traced.graph.nodes if n.op == "weight_norm"]
+    assert wn.attrs["axes"] == (0, 1)
+    assert [traced.graph.param_name(v) for v in wn.inputs] == [
+        "parametrizations.weight.original1", "parametrizations.weight.original0"]
+    _check_faithful(traced)
+
+
 @torch.library.custom_op("specgraph_test::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
     return x.flip(-1) * 3
