@@ -4,7 +4,8 @@ only add leading size-1 axes for broadcasting elementwise ops and matrix product
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
 below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
 output joins the reshape); squeeze/unsqueeze become reshapes;
-chains of reshapes or of transposes become one; tiles that only repeat size-1 axes, with
+chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
+go; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; a select on a constant condition that is the
 same everywhere is the operand it picks.
 
@@ -35,6 +36,11 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "pad" and not any(node.attrs["pads"]):
+        rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "slice" and _slice_chain(rw, node):
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
@@ -249,6 +255,23 @@ def _neutral(rw: Rewriter, node: Node) -> bool:
             rw.replace(node.outputs[0], keep)
             return True
     return False
+
+
+def _slice_chain(rw: Rewriter, node: Node) -> bool:
+    """slice(slice(x, A), B) over disjoint axes is one slice over A and B, axes sorted
+    (PyTorch's ``x[:, 0::2, 0::2]`` is two slices, TF's strided slice one)."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or inner.op != "slice" or rw.uses(node.inputs[0]) != 1:
+        return False
+    keys = ("axes", "starts", "ends", "steps")
+    rows = list(zip(*(inner.attrs[k] for k in keys))) + list(zip(*(node.attrs[k] for k in keys)))
+    if len({r[0] for r in rows}) != len(rows):
+        return False
+    rows.sort()
+    attrs = {k: tuple(r[i] for r in rows) for i, k in enumerate(keys)}
+    rw.replace(node.outputs[0], rw.emit("slice", [inner.inputs[0]], attrs, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
 
 
 def _constant_condition(rw: Rewriter, node: Node) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from specgraph.errors import GraphError
 from specgraph.ir import Graph
 from specgraph.passes.constants import FoldConstantsPass
+from specgraph.passes.duplicates import MergeDuplicatesPass
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.padding import FoldPaddingPass
@@ -28,6 +29,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
     LowerEinsumPass(),
     DropIdentitiesPass(),
+    MergeDuplicatesPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
     FoldPaddingPass(),
