@@ -9,12 +9,13 @@ __all__ = ["Renderer", "get_renderer", "FORMATS"]
 FORMATS = ("text", "latex", "json")
 
 
-def get_renderer(fmt: str, *, color: bool = False) -> Renderer:
-    """The renderer for ``fmt`` (one of FORMATS); ``color`` for terminal highlighting."""
+def get_renderer(fmt: str, *, color: bool = False, full: bool = False) -> Renderer:
+    """The renderer for ``fmt`` (one of FORMATS); ``color`` for terminal highlighting,
+    ``full`` for every row of a diff's side-by-side view (text only)."""
     if fmt == "text":
         from specgraph.renderers.text import TextRenderer
 
-        return TextRenderer(color=color)
+        return TextRenderer(color=color, full=full)
     if fmt == "latex":
         from specgraph.renderers.latex import LatexRenderer
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from specgraph.renderers.base import Renderer
-from specgraph.report import DiffReport
+from specgraph.renderers.side_by_side import Fold, Line, layout
+from specgraph.report import AcceptRule, DiffReport, Finding, Row, Side
 from specgraph.summary import LayerRow, ModelSummary
 from specgraph.symbolic import group_by_scope
 
@@ -35,17 +36,22 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), line(["─" * w for w in widths]), *(line(r) for r in rows)]
 
 
+_PLACES = 6  # the places of a repeated finding listed in the text unless --full
+
+
 def _count(n: int) -> str:
     return f"{n:,}"
 
 
 class TextRenderer(Renderer):
-    """Human-readable output for a terminal; ``color`` highlights differences (ANSI)."""
+    """Human-readable output for a terminal; ``color`` highlights differences (ANSI),
+    ``full`` shows every row of a diff's side-by-side view and every place of a finding."""
 
     format = "text"
 
-    def __init__(self, color: bool = False) -> None:
+    def __init__(self, color: bool = False, full: bool = False) -> None:
         self.color = color
+        self.full = full
 
     def _mark(self, line: str, code: str) -> str:
         return f"\033[{code}m{line}\033[0m" if self.color else line
@@ -74,12 +80,7 @@ class TextRenderer(Renderer):
 
     def _render_DiffReport(self, r: DiffReport) -> str:
         out = [f"lhs  {r.lhs}  ({r.lhs_framework})", f"rhs  {r.rhs}  ({r.rhs_framework})", ""]
-        rows = [["!" if row.differs else "", row.lhs_scope or ("<model>" if row.lhs != "—"
-                 else ""), row.lhs, row.rhs, row.rhs_scope or ("<model>" if row.rhs != "—"
-                 else "")] for row in r.rows]
-        lines = table(["", "lhs scope", "lhs", "rhs", "rhs scope"], rows)
-        out += lines[:2] + [self._mark(line, "1;31") if row.differs else line
-                            for line, row in zip(lines[2:], r.rows)]
+        out += self._side_by_side(r.rows)
         out.append("")
         if r.numeric is not None:
             out += _numeric_lines(r.numeric)
@@ -87,22 +88,86 @@ class TextRenderer(Renderer):
             out += [f"note: {n}" for n in r.notes] + [""]
         if r.findings:
             out.append(f"Findings ({len(r.findings)})")
-            for i, f in enumerate(r.findings, 1):
-                out.append(f"  {i}. [{f.code}] {f.message}")
-                for name, side in (("lhs", f.lhs), ("rhs", f.rhs)):
-                    if side is not None and side.source:
-                        out.append(f"       {name}: {side.source}")
+            out += self._findings(r.findings)
             out.append("")
+        if r.accepted:
+            out.append(f"Accepted ({len(r.accepted)}): known differences the accept rules "
+                       "cover, not counted")
+            out += self._findings([a.finding for a in r.accepted], [a.rules for a in
+                                                                   r.accepted])
+            out.append("")
+        accepted = f", {len(r.accepted)} accepted" if r.accepted else ""
+        if r.findings:
             noun = "difference" if len(r.findings) == 1 else "differences"
-            out.append(self._mark(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}", "1;31"))
+            out.append(self._mark(f"verdict: NOT EQUIVALENT, {len(r.findings)} {noun}"
+                                  f"{accepted}", "1;31"))
         else:
-            checked = "same canonical graph"
+            if r.accepted:
+                checked = (f"{len(r.accepted)} known "
+                           f"{'difference' if len(r.accepted) == 1 else 'differences'} "
+                           "accepted")
+            elif any(row.differs for row in r.rows):
+                checked = "written differently, computes the same"
+            else:
+                checked = "same canonical graph"
             if r.numeric is not None:
-                what = "outputs and gradients" if any(
-                    layer.backward is not None for layer in r.numeric.layers) else "outputs"
-                checked += f"; {what} agree layer by layer over {_seed_text(r.numeric.seeds)}"
+                seeds = _seed_text(r.numeric.seeds)
+                if _numbers_part(r.numeric):
+                    checked += f"; numbers compared over {seeds}"
+                else:
+                    what = "outputs and gradients" if any(
+                        layer.backward is not None for layer in r.numeric.layers) else "outputs"
+                    checked += f"; {what} agree layer by layer over {seeds}"
             out.append(self._mark(f"verdict: EQUIVALENT ({checked})", "1;32"))
         return "\n".join(out) + "\n"
+
+    def _side_by_side(self, rows: Sequence[Row]) -> list[str]:
+        """The table of aligned rows, identical runs folded and rows grouped by block
+        (``renderers.side_by_side``); every row with ``full``."""
+        lines = layout(rows, full=self.full)
+        cells = [["!" if item.row is not None and item.row.differs else "", item.lhs_scope,
+                  item.row.lhs if item.row else "", item.row.rhs if item.row else "",
+                  item.rhs_scope] for item in lines if isinstance(item, Line)]
+        header, rule, *body = table(["", "lhs scope", "lhs", "rhs", "rhs scope"], cells)
+        indent = " " * header.index("lhs scope")
+        out, text = [header, rule], iter(body)
+        for item in lines:
+            if isinstance(item, Fold):
+                out.append(indent + item.text)
+                continue
+            line = next(text)
+            out.append(self._mark(line, "1;31") if item.row is not None and item.row.differs
+                       else line)
+        return out
+
+    def _findings(self, findings: Sequence[Finding],
+                  rules: Sequence[Sequence[AcceptRule]] = ()) -> list[str]:
+        out = []
+        for i, f in enumerate(findings, 1):
+            out.append(f"  {i}. [{f.code}] {f.message}")
+            for name, side in (("lhs", f.lhs), ("rhs", f.rhs)):
+                if side is not None and side.source:
+                    out.append(f"       {name}: {side.source}")
+            if f.places:
+                out.append(f"       places: {self._places(f)}")
+            if i <= len(rules):
+                out.append("       accepted by " + ", ".join(
+                    f"{rule.text} ({rule.origin})" for rule in rules[i - 1]))
+        return out
+
+    def _places(self, f: Finding) -> str:
+        """Every place's scope (rhs's after a slash where it differs), the first few unless
+        ``full``."""
+        def where(lhs: Side | None, rhs: Side | None) -> str:
+            if lhs is None or rhs is None:
+                return (lhs or rhs).scope if (lhs or rhs) else "?"
+            return lhs.scope if lhs.scope == rhs.scope else f"{lhs.scope} / {rhs.scope}"
+
+        shown = f.places if self.full else f.places[:_PLACES]
+        text = ", ".join(where(a, b) for a, b in shown)
+        rest = len(f.places) - len(shown)
+        return text + (f" and {rest} more (--full or --format json lists them all)"
+                       if rest else "")
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -145,3 +210,11 @@ def _numeric_lines(n: Any) -> list[str]:
             out.append(f"  ... and {len(parted) - 12} more layers that part")
     out.append("")
     return out
+
+
+def _numbers_part(numeric: Any) -> bool:
+    """Whether any layer's or output's numbers part (an accepted difference's)."""
+    stats = [s for layer in numeric.layers for s in (layer.forward, layer.backward)
+             if s is not None]
+    stats += list(numeric.outputs.values())
+    return any(s.diverges for s in stats)

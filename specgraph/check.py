@@ -8,14 +8,18 @@ framework up itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from specgraph.align import align
+from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
+from specgraph.grouping import group_repeated
 from specgraph.loading import trace
 from specgraph.model import TracedModel
 from specgraph.numeric.compare import compare_numeric
+from specgraph.numeric.feeds import transfer_weights
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
@@ -27,8 +31,8 @@ from specgraph.transfer import TransferError
 __all__ = ["compare", "compare_structure", "backends", "InputMismatchError", "MODES"]
 
 # structure: the structural diff alone; numbers: the numeric check alone, along the
-# alignment whatever it leaves unmatched; both: the structural diff, then the numbers where
-# the alignment covers both graphs and weights can be moved (a note says why not otherwise)
+# alignment whatever it leaves unmatched; both: the structural diff, then the numbers
+# wherever weights can be moved (a note says why not otherwise), which arbitrate
 MODES = ("structure", "numbers", "both")
 
 
@@ -95,8 +99,9 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
         lhs: the reference model: a model reference (``file.py:factory``, ``.onnx``) or a
             TracedModel.
         rhs: the model checked against it.
-        mode: ``both`` (default): the structural diff, then the numbers where the alignment
-            covers both graphs and weights can be moved; ``structure``: the structural diff
+        mode: ``both`` (default): the structural diff, then the numbers wherever weights can
+            be moved, which arbitrate: a structural finding over a region that computes the
+            same (``specgraph.arbitrate``) becomes a note; ``structure``: the structural diff
             alone; ``numbers``: the numbers alone, along the alignment whatever it leaves
             unmatched.
         raw: compare the graphs as traced, without canonicalization.
@@ -125,26 +130,36 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     _check_inputs(left, right)
     say("aligning and comparing structure")
     alignment = align(left.graph, right.graph)
-    found, rows = diff(left.graph, right.graph, alignment=alignment)
+    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False)
     findings: list[Finding] = found if mode != "numbers" else []
     notes: list[str] = []
     result = None
-    if mode == "numbers" or (mode == "both" and alignment.covers):
-        numeric, result = _numeric(left, right, pair(alignment), options or NumericOptions(),
-                                   say, forced=mode == "numbers")
-        findings = [*findings, *numeric]
+    if mode != "structure":
+        opts = options or NumericOptions()
+        pairing = pair(alignment)
+        numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
         if result is None:
             notes.append(_SKIPPED_TRANSFER)
-    elif mode == "both":
-        notes.append(f"numbers not compared: the alignment leaves "
-                     f"{len(alignment.lhs_only)} lhs and {len(alignment.rhs_only)} rhs nodes "
-                     "unmatched; fix the structural findings, or compare numbers anyway "
-                     "with --numeric-only")
+        elif findings:
+            say("holding the structural findings against the numbers")
+            findings, settled = arbitrate(findings, pairing, left, right,
+                                          _rhs_weights(pairing, left, right, opts),
+                                          result.seeds)
+            notes.extend(settled)
+            findings, numeric = confirm(findings, numeric, pairing)
+        findings = [*group_repeated(findings, alignment), *numeric]
+    else:
+        findings = group_repeated(findings, alignment)
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes))
 
 
 _SKIPPED_TRANSFER = "numbers not compared: weights cannot be moved from lhs to rhs"
+
+
+def _rhs_weights(pairing: Pairing, left: TracedModel, right: TracedModel,
+                 options: NumericOptions) -> Mapping[str, Any]:
+    return transfer_weights(pairing, left.weights) if options.transfer else right.weights
 
 
 def _numeric(left: TracedModel, right: TracedModel, pairing: Pairing,

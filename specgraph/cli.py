@@ -1,26 +1,32 @@
 """The ``specgraph`` command line: a thin shell over the library.
 
-Exit codes: 0 equivalent or done, 1 differences found, 2 usage, input or trace error.
+Exit codes: 0 equivalent or done, 1 differences found, 2 usage, input or trace error (the
+user's mistake), 3 internal error (a specgraph bug), 130 interrupted. With ``--format json``
+stdout holds one JSON document on every exit path: the report, or ``{"error": {...}}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from specgraph import __version__
-from specgraph.errors import SpecgraphError
+from specgraph.errors import SpecgraphError, first_line
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
+from specgraph.terminal import quiet_frameworks, stdout_to_stderr
 
-__all__ = ["main", "Progress"]
+__all__ = ["main", "Progress", "UsageError"]
 
-EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class Progress:
@@ -29,6 +35,7 @@ class Progress:
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
+        self.last = ""  # the step under way, named when something fails
         self._start = time.perf_counter()
 
     @classmethod
@@ -37,16 +44,23 @@ class Progress:
         return cls(enabled=interactive and fmt == "text")
 
     def step(self, message: str) -> None:
+        self.last = message
         if self.enabled:
             elapsed = time.perf_counter() - self._start
             print(f"[{elapsed:6.1f}s] {message}", file=self.stream, flush=True)
 
 
+class UsageError(SpecgraphError):
+    """The command line itself is wrong (an unknown flag, a missing argument)."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors: one sentence, exit 2
-        self.print_usage(sys.stderr)
-        print(f"specgraph: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_ERROR)
+    def error(self, message: str) -> None:  # usage errors: one sentence, exit 2, in main
+        raise UsageError(message, self.format_usage())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--raw", action="store_true",
                       help="compare the graphs as traced, before canonicalization")
     diff.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    diff.add_argument("--full", action="store_true",
+                      help="show every row of the side-by-side view (identical runs are "
+                           "folded otherwise)")
+    diff.add_argument("--accept", action="append", default=[], metavar="CODE:WHERE",
+                      help="accept a known difference: findings with this code whose lhs or "
+                           "rhs scope matches WHERE (shell wildcards, * for all) do not count; "
+                           "repeatable, and read from [tool.specgraph] accept in "
+                           "pyproject.toml too")
     _numeric_arguments(diff)
     return parser
 
@@ -144,56 +166,116 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         repro=Path(args.repro) if args.repro else None)
 
 
-def _diff(args: argparse.Namespace) -> int:
+def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    from specgraph.accept import accept, rules_from
     from specgraph.check import compare
     from specgraph.renderers import get_renderer
 
-    progress = Progress.for_format(args.format)
+    rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
                      options=_numeric_options(args), batch=args.batch, progress=progress.step)
+    report = accept(report, rules)
     for line in report.numeric.repro if report.numeric is not None else ():
         progress.step(line)
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    sys.stdout.write(get_renderer(args.format, color=color).render(report))
-    return EXIT_OK if report.equivalent else EXIT_DIFFERENT
+    text = get_renderer(args.format, color=color, full=args.full).render(report)
+    return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), text
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
     from specgraph.loading import trace
     from specgraph.renderers import get_renderer
     from specgraph.summary import summarize
 
-    progress = Progress.for_format(args.format)
     progress.step(f"tracing {args.model}")
     traced = trace(args.model)
-    progress.step(f"traced {len(traced.graph)} nodes with {traced.framework}")
     if not args.raw:
         from specgraph.passes import canonicalize_model
 
+        progress.step(f"canonicalizing {len(traced.graph)} nodes traced with "
+                      f"{traced.framework}")
         traced = canonicalize_model(traced)
-        progress.step(f"canonical graph has {len(traced.graph)} nodes; writing equations")
-    summary = summarize(traced)
-    sys.stdout.write(get_renderer(args.format).render(summary))
-    return EXIT_OK
+    progress.step(f"writing the layer table and equations of {len(traced.graph)} nodes")
+    return EXIT_OK, get_renderer(args.format).render(summarize(traced))
 
 
-_COMMANDS = {"show": _show, "diff": _diff}
+_Command = Callable[[argparse.Namespace, Progress, bool], tuple[int, str]]
+_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
-    args = _parser().parse_args(argv)
+    """Run the CLI; returns the exit code.
+
+    The user's code and the frameworks run with stdout sent to stderr and their start-up
+    chatter filtered out (see ``specgraph.terminal``); the report is written at the end.
+    Every failure is one sentence on stderr and, with ``--format json``, an ``error``
+    object on stdout.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _COMMANDS[args.command](args)
+        args = _parser().parse_args(argv)
+    except UsageError as err:
+        sys.stderr.write(err.usage)
+        command = next((a for a in argv if a in _COMMANDS), None)
+        return _Failure(_asks_for_json(argv), False, command)("usage", str(err), EXIT_ERROR)
+    fail = _Failure(args.format == "json", args.debug, args.command)
+    progress = Progress.for_format(args.format)  # asked before stderr goes through a pipe
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    quiet = contextlib.nullcontext() if args.debug else quiet_frameworks()
+    try:
+        with quiet, stdout_to_stderr():
+            code, text = _COMMANDS[args.command](args, progress, color)
     except SpecgraphError as err:
-        if getattr(args, "debug", False):
-            raise
-        print(f"specgraph: error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail("input", str(err), EXIT_ERROR)
     except KeyboardInterrupt:
-        print("specgraph: interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted", "interrupted", EXIT_INTERRUPTED)
+    except SystemExit as err:  # the user's code called sys.exit (or argparse) on import
+        return fail("input", f"the code specgraph {args.command} ran called sys.exit("
+                    f"{err.code!r}){_during(progress)}; guard that call with "
+                    "if __name__ == '__main__' so that importing the file does not run it",
+                    EXIT_ERROR)
+    except Exception as err:  # noqa: BLE001  (whatever escapes is a specgraph bug)
+        return fail("internal", f"specgraph {args.command} failed with {type(err).__name__}: "
+                    f"{first_line(err)}{_during(progress)}; this is a bug in specgraph, "
+                    "not in your code: rerun with --debug for the traceback and report it",
+                    EXIT_INTERNAL)
+    sys.stdout.write(text)
+    return code
+
+
+def _during(progress: Progress) -> str:
+    return f" (last step: {progress.last})" if progress.last else ""
+
+
+def _asks_for_json(argv: Sequence[str]) -> bool:
+    """``--format json`` on the command line, read before parsing it (argparse accepts
+    ``--format=json`` and unambiguous prefixes such as ``--form json``)."""
+    for i, arg in enumerate(argv):
+        name, sep, value = arg.partition("=")
+        if name.startswith("--fo") and "--format".startswith(name):
+            if (value if sep else (argv[i + 1] if i + 1 < len(argv) else "")) == "json":
+                return True
+    return False
+
+
+class _Failure:
+    """How a failed run ends: one sentence on stderr (after the traceback with --debug),
+    the ``error`` object on stdout with --format json, and the exit code."""
+
+    _PREFIX = {"internal": "specgraph: internal error: ", "interrupted": "specgraph: "}
+
+    def __init__(self, json_out: bool, debug: bool, command: str | None) -> None:
+        self.json, self.debug, self.command = json_out, debug, command
+
+    def __call__(self, kind: str, message: str, exit_code: int) -> int:
+        if self.debug and sys.exc_info()[0] is not None:
+            traceback.print_exc()
+        print(f"{self._PREFIX.get(kind, 'specgraph: error: ')}{message}", file=sys.stderr)
+        if self.json:
+            error = {"kind": kind, "message": message, "exit_code": exit_code,
+                     "command": self.command}
+            sys.stdout.write(json.dumps({"error": error}, indent=2, ensure_ascii=False) + "\n")
+        return exit_code
 
 
 if __name__ == "__main__":

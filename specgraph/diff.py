@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specgraph.align import Alignment, align, leaf_key
+from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_value
@@ -265,11 +266,15 @@ class _Differ:
             x, y = a.attrs.get(key), b.attrs.get(key)
             if same_value(x, y):
                 continue
+            schema = get_spec(a.op).attrs.get(key)
+            affects = schema.affects if schema is not None and schema.affects else None
             self._add(i, Finding(
                 "attr-mismatch",
                 f"{a.op} {key} is {_fmt(x)} in lhs ({a.scope or '<model>'}) but {_fmt(y)} in "
-                f"rhs ({b.scope or '<model>'})",
-                op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
+                f"rhs ({b.scope or '<model>'})"
+                + (f"; the forward pass is the same, it changes {affects}" if affects else ""),
+                op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y),
+                affects=affects))
 
     def _params(self, i: int, a: Node, b: Node) -> None:
         """One finding per layer, naming every parameter whose shape differs."""
@@ -420,10 +425,18 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
             or f is first]
 
 
-def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None
+def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: bool = True
          ) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
-    the side-by-side rows of the alignment (``alignment``: one already computed)."""
+    the side-by-side rows of the alignment.
+
+    Args:
+        lhs / rhs: the two canonical graphs.
+        alignment: one already computed (else aligned here).
+        group: make a difference found in several places one finding with its places
+            (``specgraph.grouping``); False leaves one finding per place (for callers that
+            judge each place before grouping, as ``specgraph.check.compare`` does).
+    """
     d = _Differ(alignment if alignment is not None else align(lhs, rhs))
     d.missing()
     d.matched()
@@ -431,4 +444,4 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None
     if any(not _is_layout(f) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
     findings = _merge_wiring(_merge_moved(findings))
-    return findings, d.rows()
+    return (group_repeated(findings, d.al) if group else findings), d.rows()

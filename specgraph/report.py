@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "Side", "Finding", "Row", "DiffReport"]
+__all__ = ["CODES", "Side", "Finding", "AcceptRule", "Accepted", "Row", "DiffReport"]
 
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
@@ -43,6 +43,12 @@ class Finding:
         causes: for a numeric divergence that comes from upstream, the layers that explain it
             (a layer one side lacks, or what each side reads), their ``value`` the side.
         ops: for a missing-op finding, the ops of the run one side lacks, in graph order.
+        affects: for a difference the forward pass cannot show, what it changes
+            (``training: the padding row's gradient``); None for the others.
+        places: for the same difference found in several places (the same attribute with
+            the same two values on every layer, the same run of ops missing between the
+            same kinds of neighbours), every place as an (lhs, rhs) pair, the first being
+            ``lhs`` and ``rhs``; empty for a difference found once.
     """
 
     code: str
@@ -54,6 +60,8 @@ class Finding:
     blame: str = "unknown"
     causes: tuple[Side, ...] = ()
     ops: tuple[str, ...] = ()
+    affects: str | None = None
+    places: tuple[tuple[Side | None, Side | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -66,7 +74,42 @@ class Finding:
         out["blame"] = self.blame
         if self.causes:  # the layers upstream that explain it (value: the side they are on)
             out["causes"] = [c.to_dict() for c in self.causes]
+        if self.affects is not None:
+            out["affects"] = self.affects
+        if self.places:  # the same difference in several places, the first one first
+            out["places"] = [{"lhs": a.to_dict() if a else None,
+                              "rhs": b.to_dict() if b else None} for a, b in self.places]
         return out
+
+
+@dataclass(frozen=True)
+class AcceptRule:
+    """A known, intended difference the user accepts: findings with ``code`` whose lhs or
+    rhs scope matches ``where`` (shell wildcards). ``origin``: ``--accept`` or the
+    pyproject.toml it was read from. Parsed and applied by ``specgraph.accept``."""
+
+    code: str
+    where: str
+    origin: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.code}:{self.where}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.text, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A finding that accept rules cover, every one of its places; ``rules`` the rules
+    that do, in the order given."""
+
+    finding: Finding
+    rules: tuple[AcceptRule, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.finding.to_dict(), "accepted_by": [r.to_dict() for r in self.rules]}
 
 
 @dataclass(frozen=True)
@@ -93,6 +136,10 @@ class DiffReport:
     rows: tuple[Row, ...] = field(default=())
     numeric: Any = None  # a specgraph.numeric.result.NumericResult when numbers were compared
     notes: tuple[str, ...] = ()
+    # known differences the user accepted (specgraph.accept): not in ``findings``, so they
+    # do not make the models different; ``rules`` the accept rules in force, as written
+    accepted: tuple[Accepted, ...] = ()
+    rules: tuple[AcceptRule, ...] = ()
 
     @property
     def equivalent(self) -> bool:
@@ -109,6 +156,8 @@ class DiffReport:
             "findings": [f.to_dict() for f in self.findings],
             "numeric": self.numeric.to_dict() if self.numeric is not None else None,
             "notes": list(self.notes),
+            **({"accept": [r.to_dict() for r in self.rules],
+                "accepted": [a.to_dict() for a in self.accepted]} if self.rules else {}),
         }
 
 

@@ -254,6 +254,8 @@ class _Converter(BaseConverter):
         for spec in self.ep.graph_signature.input_specs:
             name = spec.arg.name if hasattr(spec.arg, "name") else None
             kind = spec.kind.name
+            if kind == "BUFFER" and self._is_constant_buffer(spec):
+                kind = "CONSTANT_TENSOR"
             if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
                 self.placeholders[name] = (kind, spec.target)
         for node in self.ep.graph.nodes:
@@ -278,6 +280,22 @@ class _Converter(BaseConverter):
         graph = prune(self.b.build())
         return graph, self.weights(graph)
 
+    def _is_constant_buffer(self, spec: Any) -> bool:
+        """A buffer that is a constant of the model, not a weight: one kept out of the
+        state_dict (``persistent=False``: position ids, token-type ids, rotary frequency
+        tables) or an integer or boolean one (an index table, a step counter). Persistent
+        floating buffers (BatchNorm's running statistics) are weights."""
+        if not getattr(spec, "persistent", True):
+            return True
+        tensor = self._tensor(spec.target)
+        return not (tensor.is_floating_point() or tensor.is_complex())
+
+    def _tensor(self, target: str) -> torch.Tensor:
+        """The value of a parameter, buffer or constant tensor of the exported program."""
+        if target in self.ep.constants:
+            return self.ep.constants[target]
+        return self.ep.state_dict[target]
+
     def _fold(self, node: Any) -> bool:
         """Compute with torch a node that reads neither inputs nor parameters (a causal mask,
         position ids, a vmap'd mask builder); its value becomes a graph constant if used."""
@@ -293,7 +311,7 @@ class _Converter(BaseConverter):
                 return a
             if a.name in self.static:
                 return self.static[a.name]
-            return self.ep.constants[self.placeholders[a.name][1]]
+            return self._tensor(self.placeholders[a.name][1])
 
         try:
             with torch.no_grad():
@@ -358,7 +376,7 @@ class _Converter(BaseConverter):
         return self.preferred.get(key, key), shape, dtype
 
     def weight_array(self, key: Any, steps: tuple[Step, ...]) -> np.ndarray:
-        tensor = self.ep.constants[key] if key in self.ep.constants else self.ep.state_dict[key]
+        tensor = self._tensor(key)
         for kind, arg in steps:
             tensor = tensor.permute(arg) if kind == "transpose" else tensor.reshape(arg)
         return to_numpy(tensor)
@@ -433,7 +451,7 @@ class _Converter(BaseConverter):
         if kind != "CONSTANT_TENSOR":
             return self.param(target, layout)
         if target not in self.constants:
-            tensor = self.ep.constants[target]
+            tensor = self._tensor(target)
             self.constants[target] = self.b.constant(to_numpy(tensor), dtype_name(tensor.dtype))
         return self.relayout(self.constants[target], layout, target)
 

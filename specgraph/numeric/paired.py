@@ -297,6 +297,8 @@ class PairedRun:
         v = node.inputs[slot]
         if self.p.rhs.param_name(v) is not None:
             rec.floors[v] = floor
+        if slot >= len(self.p.lhs.nodes[i].inputs):
+            return None  # an input lhs's layer does not have (a mask, a bias)
         key = self.lhs.share_key(i, slot, v)
         if kept is None or key is None or key not in self.lhs:
             return None

@@ -283,7 +283,8 @@ def _norm_eq(name):
     ("x", "mean", "var", "weight?scale", "bias?bias"),
     attrs={
         "eps": Attr("float", 1e-5),
-        "momentum": Attr("float", 0.1, doc="PyTorch convention (Keras: 1 - momentum)"),
+        "momentum": Attr("float", 0.1, doc="PyTorch convention (Keras: 1 - momentum)",
+                         affects="training: the running statistics"),
         "scale": Attr("bool", True),
         "bias": Attr("bool", True),
     },
@@ -396,7 +397,8 @@ def rms_norm(x, *w, axis, eps, scale=True):
 @op(
     "embedding",
     ("indices", "weight"),
-    attrs={"padding_idx": Attr("int", None, optional=True, doc="row with no gradient")},
+    attrs={"padding_idx": Attr("int", None, optional=True, doc="row with no gradient",
+                               affects="training: the padding row's gradient")},
     equation=lambda i, w, padding_idx=None: call("embed", i, w),
     category="layer",
     onnx="Gather",

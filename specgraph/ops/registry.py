@@ -67,6 +67,9 @@ class Attr:
         optional: whether ``None`` is an allowed value.
         choices: allowed values for ``str`` attributes.
         doc: what it means, in canonical units and conventions.
+        affects: for an attribute that changes nothing the forward pass computes, what a
+            difference in it changes (``training: the padding row's gradient``): such a
+            difference is reported as such, and numbers never explain it away.
     """
 
     kind: str
@@ -74,6 +77,7 @@ class Attr:
     optional: bool = False
     choices: tuple[str, ...] = ()
     doc: str = ""
+    affects: str = ""
 
     def check(self, op_name: str, name: str, value: Any) -> Any:
         if value is None and self.optional:

@@ -1,6 +1,8 @@
 """Lower two-operand ``einsum`` to transpose, reshape and ``matmul``, the form the other
-raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ; and
-orient a product of two transposed operands so that the plain one comes first.
+raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ; orient
+a product of two transposed operands so that the plain one comes first; and a product that
+sums over one term (a contraction of size 1, as an einsum that only scales, like
+``...hqk,h->...hqk``, is written) is a broadcast multiplication.
 
 Requires: a verified graph. Ensures: exact rewrites (the same products and sums in another
 arrangement); einsums with repeated or broadcast subscripts stay as they are.
@@ -50,34 +52,50 @@ def _swap(rank: int) -> tuple[int, ...]:
 
 
 def _orient(rw: Rewriter, node: Node) -> bool:
-    """matmul(transpose(a), bᵀ) = (b·transpose(a)ᵀ)ᵀ: put the un-transposed operand first,
-    as attention is written (softmax(q·kᵀ)·v, not (vᵀ·softmaxᵀ)ᵀ)."""
+    """matmul(transpose(a), transpose(b)) = (transpose(b)ᵀ·transpose(a)ᵀ)ᵀ where b's view
+    swaps its last two axes: put the plain operand first, as attention is written
+    (softmax(q·kᵀ)·v, not (vᵀ·softmaxᵀ)ᵀ)."""
     x, y = node.inputs
     tx, ty = rw.producer(x), rw.producer(y)
     if tx is None or ty is None or tx.op != "transpose" or ty.op != "transpose":
         return False
     rank = x.rank
-    if y.rank != rank or rank < 2 or ty.attrs["perm"] != _swap(rank):
+    qy = ty.attrs["perm"]
+    if y.rank != rank or rank < 2 or qy[-2] < qy[-1]:
         return False
     users = rw.graph.consumers(node.outputs[0])
     if len(users) != 1 or users[0].op != "transpose":
         return False  # only where the transposed result is transposed again anyway
     swap = _swap(rank)
-    px = tuple(tx.attrs["perm"][i] for i in swap)
-    source = tx.inputs[0]
-    x2 = rw.emit("transpose", [source], {"perm": px}, like=node,
-                 shape=tuple(source.shape[i] for i in px))
+    x2 = _view(rw, tx.inputs[0], tuple(tx.attrs["perm"][i] for i in swap), node)
+    y2 = _view(rw, ty.inputs[0], tuple(qy[i] for i in swap), node)
     out_shape = node.outputs[0].shape
-    inner = rw.emit("matmul", [ty.inputs[0], x2], like=node,
-                    shape=tuple(out_shape[i] for i in swap))
+    inner = rw.emit("matmul", [y2, x2], like=node, shape=tuple(out_shape[i] for i in swap))
     rw.replace(node.outputs[0], rw.emit("transpose", [inner], {"perm": swap}, like=node,
                                         shape=out_shape))
     return True
 
 
+def _view(rw: Rewriter, v: Value, perm: tuple[int, ...], node: Node) -> Value:
+    if perm == tuple(range(len(perm))):
+        return v
+    return rw.emit("transpose", [v], {"perm": perm}, like=node,
+                   shape=tuple(v.shape[p] for p in perm))
+
+
+def _single_term(rw: Rewriter, node: Node) -> bool:
+    """matmul(x[..., m, 1], y[..., 1, n]) sums one product per element: x·y broadcast."""
+    x, y = node.inputs
+    if x.rank < 2 or y.rank < 2 or x.shape[-1] != 1:
+        return False
+    rw.replace(node.outputs[0], rw.emit("mul", [x, y], like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul":
-        return _orient(rw, node)
+        return _single_term(rw, node) or _orient(rw, node)
     if node.op != "einsum" or len(node.inputs) != 2:
         return False
     parsed = _parse(node.attrs["equation"])

@@ -244,14 +244,13 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
 
 
 def _neutral(rw: Rewriter, node: Node) -> bool:
-    """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, say; a mask of zeros built
-    from an all-ones attention mask) are x."""
+    """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, a head mask of ones, an
+    attention mask of zeros) are x, where the constant, broadcast, leaves x's shape as is."""
     a, b = node.inputs
     unit = 1.0 if node.op in ("mul", "div") else 0.0
     for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
-        data = rw.constant_value(other)
-        if data is not None and data.size and np.all(data == unit) and \
-                keep.shape == node.outputs[0].shape and keep.dtype == node.outputs[0].dtype:
+        if rw.uniform(other) == unit and keep.shape == node.outputs[0].shape and \
+                keep.dtype == node.outputs[0].dtype:
             rw.replace(node.outputs[0], keep)
             return True
     return False

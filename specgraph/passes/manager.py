@@ -19,6 +19,7 @@ from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.rewrite import PassResult
+from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
 
 __all__ = ["DEFAULT_PASSES", "Pass", "canonicalize", "run_passes"]
@@ -39,6 +40,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseWeightNormPass(),
     RaiseLinearPass(),
     RaiseAttentionPass(),
+    SortSumsPass(),
 )
 
 

@@ -1,7 +1,8 @@
 """Raise attention written out by hand (q·kᵀ, scale, mask, softmax, ·v) to ``attention``
 with its scale and causality. A constant mask, however written (a select, an added
 ``finfo.min``, TF GPT-2's ``w·b − 1e4·(1 − b)``), or an attention op's constant mask input,
-that keeps exactly the keys j <= i becomes ``causal``.
+that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key (zeros
+added, an all-ones attention mask) goes away.
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
 random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
@@ -129,8 +130,8 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
     if masks:  # proved below with the region: here only whether it can be causal
         effect = _mask_effect(rw, product.shape, masks)
         causal = effect is not None and _causal(effect)
-        if not causal:
-            return None  # a general constant mask: kept as written
+        if not causal and (effect is None or np.any(effect)):
+            return None  # a general constant mask: kept as written (no mask: all zeros)
     return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal
 
 
@@ -153,23 +154,28 @@ def _heads(y: Value, q: tuple, kt: tuple, v: Value) -> dict[Value, tuple[int, ..
     return batch
 
 
-def _constant_causal_mask(rw: Rewriter, node: Node) -> bool:
+def _constant_mask(rw: Rewriter, node: Node) -> bool:
     """attention with a constant mask that is the causal one (PyTorch's GPT-2 keeps its
-    lower-triangular buffer): attention with ``causal`` and no mask, proved on random q, k,
-    v."""
-    if not node.attrs["has_mask"] or node.attrs["causal"]:
+    lower-triangular buffer), or one that keeps every key (an all-ones attention mask
+    turned into zeros): attention with ``causal`` and no mask, or no mask at all, proved on
+    random q, k, v."""
+    if not node.attrs["has_mask"]:
         return False
     data = rw.constant_value(node.inputs[3])
     if data is None:
         return False
     data = np.asarray(data)
     additive = np.where(data, 0.0, -np.inf) if data.dtype == bool else data
-    if not _causal(additive):
+    if not np.any(additive):
+        causal = node.attrs["causal"]
+    elif not node.attrs["causal"] and _causal(additive):
+        causal = True
+    else:
         return False
     y, (q, k, v) = node.outputs[0], node.inputs[:3]
     rw.keep(node)  # the root must be visible to the region walk
     spec = get_spec("attention")
-    attrs = spec.normalize_attrs({**node.attrs, "causal": True, "has_mask": False})
+    attrs = spec.normalize_attrs({**node.attrs, "causal": causal, "has_mask": False})
     if len({q, k, v}) == 3 and agrees(
             rw, [node], y, [q, k, v], lambda env: spec.reference(env[q], env[k], env[v],
                                                                   **attrs),
@@ -180,7 +186,7 @@ def _constant_causal_mask(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "attention":
-        return _constant_causal_mask(rw, node)
+        return _constant_mask(rw, node)
     if node.op != "matmul":
         return False
     found = _pattern(rw, node)

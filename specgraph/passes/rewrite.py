@@ -89,6 +89,14 @@ class Rewriter:
             return None
         return float(data.reshape(()))
 
+    def uniform(self, value: Value) -> float | None:
+        """The number every element of a constant holds (a filled tensor), else None."""
+        data = self.constant_value(value)
+        if data is None or data.size == 0 or data.dtype.kind not in "biuf":
+            return None
+        first = data.reshape(-1)[0]
+        return float(first) if np.all(data == first) else None
+
     # --- writing ---------------------------------------------------------------------------
     def keep(self, node: Node) -> Node:
         self._position.setdefault(node, len(self.nodes))

@@ -24,12 +24,18 @@ def test_equivalent_pair_agrees_in_numbers_by_default(repo_root, capsys) -> None
     assert "outputs and gradients agree layer by layer over seeds 0-2" in out
 
 
-def test_no_numeric_and_numbers_skipped_where_structure_differs(repo_root, capsys) -> None:
-    assert main(["diff", f"{TORCH}:correct", f"{JAX}:correct", "--no-numeric"]) == 0
+def test_no_numeric_and_numbers_confirm_a_structural_difference(repo_root, capsys) -> None:
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:forgot_activation", "--no-numeric"]) == 1
     assert "Numbers" not in capsys.readouterr().out
-    assert main(["diff", f"{TORCH}:correct", f"{JAX}:forgot_activation"]) == 1
-    out = capsys.readouterr().out
-    assert "note: numbers not compared: the alignment leaves 1 lhs and 0 rhs nodes" in out
+    # where the structure differs the numbers still run; what they find downstream of the
+    # missing relu is that finding's consequence, said in it, not a second finding
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:forgot_activation",
+                 "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    [finding] = report["findings"]
+    assert finding["code"] == "missing-op" and finding["op"] == "relu"
+    assert "the numbers confirm it: values part at linear at head" in finding["message"]
+    assert report["numeric"]["layers"]
 
 
 def test_numeric_only_localizes_the_missing_activation(repo_root, capsys) -> None:

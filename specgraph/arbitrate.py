@@ -1,0 +1,351 @@
+"""Numbers arbitrate: a structural finding is a claim that two models compute different
+things; where the region it concerns computes the same, it is only written differently.
+
+The findings of a diff are grouped into **regions**: each side's nodes that are unmatched
+or flagged by a finding, joined where they are adjacent in their graph, where an aligned
+pair is flagged, and across sides where they feed the same slot of an aligned node or read
+the same aligned value. A region's **exits** are the slots of aligned nodes outside it (and
+the graph outputs) that read one of its values on either side.
+
+For each seed the lhs graph runs in float64 (the reference interpreter, lhs's weights and
+inputs); the rhs region is then evaluated in float64 on the same values: every value it
+reads from outside is the lhs counterpart's (the alignment's value map), every parameter
+lhs's moved into rhs. Where every exit carries the same values on both sides, within
+``SAME`` of their scale (float32 constants against float64 ones stay inside it), on every
+seed, the region's findings become one note: written differently, computes the same.
+Findings about what training alone sees (an attribute whose ``Attr.affects`` says so: an
+embedding's padding row, BatchNorm's momentum) are never arbitrated: the forward pass
+cannot show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from specgraph.interpreter import Interpreter
+from specgraph.ir import Graph, Node, Value
+from specgraph.model import TracedModel
+from specgraph.numeric.feeds import example_inputs, rhs_inputs
+from specgraph.numeric.pairing import Pairing
+from specgraph.ops import get_spec
+from specgraph.report import Finding
+
+__all__ = ["Region", "regions", "arbitrate", "confirm", "SAME"]
+
+SAME = 1e-6  # largest difference, relative to the values' scale, that is "the same" in fp64
+
+
+@dataclass
+class Region:
+    """Nodes of each side (indices) that one or more findings concern, and those findings."""
+
+    lhs: set[int] = field(default_factory=set)
+    rhs: set[int] = field(default_factory=set)
+    findings: list[Finding] = field(default_factory=list)
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def join(self, a: Any, b: Any) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _index(side: Any) -> int | None:
+    """The node index of a finding's Side (``node`` is ``index:op``)."""
+    if side is None or not side.node:
+        return None
+    head = side.node.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def regions(pairing: Pairing, findings: Sequence[Finding]) -> list[Region]:
+    """The findings grouped by the region of the two graphs they concern."""
+    lg, rg = pairing.lhs, pairing.rhs
+    atoms: set[tuple[str, int]] = {("l", i) for i in pairing.alignment.lhs_only}
+    atoms |= {("r", j) for j in pairing.alignment.rhs_only}
+    for f in findings:
+        for tag, side in (("l", f.lhs), ("r", f.rhs)):
+            i = _index(side)
+            if i is not None:
+                atoms.add((tag, i))
+    u = _Union()
+    for atom in atoms:
+        u.find(atom)
+    for tag, graph in (("l", lg), ("r", rg)):
+        for i, node in enumerate(graph.nodes):
+            if (tag, i) not in atoms:
+                continue
+            for v in node.inputs:
+                p = graph.producer(v)
+                if p is not None and (tag, graph.index(p)) in atoms:
+                    u.join((tag, i), (tag, graph.index(p)))
+    for i, j in pairing.alignment.pairs:
+        if ("l", i) in atoms and ("r", j) in atoms:
+            u.join(("l", i), ("r", j))
+    _join_across(pairing, atoms, u)
+    by_root: dict[Any, Region] = {}
+    for tag, i in sorted(atoms):
+        region = by_root.setdefault(u.find((tag, i)), Region())
+        (region.lhs if tag == "l" else region.rhs).add(i)
+    for f in findings:
+        for tag, side in (("l", f.lhs), ("r", f.rhs)):
+            i = _index(side)
+            if i is not None:
+                by_root[u.find((tag, i))].findings.append(f)
+                break
+    return [r for r in by_root.values() if r.findings]
+
+
+def _join_across(pairing: Pairing, atoms: set[tuple[str, int]], u: _Union) -> None:
+    """Join each side's atoms that feed one slot of an aligned node, or read one aligned
+    value, with the other side's that do."""
+    lg, rg = pairing.lhs, pairing.rhs
+    for i, j in pairing.alignment.pairs:
+        a, b = lg.nodes[i], rg.nodes[j]
+        for va, vb in zip(a.inputs, b.inputs):
+            pa, pb = lg.producer(va), rg.producer(vb)
+            la = ("l", lg.index(pa)) if pa is not None else None
+            rb = ("r", rg.index(pb)) if pb is not None else None
+            if la in atoms and rb in atoms:
+                u.join(la, rb)
+        for va, vb in zip(a.outputs, b.outputs):
+            readers = [("l", lg.index(n)) for n in lg.consumers(va)]
+            readers += [("r", rg.index(n)) for n in rg.consumers(vb)]
+            inside = [r for r in readers if r in atoms]
+            for r in inside[1:]:
+                u.join(inside[0], r)
+
+
+class _Proof:
+    """Evaluates one region on both sides in float64 and compares its exits."""
+
+    def __init__(self, pairing: Pairing, region: Region, rweights: Mapping[str, Any],
+                 rinputs: Mapping[str, Any], lvalues: Mapping[Value, np.ndarray]) -> None:
+        self.p, self.region = pairing, region
+        self.rweights, self.rinputs, self.lvalues = rweights, rinputs, lvalues
+        self.rvalues: dict[Value, np.ndarray] = {}
+
+    def lhs(self, u: Value) -> np.ndarray | None:
+        return self.lvalues.get(u)
+
+    def rhs(self, v: Value) -> np.ndarray | None:
+        """rhs's value ``v``: computed in the region, a leaf of rhs, or lhs's counterpart."""
+        if v in self.rvalues:
+            return self.rvalues[v]
+        g = self.p.rhs
+        name = g.param_name(v)
+        if name is not None:
+            return np.asarray(self.rweights[name], dtype=np.float64)
+        if v in g.constants:
+            return np.asarray(g.constants[v])
+        if v in g.inputs:
+            return np.asarray(self.rinputs[g.input_names[g.inputs.index(v)]])
+        u = self.p.values.get(v)
+        return None if u is None else self.lhs(u)
+
+    def run(self) -> float | None:
+        """The largest exit difference relative to its values' scale (None: unprovable)."""
+        g = self.p.rhs
+        interp = Interpreter(g, self.rweights, check_shapes=False)
+        for j in sorted(self.region.rhs):
+            node = g.nodes[j]
+            args = [self.rhs(v) for v in node.inputs]
+            if any(a is None for a in args):
+                return None
+            with np.errstate(all="ignore"):
+                outs = interp.run_node(j, node, args)
+            self.rvalues.update(zip(node.outputs, outs))
+        worst = 0.0
+        for lhs_value, rhs_value in self._exits():
+            if lhs_value is None or rhs_value is None:
+                return None
+            worst = max(worst, _distance(lhs_value, rhs_value))
+        return worst
+
+    def _exits(self) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
+        lg, rg = self.p.lhs, self.p.rhs
+        lin, rin = self.region.lhs, self.region.rhs
+        out = []
+        for i, j in self.p.alignment.pairs:
+            if i in lin or j in rin:
+                continue
+            a, b = lg.nodes[i], rg.nodes[j]
+            touched = [s for s, (va, vb) in enumerate(zip(a.inputs, b.inputs))
+                       if _made_in(lg, va, lin) or _made_in(rg, vb, rin)]
+            if not touched:
+                continue
+            if get_spec(a.op).commutative and len(a.inputs) == 2 == len(b.inputs):
+                out.extend(self._commutative(a, b))
+                continue
+            out.extend((self.lhs(a.inputs[s]), self.rhs(b.inputs[s])) for s in touched)
+        lnames = dict(zip(lg.output_names, lg.outputs))
+        for name, v in zip(rg.output_names, rg.outputs):
+            if _made_in(rg, v, rin) and name in lnames:
+                out.append((self.lhs(lnames[name]), self.rhs(v)))
+        for name, u in zip(lg.output_names, lg.outputs):
+            if _made_in(lg, u, lin) and name in dict(zip(rg.output_names, rg.outputs)):
+                v = dict(zip(rg.output_names, rg.outputs))[name]
+                out.append((self.lhs(u), self.rhs(v)))
+        return out
+
+    def _commutative(self, a: Node, b: Node) -> list[tuple[Any, Any]]:
+        la = [self.lhs(v) for v in a.inputs]
+        rb = [self.rhs(v) for v in b.inputs]
+        if any(x is None for x in la + rb):
+            return [(None, None)]
+        straight = max(_distance(x, y) for x, y in zip(la, rb))
+        crossed = max(_distance(x, y) for x, y in zip(la, reversed(rb)))
+        return list(zip(la, rb)) if straight <= crossed else list(zip(la, reversed(rb)))
+
+
+def _made_in(graph: Graph, value: Value, nodes: set[int]) -> bool:
+    p = graph.producer(value)
+    return p is not None and graph.index(p) in nodes
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| over the values' scale (inf when shapes or non-finite places differ)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape:
+        return float("inf")
+    fx, fy = np.isfinite(x), np.isfinite(y)
+    if not np.array_equal(fx, fy) or not np.array_equal(x[~fx], y[~fy]):
+        return float("inf")
+    if not fx.any():
+        return 0.0
+    scale = float(np.sqrt(np.mean(np.square(x[fx]))))
+    err = float(np.max(np.abs(x[fx] - y[fy])))
+    return err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+
+
+def _lhs_values(model: TracedModel, seed: int, needed: set[Value]) -> dict[Value, np.ndarray]:
+    """lhs's values in ``needed`` on ``seed``'s inputs, computed in float64."""
+    g = model.graph
+    inputs = example_inputs(model, seed)
+    out: dict[Value, np.ndarray] = {}
+
+    def keep(node: Node, outs: tuple[Any, ...]) -> None:
+        out.update((v, o) for v, o in zip(node.outputs, outs) if v in needed)
+
+    interp = Interpreter(g, model.weights, on_node=keep)
+    env = interp.bind(interp.named_inputs(inputs))
+    out.update((v, x) for v, x in env.items() if v in needed)
+    with np.errstate(all="ignore"):
+        interp.execute(env)
+    return out
+
+
+def _needed(pairing: Pairing, region: Region) -> set[Value]:
+    """The lhs values a region's proof reads: what its rhs side reads from outside (through
+    the value map) and every value its exits carry on lhs."""
+    lg, rg = pairing.lhs, pairing.rhs
+    out: set[Value] = set()
+    for j in region.rhs:
+        out.update(pairing.values[v] for v in rg.nodes[j].inputs if v in pairing.values)
+    for i in region.lhs:
+        out.update(lg.nodes[i].outputs)
+        out.update(lg.nodes[i].inputs)
+    for i, j in pairing.alignment.pairs:
+        a, b = lg.nodes[i], rg.nodes[j]
+        if any(_made_in(lg, v, region.lhs) for v in a.inputs) or any(
+                _made_in(rg, v, region.rhs) for v in b.inputs):
+            out.update(a.inputs)
+            out.update(pairing.values[v] for v in b.inputs if v in pairing.values)
+    out.update(lg.outputs)
+    return out
+
+
+def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
+              rhs: TracedModel, rweights: Mapping[str, Any], seeds: Sequence[int]
+              ) -> tuple[list[Finding], list[str]]:
+    """The findings that stand, and a note for each region that computes the same.
+
+    Args:
+        findings: the structural findings of ``diff``.
+        pairing: the two canonical graphs and their correspondence.
+        lhs / rhs: the two canonical models (lhs's inputs and weights are used).
+        rweights: rhs's weights as the numbers ran it (lhs's moved into rhs).
+        seeds: the input seeds the numbers ran on.
+    """
+    pending = [r for r in regions(pairing, findings)
+               if not any(f.affects is not None for f in r.findings)]
+    if not pending:
+        return list(findings), []
+    needed: set[Value] = set()
+    for region in pending:
+        needed |= _needed(pairing, region)
+    worst = {id(r): 0.0 for r in pending}
+    for seed in seeds:
+        values = _lhs_values(lhs, seed, needed)
+        rin = rhs_inputs(pairing.lhs, pairing.rhs, example_inputs(lhs, seed))
+        for region in pending:
+            if worst[id(region)] > SAME:
+                continue
+            gap = _Proof(pairing, region, rweights, rin, values).run()
+            worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
+    settled: set[int] = set()
+    notes: list[str] = []
+    for region in pending:
+        if worst[id(region)] <= SAME:
+            settled.update(id(f) for f in region.findings)
+            notes.append(_note(region, worst[id(region)], seeds))
+    return [f for f in findings if id(f) not in settled], notes
+
+
+def _note(region: Region, gap: float, seeds: Sequence[int]) -> str:
+    said = "; ".join(f.message for f in region.findings[:3])
+    more = f" (and {len(region.findings) - 3} more)" if len(region.findings) > 3 else ""
+    where = "seed 0" if list(seeds) == [0] else f"seeds {', '.join(map(str, seeds))}"
+    return (f"written differently, computes the same: {said}{more}; the region's outputs "
+            f"agree to {gap:.1e} of their scale in float64 on {where}")
+
+
+def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: Pairing
+            ) -> tuple[list[Finding], list[Finding]]:
+    """One root cause, one finding: a numeric divergence whose causes (the layers upstream
+    that explain it) all lie in the region of a structural finding that stands is that
+    finding's consequence; it leaves the findings and the structural one says the numbers
+    confirm it. Returns the structural findings (some with that sentence added) and the
+    numeric ones left."""
+    found = regions(pairing, structural)
+    where: dict[tuple[str, int], Region] = {}
+    for region in found:
+        where.update((("lhs", i), region) for i in region.lhs)
+        where.update((("rhs", j), region) for j in region.rhs)
+    confirmed: dict[int, Finding] = {}
+    left: list[Finding] = []
+    for f in numeric:
+        owners = {id(where.get((str(c.value), _index(c) or -1))) for c in f.causes}
+        region = where.get((str(f.causes[0].value), _index(f.causes[0]) or -1)) \
+            if f.causes else None
+        if region is None or len(owners) != 1:
+            left.append(f)
+            continue
+        first = region.findings[0]
+        confirmed.setdefault(id(first), f)
+    out = []
+    for f in structural:
+        seen = confirmed.get(id(f))
+        out.append(f if seen is None else replace(f, message=f"{f.message}; the numbers "
+                                                  f"confirm it: {_downstream(seen)}"))
+    return out, left
+
+
+def _downstream(f: Finding) -> str:
+    side = f.rhs or f.lhs
+    stats = side.value if side is not None and isinstance(side.value, dict) else {}
+    size = f" by {stats['max_rel']:.2e} of their scale" if "max_rel" in stats else ""
+    return f"values part at {f.op} at {side.scope if side else '<model>'}{size}"

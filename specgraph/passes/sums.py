@@ -1,0 +1,108 @@
+"""Sums in one order: a chain of additions of three or more terms (word + position +
+token-type embeddings, written in any order) becomes the same left-to-right sum of the same
+terms sorted by what computes them, never by name.
+
+Requires: a verified graph. Ensures: every chain of ``add`` nodes whose inner sums are read
+only by the next addition adds its terms in the canonical order (a structural signature of
+each term: its shape, and the ops, attributes (those the forward pass reads), shapes and
+leaves of the few nodes above it); terms that look alike keep their order. Exact in real arithmetic (addition is
+associative and commutative); float rounding may differ in the last bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.ops.values import value_key
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["SortSumsPass"]
+
+_DEPTH = 3
+
+
+def _terms(rw: Rewriter, node: Node) -> list[Value]:
+    """The terms of the sum ``node`` ends, inner sums read only here opened up."""
+    out: list[Value] = []
+    for v in node.inputs:
+        p = rw.producer(v)
+        if p is not None and p.op == "add" and rw.uses(v) == 1 and \
+                v.dtype == node.outputs[0].dtype:
+            out.extend(_terms(rw, p))
+        else:
+            out.append(v)
+    return out
+
+
+def _signature(rw: Rewriter, v: Value, depth: int) -> tuple[Any, ...]:
+    """What computes ``v``, as data that does not depend on names or node order."""
+    p = rw.producer(v)
+    if p is None:
+        if rw.is_param(v):
+            return ("param", v.shape)
+        data = rw.constant_value(v)
+        if data is not None:
+            return ("const", v.shape, rw.uniform(v))
+        return ("input", v.shape, rw.graph.inputs.index(v) if v in rw.graph.inputs else -1)
+    schema = get_spec(p.op).attrs
+    attrs = tuple(sorted((k, value_key(x)) for k, x in p.attrs.items()
+                         if k not in schema or not schema[k].affects))  # the forward's
+    above = tuple(_signature(rw, x, depth - 1) for x in p.inputs) if depth > 0 else ()
+    return ("node", p.op, attrs, v.shape, above)
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op != "add":
+        return False
+    users = rw.graph.consumers(node.outputs[0])
+    if len(users) == 1 and users[0].op == "add" and rw.uses(node.outputs[0]) == 1:
+        return False  # the chain is rewritten from its last addition
+    terms = _terms(rw, node)
+    if len(terms) < 3:
+        return False
+    keyed = sorted(enumerate(terms), key=lambda it: (repr(_signature(rw, it[1], _DEPTH)),
+                                                     it[0]))
+    order = [v for _, v in keyed]
+    if order == _left_fold_order(rw, node):
+        return False
+    total = order[0]
+    out = node.outputs[0]
+    for term in order[1:]:
+        shape = _broadcast(total.shape, term.shape)
+        total = rw.emit("add", [total, term], like=node, shape=shape, dtype=out.dtype)
+    if total.shape != out.shape:
+        return False
+    rw.replace(out, total)
+    return True
+
+
+def _left_fold_order(rw: Rewriter, node: Node) -> list[Value] | None:
+    """The terms in the order the sum already adds them, if it is a left fold."""
+    order: list[Value] = []
+    while True:
+        a, b = node.inputs
+        order.insert(0, b)
+        p = rw.producer(a)
+        if p is not None and p.op == "add" and rw.uses(a) == 1:
+            node = p
+            continue
+        order.insert(0, a)
+        return order
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    rank = max(len(a), len(b))
+    a = (1,) * (rank - len(a)) + a
+    b = (1,) * (rank - len(b)) + b
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+class SortSumsPass:
+    """See the module docstring."""
+
+    name = "sort-sums"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

@@ -1,0 +1,204 @@
+"""The CLI's contract on every exit path: 2 for the user's mistake, 3 for a specgraph bug,
+130 when interrupted, one sentence on stderr, a traceback only with --debug, and with
+``--format json`` one JSON document on stdout whatever happens, with nothing the user's
+code prints ahead of it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import specgraph.check
+import specgraph.summary
+from specgraph.cli import main
+
+pytest.importorskip("torch")
+
+XOR = "examples/xor/model_torch.py:correct"
+
+MODELS = '''
+import sys
+import torch
+
+print("importing the user's file")
+
+
+class Chatty(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 3)
+
+    def forward(self, x):
+        print("hello from forward")
+        return torch.relu(self.fc(x))
+
+
+def chatty():
+    print("hello from the factory")
+    torch.manual_seed(0)
+    return Chatty(), (torch.ones(4, 2),)
+
+
+def raises():
+    raise RuntimeError("weights file missing")
+
+
+def exits():
+    sys.exit(3)
+'''
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    path = tmp_path / "models.py"
+    path.write_text(MODELS)
+    return path
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _error(out: str) -> dict:
+    data = json.loads(out)
+    assert set(data) == {"error"}
+    return data["error"]
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+def test_a_factory_that_raises_is_exit_2_and_a_json_error(capsys, models, command) -> None:
+    args = [f"{models}:raises"] if command == "show" else [XOR, f"{models}:raises"]
+    code, out, err = _run(capsys, command, *args, "--format", "json")
+    assert code == 2
+    error = _error(out)
+    assert error["kind"] == "input" and error["exit_code"] == 2
+    assert error["command"] == command
+    assert "the factory raised RuntimeError: weights file missing" in error["message"]
+    assert err == "importing the user's file\nspecgraph: error: " + error["message"] + "\n"
+    code, out, err = _run(capsys, command, *args)
+    assert (code, out) == (2, "") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+def test_what_the_users_code_prints_goes_to_stderr(repo_root, capsys, models, command) -> None:
+    args = [f"{models}:chatty"] if command == "show" else [f"{models}:chatty"] * 2
+    code, out, err = _run(capsys, command, *args, "--format", "json")
+    assert code == 0
+    json.loads(out)  # stdout is the report alone
+    for said in ("importing the user's file", "hello from the factory", "hello from forward"):
+        assert said not in out
+        assert said in err
+
+
+def test_native_writes_to_stdout_go_to_stderr_too(capfd, models, monkeypatch) -> None:
+    import os
+
+    def chatty_trace(*args, **kwargs):
+        os.write(1, b"native code says hi\n")
+        raise specgraph.errors.TraceError("stop here")
+
+    import specgraph.loading
+
+    monkeypatch.setattr(specgraph.loading, "trace", chatty_trace)
+    code = main(["show", f"{models}:chatty", "--format", "json"])
+    out, err = capfd.readouterr()
+    assert code == 2 and _error(out)["message"] == "stop here"
+    assert "native code says hi" in err
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+def test_an_internal_error_is_exit_3_and_names_itself_a_bug(repo_root, capsys, monkeypatch,
+                                                            command) -> None:
+    def broken(*args, **kwargs):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(specgraph.check, "diff", broken)
+    monkeypatch.setattr(specgraph.summary, "summarize", broken)
+    args = [XOR] if command == "show" else [XOR, XOR]
+    code, out, err = _run(capsys, command, *args)
+    assert (code, out) == (3, "")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"specgraph: internal error: specgraph {command} failed with "
+                          "IndexError: tuple index out of range (last step: ")
+    assert "this is a bug in specgraph" in err
+    assert "rerun with --debug for the traceback and report it" in err
+    code, out, err = _run(capsys, command, *args, "--format", "json")
+    error = _error(out)
+    assert code == 3 and error["kind"] == "internal" and error["exit_code"] == 3
+    assert "IndexError: tuple index out of range" in error["message"]
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(repo_root, capsys,
+                                                           monkeypatch) -> None:
+    def broken(*args, **kwargs):
+        raise KeyError("lost")
+
+    monkeypatch.setattr(specgraph.check, "diff", broken)
+    code, out, err = _run(capsys, "diff", XOR, XOR, "--debug", "--format", "json")
+    assert code == 3 and _error(out)["kind"] == "internal"
+    assert "Traceback (most recent call last)" in err and "KeyError: 'lost'" in err
+    assert err.rstrip().splitlines()[-1].startswith("specgraph: internal error: ")
+
+
+def test_debug_shows_the_traceback_of_the_users_mistake(capsys, models) -> None:
+    code, _, err = _run(capsys, "show", f"{models}:raises", "--debug")
+    assert code == 2 and "Traceback" in err and "RuntimeError: weights file missing" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", XOR, "--format", "json", "--bogus"],
+    ["show", "--format=json"],
+    ["diff", XOR, "--form", "json", "--seed", "x"],
+    ["diff", XOR, XOR, "--format", "json", "--no-numeric", "--numeric-only"],
+])
+def test_usage_errors_with_format_json_are_json(capsys, argv) -> None:
+    code, out, err = _run(capsys, *argv)
+    error = _error(out)
+    assert code == 2 and error == {"kind": "usage", "message": error["message"],
+                                   "exit_code": 2, "command": argv[0]}
+    assert error["message"] and f"specgraph: error: {error['message']}" in err
+    assert err.startswith("usage: specgraph ")
+
+
+def test_usage_errors_without_json_leave_stdout_empty(capsys) -> None:
+    code, out, err = _run(capsys, "diff", XOR, XOR, "--bogus")
+    assert (code, out) == (2, "") and "unrecognized arguments: --bogus" in err
+
+
+def test_interrupted_is_130(repo_root, capsys, monkeypatch) -> None:
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(specgraph.check, "diff", interrupted)
+    code, out, err = _run(capsys, "diff", XOR, XOR, "--format", "json")
+    assert code == 130 and _error(out)["kind"] == "interrupted"
+    assert err == "specgraph: interrupted\n"
+
+
+def test_a_factory_that_calls_sys_exit_is_the_users_mistake(capsys, models) -> None:
+    code, out, err = _run(capsys, "show", f"{models}:exits", "--format", "json")
+    assert code == 2 and "called sys.exit(3)" in _error(out)["message"]
+    assert "if __name__ == '__main__'" in err
+
+
+def test_the_installed_command_exits_3_on_an_internal_error(tmp_path: Path) -> None:
+    """Through a real process: the exit status, stderr's one sentence, stdout's JSON."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\nimport specgraph.check\n"
+        "def broken(*a, **k):\n    raise IndexError('tuple index out of range')\n"
+        "specgraph.check.diff = broken\n"
+        "from specgraph.cli import main\nsys.exit(main())\n")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(script), "diff", XOR, XOR, "--no-numeric",
+                           "--format", "json"], capture_output=True, text=True, cwd=root)
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["error"]["kind"] == "internal"
+    assert proc.stderr.count("specgraph: internal error:") == 1 and "Traceback" not in \
+        proc.stderr
