@@ -1,9 +1,13 @@
-"""Merge duplicate nodes: two nodes computing the same op, with the same attributes, on the
-same inputs are one (TF's Tensordot reshapes its input once per Dense layer, so Swin's
-query, key and value each reshape the same windows, where PyTorch reshapes them once).
+"""Merge duplicate views: two shape ops (reshape, transpose, slice...) with the same
+attributes on the same inputs are one (TF's Tensordot reshapes its input once per Dense
+layer, so Swin's query, key and value each reshape the same windows, where PyTorch
+reshapes them once).
 
-Requires: a verified graph. Ensures: no two nodes with equal op, attributes and inputs,
-except ``opaque`` nodes (a native op may be random or stateful) and dropout; exact.
+Arithmetic is left as written: two layer norms of one input share nothing once raised, but
+merging their written-out means first would leave neither region closed.
+
+Requires: a verified graph. Ensures: no two shape nodes with equal op, attributes and
+inputs; exact.
 """
 
 from __future__ import annotations
@@ -11,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from specgraph.ir import Graph, Node
-from specgraph.ops import OPAQUE
+from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["MergeDuplicatesPass"]
-
-_KEEP = frozenset({OPAQUE, "dropout"})
 
 
 def _key(node: Node) -> Hashable | None:
@@ -38,7 +40,7 @@ class MergeDuplicatesPass:
         seen: dict[Hashable, Node] = {}
 
         def rule(rw: Rewriter, node: Node) -> bool:
-            key = None if node.op in _KEEP else _key(node)
+            key = _key(node) if get_spec(node.op).category == "shape" else None
             if key is None:
                 return False
             first = seen.setdefault(key, node)

@@ -44,3 +44,24 @@ def test_a_transpose_moving_only_unit_axes_of_a_reshape_is_one_reshape():
     c = canonicalize(g)
     assert _ops(c) == ["reshape", "relu"] or _ops(c) == ["relu", "reshape"]
     _same(g, c)
+
+
+def test_a_pad_of_zero_widths_goes():
+    f = B(2, 3, 4)
+    g = f.build(f("relu", f("pad", f.x, pads=(0,) * 6)))
+    assert _ops(canonicalize(g)) == ["relu"]
+
+
+def test_slices_over_distinct_axes_are_one_slice():
+    """PyTorch's x[:, 0::2, 1::2] is two slices, TF's strided slice one."""
+    f = B(2, 8, 8, 3)
+    first = f("slice", f.x, axes=(1,), starts=(0,), ends=(8,), steps=(2,))
+    g = f.build(f("slice", first, axes=(2,), starts=(1,), ends=(8,), steps=(2,)))
+    c = canonicalize(g)
+    assert _ops(c) == ["slice"] and c.nodes[0].attrs["axes"] == (1, 2)
+    assert c.nodes[0].attrs["starts"] == (0, 1)
+    _same(g, c)
+    f = B(2, 8)  # the same axis twice: a slice of a slice, left as written
+    first = f("slice", f.x, axes=(1,), starts=(1,), ends=(8,), steps=(2,))
+    g = f.build(f("slice", first, axes=(1,), starts=(1,), ends=(4,), steps=(1,)))
+    assert _ops(canonicalize(g)) == ["slice", "slice"]

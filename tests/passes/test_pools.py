@@ -41,3 +41,15 @@ def test_flax_global_avg_pool_and_torch_adaptive_pool_are_one_form():
 def test_a_pool_that_is_not_one_mean_stays(kernel, padding, extra):
     c = canonicalize(_pool("avg_pool", kernel, padding, **extra))
     assert "avg_pool" in _ops(c)
+
+
+def test_a_mean_over_a_reshape_that_adds_a_unit_axis_is_the_mean_of_its_input():
+    """TF's 1-D global pool: [N, L, C] reshaped to [N, 1, L, C], a mean over axis 2, then
+    reshaped back: PyTorch's mean over L."""
+    f = B(2, 16, 8)
+    pooled = f("reduce_mean", f("reshape", f.x, shape=(2, 1, 16, 8)), axes=(2,),
+               keepdims=False)
+    g = f.build(f("reshape", pooled, shape=(2, 8)))
+    c = canonicalize(g)
+    assert _ops(c) == ["reduce_mean"] and c.nodes[0].attrs["axes"] == (1,)
+    _same(g, c)

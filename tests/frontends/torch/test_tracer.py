@@ -165,6 +165,27 @@ def test_weight_norm_parametrization_is_weight_norm() -> None:
     _check_faithful(traced)
 
 
+class _RelativeBias(nn.Module):
+    """Swin's relative position bias: rows of a table picked by an index buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(7, 2))
+        self.register_buffer("index", torch.tensor([[0, 3], [6, 3]]))
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores + self.table[self.index.view(-1)].view(2, 2, 2).permute(2, 0, 1)
+
+
+def test_rows_of_a_table_picked_by_index_are_an_embedding_as_in_tf_and_jax() -> None:
+    torch.manual_seed(0)
+    traced = torch_frontend.trace(_RelativeBias(), (torch.randn(3, 2, 2, 2),))
+    (lookup,) = [n for n in traced.graph.nodes if n.op == "embedding"]
+    assert traced.graph.param_name(lookup.inputs[1]) == "table"
+    assert lookup.inputs[0] in traced.graph.constants  # an integer buffer is a constant
+    _check_faithful(traced)
+
+
 @torch.library.custom_op("specgraph_test::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
     return x.flip(-1) * 3
