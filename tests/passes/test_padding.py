@@ -42,3 +42,24 @@ def test_a_pad_that_can_win_a_window_stays(producer: str, value: float):
     c = canonicalize(_padded_pool(producer, value))
     assert "pad" in _ops(c)
     assert all(n.attrs["padding"] == (0, 0, 0, 0) for n in c.nodes if n.op == "max_pool")
+
+
+def test_a_pad_of_a_conv_output_stays_even_where_random_values_rarely_show_it():
+    """A conv's output is negative in about half its elements, but a window of the pool
+    parts only where every real element in it is negative: random values can miss that,
+    the producer's bound (none, for a conv) cannot."""
+    f = B(2, 3, 8, 8)
+    h = f("conv", f.x, f.p("w", 4, 3, 3, 3), f.p("b", 4), stride=(1, 1), padding=(1, 1, 1, 1),
+          dilation=(1, 1), groups=1, bias=True)
+    pooled = f("max_pool", f("pad", h, pads=(0, 0, 1, 1, 0, 0, 1, 1)), kernel=(3, 3),
+               stride=(2, 2), padding=(0, 0, 0, 0), dilation=(1, 1))
+    assert "pad" in _ops(canonicalize(f.build(pooled)))
+
+
+def test_a_clip_from_above_the_pad_value_also_folds():
+    f = B(2, 3, 8, 8)
+    h = f("clip", f.x, min=0.0, max=6.0)  # relu6
+    g = f.build(f("max_pool", f("pad", h, pads=(0, 0, 1, 1, 0, 0, 1, 1)), **_POOL))
+    c = canonicalize(g)
+    assert _ops(c) == ["clip", "max_pool"]
+    _same(g, c)
