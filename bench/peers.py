@@ -5,13 +5,14 @@
 Every ordered pair of frameworks of every architecture in ``bench/peer_models.py`` (HF
 transformers' ports in PyTorch, TensorFlow and Flax, small configs, random weights; Keras
 applications against their counterparts) is compared through the CLI's own code path
-(``specgraph diff LHS RHS --format json``, in this process), and its verdict held against
-``EXPECTED``: equivalent, or different with the findings a person would name. A pair
-ends in one of:
+(``specgraph diff LHS RHS --format json``, in this process), and its findings held against
+the genuine differences between the ports (``DISCOVERIES``, each found by specgraph and
+checked by hand in the ports' code): a pair is expected equivalent unless one side has a
+discovery the other lacks, and then expected to report exactly those. A pair ends in one of:
 
-    right        the verdict (exit 0 or 1) is the expected one;
-    false alarm  expected equivalent, reported different;
-    missed       expected different, reported equivalent;
+    right        the findings (code, op, attribute) are exactly the expected ones;
+    false alarm  a finding that is not one of them;
+    missed       an expected finding that is not reported;
     crash        any other exit (a trace error, an internal error) or an exception.
 
 The last line reads ``peers: verdict right N/M, false alarms F/E, crashes C, median S s per
@@ -34,9 +35,49 @@ from bench.peer_models import ARCHS
 
 MODELS = "bench/peer_models.py"
 
-# ordered pairs expected to differ, and the finding codes that say how (the README lists
-# each as a discovery); every other pair is expected equivalent
-EXPECTED: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """A genuine difference between ports: the framework whose port differs from the
+    others', the finding that names it (code, op, attribute), and what it is, in words."""
+
+    arch: str
+    side: str
+    code: str
+    op: str
+    attr: str | None
+    what: str
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.code, self.op, self.attr)
+
+
+def _padding_row(arch: str, where: str) -> Discovery:
+    return Discovery(arch, "torch", "attr-mismatch", "embedding", "padding_idx",
+                     f"PyTorch's {where} {'have' if 'and' in where else 'has'} padding_idx: "
+                     "that row gets no gradient, where TensorFlow's and Flax's get one "
+                     "(training only)")
+
+
+DISCOVERIES: tuple[Discovery, ...] = (
+    *(_padding_row(a, "word embeddings") for a in ("bert", "albert", "electra",
+                                                   "distilbert", "opt", "gemma")),
+    _padding_row("roberta", "word and position embeddings"),
+    _padding_row("bart", "encoder and decoder token embeddings"),
+    _padding_row("whisper", "decoder token embeddings"),
+    Discovery("electra", "flax", "edge-mismatch", "embedding", None,
+              "Flax's ELECTRA, called without token_type_ids, looks up token type 1 where "
+              "PyTorch's and TensorFlow's look up type 0 (modeling_flax_electra.py: "
+              "jnp.ones_like(input_ids))"),
+)
+
+
+def expected(arch: str, lhs: str, rhs: str) -> set[tuple[str, str, str | None]]:
+    """The findings a right verdict on this pair reports: the discoveries of one side that
+    the other side does not share."""
+    return {d.key for d in DISCOVERIES if d.arch == arch and (d.side == lhs) != (d.side == rhs)}
 
 
 @dataclass(frozen=True)
@@ -46,20 +87,23 @@ class Outcome:
     rhs: str
     exit: int
     seconds: float
-    codes: tuple[str, ...]
+    found: frozenset[tuple[str, str, str | None]]
     detail: str
 
     @property
     def expected_equivalent(self) -> bool:
-        return (self.arch, self.lhs, self.rhs) not in EXPECTED
+        return not expected(self.arch, self.lhs, self.rhs)
 
     @property
     def kind(self) -> str:
         if self.exit not in (0, 1):
             return "crash"
-        if self.expected_equivalent:
-            return "right" if self.exit == 0 else "false alarm"
-        return "missed" if self.exit == 0 else "right"
+        want = expected(self.arch, self.lhs, self.rhs)
+        if self.found == want and (self.exit == 1) == bool(want):
+            return "right"
+        if self.found - want:
+            return "false alarm"
+        return "missed"
 
 
 def pairs(archs: list[str], only: set[str] | None) -> Iterator[tuple[str, str, str]]:
@@ -81,16 +125,19 @@ def run_pair(arch: str, lhs: str, rhs: str) -> Outcome:
                          "--format", "json"])
     except BaseException as exc:  # every outcome of a pair is scored, crashes included
         seconds = time.perf_counter() - start
-        return Outcome(arch, lhs, rhs, -1, seconds, (), f"{type(exc).__name__}: {exc}")
+        return Outcome(arch, lhs, rhs, -1, seconds, frozenset(), f"{type(exc).__name__}: {exc}")
     seconds = time.perf_counter() - start
-    codes: tuple[str, ...] = ()
+    found: set[tuple[str, str, str | None]] = set()
     detail = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else ""
     with contextlib.suppress(ValueError):
         report = json.loads(out.getvalue())
         findings = report.get("findings", [])
-        codes = tuple(f["code"] for f in findings)
-        detail = "; ".join(f["message"] for f in findings[:3]) or detail
-    return Outcome(arch, lhs, rhs, code, seconds, codes, detail)
+        found = {(f["code"], f.get("op"), f.get("attr")) for f in findings}
+        want = expected(arch, lhs, rhs)
+        unexpected = [f["message"] for f in findings
+                      if (f["code"], f.get("op"), f.get("attr")) not in want]
+        detail = "; ".join(unexpected[:3]) or detail
+    return Outcome(arch, lhs, rhs, code, seconds, frozenset(found), detail)
 
 
 def summary(outcomes: list[Outcome]) -> str:

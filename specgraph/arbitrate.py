@@ -315,11 +315,11 @@ def _note(region: Region, gap: float, seeds: Sequence[int]) -> str:
 
 def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: Pairing
             ) -> tuple[list[Finding], list[Finding]]:
-    """One root cause, one finding: a numeric divergence whose causes (the layers upstream
-    that explain it) all lie in the region of a structural finding that stands is that
-    finding's consequence; it leaves the findings and the structural one says the numbers
-    confirm it. Returns the structural findings (some with that sentence added) and the
-    numeric ones left."""
+    """One root cause, one finding: a numeric divergence at a layer of a structural
+    finding's region, or whose causes (the layers upstream that explain it) all lie in one
+    such region, is that finding's consequence; it leaves the findings and the structural
+    one says the numbers confirm it. Returns the structural findings (some with that
+    sentence added) and the numeric ones left."""
     found = regions(pairing, structural)
     where: dict[tuple[str, int], Region] = {}
     for region in found:
@@ -328,10 +328,14 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     confirmed: dict[int, Finding] = {}
     left: list[Finding] = []
     for f in numeric:
-        owners = {id(where.get((str(c.value), _index(c) or -1))) for c in f.causes}
-        region = where.get((str(f.causes[0].value), _index(f.causes[0]) or -1)) \
-            if f.causes else None
-        if region is None or len(owners) != 1:
+        places = [(str(c.value), _index(c)) for c in f.causes]
+        if not places:  # where it parts: its own layer, on either side
+            places = [(side, _index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
+                      if s is not None]
+        owners = [where.get(p) for p in places]
+        region = owners[0] if owners else None
+        if region is None or any(o is not region for o in owners) or (
+                not f.causes and not any(o is not None for o in owners)):
             left.append(f)
             continue
         first = region.findings[0]

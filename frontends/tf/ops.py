@@ -468,3 +468,19 @@ def _batch_statistics_norm(cx: Any, x: Any, scale: Any, offset: Any, last: bool)
     offset = cx.emit("reshape", [offset], {"shape": stat}, out=(stat, dtype))
     return cx.emit("add", [cx.emit("mul", [centered, cx.emit("mul", [inv, scale],
                                                               out=(stat, dtype))]), offset])
+
+
+@_reg("MatrixBandPart")
+def _band_part(cx: Any, op: Any) -> Any:
+    """tf.linalg.band_part(x, lower, upper): x times the band of its last two axes kept (a
+    causal mask made from ones, OPT's): constant bounds only."""
+    x = cx.value(op.inputs[0])
+    lower, upper = (cx.value(op.inputs[i]) for i in (1, 2))
+    if not all(isinstance(b, np.ndarray) and b.size == 1 for b in (lower, upper)):
+        raise Unsupported("band_part with bounds computed at run time")
+    shape, dtype = cx.out()
+    rows, cols = shape[-2], shape[-1]
+    i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    lo, up = int(lower.reshape(())), int(upper.reshape(()))
+    keep = ((lo < 0) | (i - j <= lo)) & ((up < 0) | (j - i <= up))
+    return cx.emit("mul", [x, keep.astype(numpy_of(dtype))])

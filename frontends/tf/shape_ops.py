@@ -255,7 +255,8 @@ def _dense_slices(cx: Any, shape: tuple[int, ...], begin: list[int], end: list[i
     new: list[int] = []
     for i in range(len(begin)):
         if _bit(masks["ellipsis_mask"], i):
-            specs.extend((0, shape[len(specs) + j], 1) for j in range(len(shape) - consumed))
+            base = len(specs)  # the axes the ellipsis stands for (not len(specs) as it grows)
+            specs.extend((0, shape[base + j], 1) for j in range(len(shape) - consumed))
             continue
         if _bit(masks["new_axis_mask"], i):
             new.append(len(specs) - len(shrink) + len(new))

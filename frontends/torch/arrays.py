@@ -78,6 +78,10 @@ class DeviceArrays:
         t = as_torch(kept)
         return not t.is_floating_point() or bool(torch.isfinite(t).all().item())
 
+    def nan_free(self, kept: Any) -> bool:
+        t = as_torch(kept)
+        return not t.is_floating_point() or not bool(torch.isnan(t).any().item())
+
     def rms(self, kept: Any) -> float:
         t = as_torch(kept).detach().double()
         return float(t.square().mean().sqrt().item()) if t.numel() else 0.0

@@ -48,6 +48,9 @@ class Arrays(Protocol):
     def finite(self, kept: Any) -> bool:
         """Whether every element is finite."""
 
+    def nan_free(self, kept: Any) -> bool:
+        """Whether no element is NaN (infinities allowed: a mask drowns scores with them)."""
+
     def rms(self, kept: Any) -> float:
         """The root mean square of a kept value."""
 
@@ -73,6 +76,9 @@ class HostArrays:
 
     def finite(self, kept: Any) -> bool:
         return all_finite(kept)
+
+    def nan_free(self, kept: Any) -> bool:
+        return all_finite(kept) or not bool(np.isnan(np.asarray(kept)).any())
 
     def rms(self, kept: Any) -> float:
         data = np.asarray(kept).ravel()

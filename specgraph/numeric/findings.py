@@ -130,8 +130,9 @@ def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, to
 
 def nan_introduced(side: str, graph: Graph, node: Node, direction: str) -> Finding:
     what = "values" if direction == "forward" else "gradients"
-    message = (f"{side}'s {describe(node)} turns finite {'inputs' if direction == 'forward' else 'output gradients'} "
-               f"into NaN or Inf {what} ({direction} pass)")
+    given = "finite inputs" if direction == "forward" else "output gradients free of NaN"
+    made = "NaN or Inf" if direction == "forward" else "NaN"
+    message = f"{side}'s {describe(node)} turns {given} into {made} {what} ({direction} pass)"
     place = node_side(graph, node)
     return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)

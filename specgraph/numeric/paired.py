@@ -23,7 +23,7 @@ from specgraph.numeric.localize import Localizer, feedable
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
-from specgraph.numeric.stats import Stats, Tolerance, all_finite
+from specgraph.numeric.stats import Stats, Tolerance
 from specgraph.ops import get_spec
 from specgraph.report import Finding
 
@@ -78,7 +78,8 @@ class PairedRun:
             for v, h in zip(node.outputs, kept):
                 if v in need:
                     lhs.put(("f", v), h)
-            self._check_finite("lhs", lg, node, kept, self.record.lhs_finite)
+            if self._introduces(node, kept, self.record.lhs_finite):
+                self.record.lhs_introduces.add(i)
             self._check_repeat("lhs", s.lrun, s.options.lhs_context.repeat, node, args, kept)
 
         outs = ex.forward(on_node=on_node)
@@ -105,18 +106,35 @@ class PairedRun:
     def _seed_finite(self, g: Graph, flags: dict[Value, bool], inputs: Mapping[str, Any],
                      weights: Mapping[str, Any]) -> None:
         for name, v in zip(g.input_names, g.inputs):
-            flags[v] = all_finite(inputs[name])
+            flags[v] = self.ax.finite(inputs[name])
         for name, v in g.params.items():
-            flags[v] = all_finite(weights[name])
+            flags[v] = self.ax.finite(weights[name])
 
-    def _check_finite(self, side: str, g: Graph, node: Node, kept: list[Any],
-                      flags: dict[Value, bool]) -> None:
+    def _introduces(self, node: Node, kept: list[Any], flags: dict[Value, bool]) -> bool:
+        """Record whether each output is finite; whether ``node`` turns finite inputs into
+        NaN or Inf."""
         for v, h in zip(node.outputs, kept):
             flags[v] = self.ax.finite(h)
-        if side in self.localizer.nan or all(flags[v] for v in node.outputs):
+        return not all(flags[v] for v in node.outputs) and all(
+            flags.get(v, True) for v in node.inputs)
+
+    def _check_introduced(self, j: int, node: Node, kept: list[Any]) -> None:
+        """NaN or Inf that one side's layer makes from finite inputs where the other side's
+        counterpart keeps its values finite (both masking with -inf is the same program);
+        a layer lhs has no counterpart for is judged alone, by NaN only."""
+        rec, p = self.record, self.p
+        introduces = self._introduces(node, kept, rec.rhs_finite)
+        i = p.r2l.get(j)
+        if i is None:
+            if introduces and not all(self.ax.nan_free(h) for h in kept):
+                self.localizer.nan_introduced("rhs", p.rhs, node, "forward")
             return
-        if all(flags.get(v, True) for v in node.inputs):
-            self.localizer.nan_introduced(side, g, node, "forward")
+        lhs_finite = all(rec.lhs_finite.get(u, True) for u in p.lhs.nodes[i].outputs)
+        rhs_finite = all(rec.rhs_finite[v] for v in node.outputs)
+        if introduces and lhs_finite:
+            self.localizer.nan_introduced("rhs", p.rhs, node, "forward")
+        elif i in rec.lhs_introduces and rhs_finite:
+            self.localizer.nan_introduced("lhs", p.lhs, p.lhs.nodes[i], "forward")
 
     def _check_repeat(self, side: str, runner: Runner, repeat: int, node: Node, args: Any,
                       kept: list[Any]) -> None:
@@ -192,7 +210,7 @@ class PairedRun:
     def _compare_forward(self, j: int, node: Node, args: Any, outs: Any) -> None:
         s, rec = self.s, self.record
         kept = [self.ax.keep(s.rrun, o) for o in outs]
-        self._check_finite("rhs", self.p.rhs, node, kept, rec.rhs_finite)
+        self._check_introduced(j, node, kept)
         self._check_repeat("rhs", s.rrun, s.options.rhs_context.repeat, node, args, kept)
         if j not in self.p.r2l:
             return
@@ -265,7 +283,7 @@ class PairedRun:
         s, rec = self.s, self.record
         i = self.p.r2l.get(j)
         kept = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
-        self._check_backward_finite(node, octs, kept)
+        self._check_backward_nan(node, octs, kept)
         if i is None:  # a node lhs lacks sends gradients lhs does not have
             rec.shares_agree.update((v, False) for v, h in zip(node.inputs, kept)
                                     if h is not None)
@@ -317,12 +335,12 @@ class PairedRun:
                     return swapped
         return st
 
-    def _check_backward_finite(self, node: Node, octs: Sequence[Any],
+    def _check_backward_nan(self, node: Node, octs: Sequence[Any],
                                kept: list[Any]) -> None:
         if "rhs-backward" in self.localizer.nan:
             return
-        if any(h is not None and not self.ax.finite(h) for h in kept):
-            if all(c is None or self.ax.finite(self.ax.keep(self.s.rrun, c)) for c in octs):
+        if any(h is not None and not self.ax.nan_free(h) for h in kept):
+            if all(c is None or self.ax.nan_free(self.ax.keep(self.s.rrun, c)) for c in octs):
                 self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
 
     def _compare_gradient(self, name: str, grad: Any) -> None:

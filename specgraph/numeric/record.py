@@ -29,6 +29,7 @@ class Measurements:
         agrees: whether an rhs value agrees with its lhs counterpart.
         shares_agree: whether every gradient share that reached an rhs value agrees.
         lhs_finite / rhs_finite: whether each side's value is all finite.
+        lhs_introduces: the lhs nodes that turn finite inputs into NaN or Inf.
         floors: for an rhs parameter, the size of the gradient that reached its reader (the
             least scale its own gradient is judged against).
         outputs: the final outputs' statistics by lhs output name.
@@ -43,6 +44,7 @@ class Measurements:
     shares_agree: dict[Value, bool] = field(default_factory=dict)
     lhs_finite: dict[Value, bool] = field(default_factory=dict)
     rhs_finite: dict[Value, bool] = field(default_factory=dict)
+    lhs_introduces: set[int] = field(default_factory=set)
     floors: dict[Value, float] = field(default_factory=dict)
     outputs: dict[str, Stats] = field(default_factory=dict)
     gradients: dict[str, Stats] = field(default_factory=dict)

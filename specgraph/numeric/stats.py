@@ -139,7 +139,8 @@ def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: floa
     both = ia & ib
     same_nonfinite = ~ia & ~ib & ((a == b) | (np.isnan(a) & np.isnan(b)))
     scale = float(np.sqrt(np.mean(np.square(a[both])))) if both.any() else 0.0
-    diff = np.where(both, np.abs(a - b), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: not compared
+        diff = np.where(both, np.abs(a - b), 0.0)
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
     bound = atol + tol.rtol * np.maximum(np.abs(a), np.abs(b))
     bad = (both & (diff > bound)) | (~both & ~same_nonfinite)

@@ -49,20 +49,28 @@ def _broadcast_reader(rw: Rewriter, value: Value, shape: tuple[int, ...]) -> boo
 
 def _shrink_indices(rw: Rewriter, node: Node) -> bool:
     """embedding(i) with constant ``i`` repeated along some axes, read only by broadcasting
-    elementwise ops: the rows once along those axes (``emb(arange)`` as PyTorch writes it,
-    not ``emb(expand(arange))`` as Flax does)."""
+    elementwise ops: the rows once along those axes, and no leading axes of size one
+    (``emb(arange)`` as PyTorch writes it, not ``emb(expand(arange))`` as Flax does nor
+    ``emb(arange[None])``)."""
     indices = rw.constant_value(node.inputs[0])
     if indices is None:
         return False
-    axes = _repeated_axes(np.asarray(indices))
+    indices = np.asarray(indices)
+    axes = _repeated_axes(indices)
     out = node.outputs[0]
-    if not axes:
-        return False
     shape = tuple(1 if a in axes else s for a, s in enumerate(out.shape))
-    if not _broadcast_reader(rw, out, shape):
+    lead = 0
+    while lead < indices.ndim and shape[lead] == 1:
+        lead += 1
+    if not axes and not lead:
         return False
-    kept = np.asarray(indices)[tuple(slice(0, 1) if a in axes else slice(None)
-                                     for a in range(indices.ndim))]
+    if not _broadcast_reader(rw, out, shape[lead:]):
+        if not axes or not _broadcast_reader(rw, out, shape):
+            return False
+        lead = 0
+    kept = indices[tuple(slice(0, 1) if a in axes else slice(None)
+                         for a in range(indices.ndim))].reshape(shape[lead:-1])
+    shape = shape[lead:]
     small = rw.constant(kept, node.inputs[0].dtype)
     rw.replace(out, rw.emit("embedding", [small, *node.inputs[1:]], dict(node.attrs),
                             like=node, shape=shape))

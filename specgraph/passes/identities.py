@@ -6,7 +6,8 @@ below such a reshape to reach them, and one that moves only size-1 axes of a res
 output joins the reshape); squeeze/unsqueeze become reshapes;
 chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
 go; tiles that only repeat size-1 axes, with
-the reshapes around them, become one expand; a select on a constant condition that is the
+the reshapes around them, become one expand; an expand between reshapes loses the axes of
+size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
@@ -53,12 +54,32 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
         return True
+    if node.op == "expand" and _expand_without_unit_axes(rw, node):
+        return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
         return _reshape_chain(rw, node)
     return False
 
 
 _VIEWS = ("reshape", "expand", "tile")
+
+
+def _expand_without_unit_axes(rw: Rewriter, node: Node) -> bool:
+    """An expand read only by reshapes, with axes of size one that it leaves as they are
+    (TF's GQA repeat as [B, H, 1, 1, T, d] where PyTorch writes [B, H, 1, T, d]): the same
+    expand without those axes, the reshapes around it absorbing the difference."""
+    x, out = node.inputs[0], node.outputs[0]
+    keep = [a for a in range(out.rank) if not (x.shape[a] == 1 and out.shape[a] == 1)]
+    users = rw.graph.consumers(out)
+    if len(keep) == out.rank or not keep or not users or \
+            any(u.op != "reshape" for u in users) or rw.uses(out) != len(users):
+        return False
+    small_in = tuple(x.shape[a] for a in keep)
+    small_out = tuple(out.shape[a] for a in keep)
+    y = rw.emit("reshape", [x], {"shape": small_in}, like=node, shape=small_in)
+    y = rw.emit("expand", [y], {"shape": small_out}, like=node, shape=small_out)
+    rw.replace(out, rw.emit("reshape", [y], {"shape": out.shape}, like=node, shape=out.shape))
+    return True
 
 
 def _tile_as_expand(rw: Rewriter, node: Node) -> bool:

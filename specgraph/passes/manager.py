@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from specgraph.errors import GraphError
 from specgraph.ir import Graph
+from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.duplicates import MergeDuplicatesPass
 from specgraph.passes.einsum import LowerEinsumPass
@@ -16,9 +17,11 @@ from specgraph.passes.pools import NormalizePoolsPass
 from specgraph.passes.raise_activations import RaiseActivationsPass
 from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
+from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.rewrite import PassResult
+from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
 
@@ -28,7 +31,9 @@ Pass = Callable[[Graph], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
+    RaiseLookupsPass(),
     LowerEinsumPass(),
+    SinkScalarsPass(),
     DropIdentitiesPass(),
     MergeDuplicatesPass(),
     NormalizePoolsPass(),
@@ -39,6 +44,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseNormsPass(),
     RaiseWeightNormPass(),
     RaiseLinearPass(),
+    SinkBatchReshapesPass(),
     RaiseAttentionPass(),
     SortSumsPass(),
 )

@@ -2,7 +2,10 @@
 with its scale and causality. A constant mask, however written (a select, an added
 ``finfo.min``, TF GPT-2's ``w·b − 1e4·(1 − b)``), or an attention op's constant mask input,
 that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key (zeros
-added, an all-ones attention mask) goes away.
+added, an all-ones attention mask) goes away; the constant masks before any softmax over
+the keys become one additive mask of 0 and -inf; a constant multiplied into q or k before the
+attention (through the reshapes and transposes that split heads) folds into its scale
+(exact: the scores are bilinear in q and k).
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
 random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
@@ -184,9 +187,131 @@ def _constant_mask(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+_LAYOUT = ("reshape", "transpose")
+DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
+
+
+def _mask_chain(rw: Rewriter, s: Value) -> tuple[Value, list[tuple[Node, Value]]]:
+    """Walk back from a softmax input through the nodes masking it with constants (added,
+    selected, subtracted), last first: the unmasked scores and the mask nodes."""
+    masks: list[tuple[Node, Value]] = []
+    while (node := rw.producer(s)) is not None and rw.uses(s) == 1:
+        consts = [rw.constant_value(v) is not None for v in node.inputs]
+        if node.op == "add" and consts.count(True) == 1 and \
+                rw.scalar(node.inputs[consts.index(True)]) is None:
+            nxt = node.inputs[consts.index(False)]
+        elif node.op == "sub" and consts == [False, True]:
+            nxt = node.inputs[0]
+        elif node.op == "where" and consts == [True, False, True]:
+            nxt = node.inputs[1]
+        else:
+            break
+        masks.append((node, nxt))
+        s = nxt
+    return s, masks
+
+
+def _smallest(mask: np.ndarray) -> np.ndarray:
+    """``mask`` with every axis along which it repeats itself kept once (size one)."""
+    for axis in range(mask.ndim):
+        if mask.shape[axis] > 1 and np.all(mask == np.take(mask, [0], axis=axis)):
+            mask = np.take(mask, [0], axis=axis)
+    return mask
+
+
+def _canonical_mask(rw: Rewriter, node: Node) -> bool:
+    """softmax(scores masked by constants, however written: ``where(keep, s, finfo.min)``,
+    ``s + bias`` with -1e4, -1e9 or -inf, both) is softmax(s + M) with M the one additive
+    mask of 0 and -inf, kept as small as its repetitions allow: equal where every row keeps
+    a key, proved on random scores."""
+    if node.attrs["axis"] != node.inputs[0].rank - 1:
+        return False
+    scores, masks = _mask_chain(rw, node.inputs[0])
+    if not masks:
+        return False
+    effect = _mask_effect(rw, scores.shape, masks)
+    if effect is None or np.any((effect != 0) & (effect > DROWN)):
+        return False
+    keep = effect == 0
+    if not np.all(np.any(keep, axis=-1)):
+        return False  # a row with no key left: its softmax depends on the values used
+    canonical = _smallest(np.where(keep, 0.0, -np.inf))
+    if len(masks) == 1 and masks[0][0].op == "add":
+        current = rw.constant_value(next(v for v in masks[0][0].inputs
+                                         if rw.constant_value(v) is not None))
+        if np.array_equal(np.asarray(current, dtype=np.float64), canonical):
+            return False
+    y = node.outputs[0]
+    rw.keep(node)  # the root must be visible to the region walk
+    nodes = region(rw, y, [scores])
+    if nodes is None:
+        return True
+    axis = node.attrs["axis"]
+
+    def candidate(env):
+        z = env[scores] + canonical
+        z = z - np.max(z, axis=axis, keepdims=True)
+        e = np.exp(z)
+        return e / np.sum(e, axis=axis, keepdims=True)
+
+    if not agrees(rw, nodes, y, [scores], candidate, claim=("canonical-mask",
+                                                             canonical.tobytes(),
+                                                             canonical.shape)):
+        return True
+    mask = rw.constant(canonical.astype(np.float32 if scores.dtype == "bfloat16"
+                                        else scores.dtype), scores.dtype)
+    added = rw.emit("add", [scores, mask], like=masks[0][0], shape=scores.shape)
+    rw.replace(y, rw.emit("softmax", [added], dict(node.attrs), like=node, shape=y.shape))
+    return True
+
+
+def _scaled_input(rw: Rewriter, value: Value) -> tuple[Value, list[Node], float] | None:
+    """``value`` as layout(x·c): the scalar multiplication (or division) at the top of a
+    chain of reshapes and transposes read only by each other, its unscaled input x, the
+    chain (first node first) and c; None when there is none."""
+    chain: list[Node] = []
+    node = rw.producer(value)
+    while node is not None and node.op in _LAYOUT and rw.uses(node.outputs[0]) == 1:
+        chain.insert(0, node)
+        value = node.inputs[0]
+        node = rw.producer(value)
+    if node is None or node.op not in ("mul", "div") or rw.uses(value) != 1:
+        return None
+    consts = [rw.scalar(v) for v in node.inputs]
+    if node.op == "div" and consts[1] is not None and consts[1] != 0:
+        return node.inputs[0], chain, 1.0 / consts[1]
+    if node.op == "mul" and any(c is not None for c in consts):
+        c, x = next((c, x) for c, x in zip(consts, node.inputs[::-1]) if c is not None)
+        return x, chain, c
+    return None
+
+
+def _fold_scale(rw: Rewriter, node: Node) -> bool:
+    """A constant multiplied into q or k before attention (``q_proj(x)·scaling``, Flax's
+    ``q·sqrt(d)`` that undoes the default scale) is the attention's scale."""
+    for slot in (0, 1):
+        found = _scaled_input(rw, node.inputs[slot])
+        if found is None:
+            continue
+        x, chain, c = found
+        for link in chain:
+            x = rw.emit(link.op, [x], dict(link.attrs), like=link, shape=link.outputs[0].shape)
+        spec = get_spec("attention")
+        attrs = spec.normalize_attrs({**node.attrs,
+                                      "scale": float(f"{node.attrs['scale'] * c:.9g}")})
+        inputs = list(node.inputs)
+        inputs[slot] = x
+        rw.replace(node.outputs[0], rw.emit("attention", inputs, attrs, like=node,
+                                            shape=node.outputs[0].shape))
+        return True
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "attention":
-        return _constant_mask(rw, node)
+        return _constant_mask(rw, node) or _fold_scale(rw, node)
+    if node.op == "softmax":
+        return _canonical_mask(rw, node)
     if node.op != "matmul":
         return False
     found = _pattern(rw, node)

@@ -1,6 +1,7 @@
 """Sums in one order: a chain of additions of three or more terms (word + position +
-token-type embeddings, written in any order) becomes the same left-to-right sum of the same
-terms sorted by what computes them, never by name.
+token-type embeddings, written in any order; scores + position bias + mask) becomes the same
+left-to-right sum of the same terms sorted by what computes them, never by name, constants
+(a mask) added last.
 
 Requires: a verified graph. Ensures: every chain of ``add`` nodes whose inner sums are read
 only by the next addition adds its terms in the canonical order (a structural signature of
@@ -62,8 +63,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     terms = _terms(rw, node)
     if len(terms) < 3:
         return False
-    keyed = sorted(enumerate(terms), key=lambda it: (repr(_signature(rw, it[1], _DEPTH)),
-                                                     it[0]))
+    keyed = sorted(enumerate(terms), key=lambda it: (
+        rw.constant_value(it[1]) is not None,  # constants (a mask) added last
+        repr(_signature(rw, it[1], _DEPTH)), it[0]))
     order = [v for _, v in keyed]
     if order == _left_fold_order(rw, node):
         return False

@@ -1,0 +1,120 @@
+"""Reshapes that only merge leading (batch) axes move down, past what works row by row, until
+they meet their inverse. PyTorch's OPT runs its final LayerNorm and MLP on ``[B·T, d]``;
+TF's OPT attends over ``[B·H, T, d]``; the other ports keep ``[B, T, d]`` and ``[B, H, T,
+d]``: moved down, the merges cancel against the reshapes that split them back, and one
+network is one graph.
+
+A merge keeps the last ``k`` axes as they are and regroups the ones before them into fewer.
+It moves below an elementwise op or activation (whose other operands are merged the same way
+or broadcast over the kept axes only), a softmax or normalization over kept axes, a linear
+layer, a transpose of the kept axes, and a product of two operands merged the same way.
+
+Requires: a verified graph. Ensures: none of those ops reads a merging reshape; exact (the
+same values, in the same order, row by row).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["SinkBatchReshapesPass"]
+
+_ROW_WISE = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+
+
+def _merge(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
+    """``value`` as a reshape merging the leading axes of x: (x, k kept trailing axes)."""
+    node = rw.producer(value)
+    if node is None or node.op != "reshape":
+        return None
+    x, y = node.inputs[0], value
+    for k in range(min(x.rank, y.rank) - 1, 0, -1):
+        if x.shape[-k:] == y.shape[-k:] and x.rank - k > y.rank - k and \
+                prod(x.shape[:-k]) == prod(y.shape[:-k]):
+            return x, k
+    return None
+
+
+def _axis(axis: int, y: Value, x: Value, k: int) -> int | None:
+    """``axis`` of y as an axis of x, when it is one of the kept axes."""
+    axis = axis % y.rank
+    return axis + x.rank - y.rank if axis >= y.rank - k else None
+
+
+def _unmerged(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], Value, int] | None:
+    """The inputs of ``node`` before the merge its first ``data`` inputs share (an operand
+    broadcast over the kept axes only stays as it is; inputs past ``data``, a layer's
+    parameters, too), the merged source of the first, and k."""
+    first = _merge(rw, node.inputs[0])
+    if first is None:
+        return None
+    x0, k = first
+    inputs = [x0]
+    for v in node.inputs[1:data]:
+        m = _merge(rw, v)
+        if m is not None and m[1] == k and m[0].shape[:-k] == x0.shape[:-k]:
+            inputs.append(m[0])
+        elif v.rank <= k:
+            inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar)
+        else:
+            return None
+    return inputs + list(node.inputs[data:]), x0, k
+
+
+def _emit_merged(rw: Rewriter, node: Node, inputs: list[Value], x0: Value, k: int,
+                 attrs: dict) -> bool:
+    y = node.outputs[0]
+    shape = x0.shape[:-k] + y.shape[-k:]
+    inner = rw.emit(node.op, inputs, attrs, like=node, shape=shape)
+    rw.replace(y, rw.emit("reshape", [inner], {"shape": y.shape}, like=node, shape=y.shape))
+    return True
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if len(node.outputs) != 1 or not node.inputs:
+        return False
+    spec = get_spec(node.op)
+    elementwise = spec.category in ("elementwise", "activation")
+    found = _unmerged(rw, node, len(node.inputs) if elementwise or node.op == "matmul" else 1)
+    if found is None:
+        return False
+    inputs, x0, k = found
+    y, attrs = node.outputs[0], dict(node.attrs)
+    if y.rank < k:
+        return False
+    if elementwise:
+        if node.inputs[0].shape != y.shape:
+            return False  # the merged operand is broadcast: its rows are not the result's
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    if node.op in _ROW_WISE:
+        axis = _axis(attrs["axis"], node.inputs[0], x0, k)
+        if axis is None:
+            return False
+        attrs["axis"] = axis
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    if node.op == "linear":
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    if node.op == "transpose" and k >= 2:
+        perm = attrs["perm"]
+        lead = y.rank - k
+        if tuple(perm[:lead]) != tuple(range(lead)):
+            return False
+        attrs["perm"] = tuple(range(x0.rank - k)) + tuple(p - lead + x0.rank - k
+                                                        for p in perm[lead:])
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    if node.op == "matmul" and k >= 2 and all(v.rank == x0.rank for v in inputs):
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    return False
+
+
+class SinkBatchReshapesPass:
+    """See the module docstring."""
+
+    name = "sink-batch-reshapes"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

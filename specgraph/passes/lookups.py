@@ -1,0 +1,56 @@
+"""Rows of a table read by constant indices are an embedding lookup, however written:
+``table[start:stop]`` (Whisper's and OPT's position tables as PyTorch slices them),
+``table[ids]`` with constant ids (a gather along the rows), or ``embedding(ids, table)``
+(Flax's and TF's lookups) become ``embedding(ids, table)``.
+
+Requires: a verified graph. Ensures: no ``slice`` or axis-0 ``gather`` reads the rows of a
+two-dimensional parameter at constant positions; exact (the same rows, copied).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specgraph.ir import Graph, Node
+from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
+
+__all__ = ["RaiseLookupsPass"]
+
+
+def _rows(rw: Rewriter, node: Node) -> np.ndarray | None:
+    """The row indices a slice or gather of a 2-D parameter reads, when constant."""
+    table = node.inputs[0]
+    if table.rank != 2 or not rw.is_param(table):
+        return None
+    if node.op == "gather" and node.attrs["axis"] in (0, -2):
+        ids = rw.constant_value(node.inputs[1])
+        if ids is None or np.asarray(ids).dtype.kind not in "iu":
+            return None
+        ids = np.asarray(ids, dtype=np.int64)
+        return np.where(ids < 0, ids + table.shape[0], ids)
+    if node.op == "slice" and tuple(node.attrs["axes"]) in ((0,), (-2,)):
+        (start,), (end,), (step,) = (node.attrs[k] for k in ("starts", "ends", "steps"))
+        return np.arange(table.shape[0])[slice(start, end, step)]
+    return None
+
+
+def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op not in ("gather", "slice"):
+        return False
+    ids = _rows(rw, node)
+    if ids is None or ids.size == 0:
+        return False
+    out = node.outputs[0]
+    index = rw.constant(ids.astype(np.int64), "int64")
+    rw.replace(out, rw.emit("embedding", [index, node.inputs[0]], {}, like=node,
+                            shape=out.shape))
+    return True
+
+
+class RaiseLookupsPass:
+    """See the module docstring."""
+
+    name = "raise-lookups"
+
+    def __call__(self, graph: Graph) -> PassResult:
+        return rewrite(graph, _rule)

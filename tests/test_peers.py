@@ -1,0 +1,29 @@
+"""A fast subset of the peer corpus (``python -m bench.peers`` runs all of it): HF
+transformers' ports compared through the CLI's code path get the right verdict: equivalent,
+or exactly the genuine differences between the ports."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
+pytest.importorskip("flax")
+pytest.importorskip("tensorflow")
+
+from bench.peers import expected, run_pair  # noqa: E402
+
+FAST = [
+    ("gpt2", "tf", "flax"),        # equivalent: Conv1D biases, the tied head, Flax's masks
+    ("t5", "torch", "tf"),         # equivalent: relative position bias + causal mask
+    ("opt", "flax", "tf"),         # equivalent: TF attends over [B*H, T, d]
+    ("bert", "torch", "flax"),     # PyTorch's padding row: a training-only difference
+    ("electra", "tf", "flax"),     # Flax ELECTRA's default token type 1
+]
+
+
+@pytest.mark.parametrize("pair", FAST, ids="-".join)
+def test_peer_pair_gets_the_right_verdict(pair: tuple[str, str, str]) -> None:
+    outcome = run_pair(*pair)
+    assert outcome.kind == "right", (outcome.exit, sorted(outcome.found), outcome.detail)
+    assert outcome.found == expected(*pair)
