@@ -289,6 +289,8 @@ class GraphBuilder:
         self._constants: dict[Value, np.ndarray] = {}
         self._nodes: list[Node] = []
         self._outputs: list[tuple[str, Value]] = []
+        self._producers: dict[Value, Node] = {}
+        self._known: dict[Value, np.ndarray | None] = {}
 
     def input(self, name: str, shape: Iterable[int], dtype: str) -> Value:
         value = Value(tuple(int(s) for s in shape), dtype)
@@ -327,13 +329,35 @@ class GraphBuilder:
         spec.input_names(normalized, len(inputs))
         outs = tuple(Value(tuple(int(s) for s in shp), dt) for shp, dt in outputs)
         node = Node(op, tuple(inputs), outs, MappingProxyType(normalized), scope, source, origin)
-        self._nodes.append(node)
-        return outs
+        return self.append(node).outputs
 
     def append(self, node: Node) -> Node:
         """Append an existing node as is (passes that copy graphs use this)."""
         self._nodes.append(node)
+        self._producers.update((v, node) for v in node.outputs)
         return node
+
+    def constant_of(self, value: Value, *, limit: int = 1 << 16) -> np.ndarray | None:
+        """The data of ``value`` if the nodes so far compute it from constants alone (with
+        the ops' references, at most ``limit`` elements per value), else None."""
+        if value in self._constants:
+            return self._constants[value]
+        if value in self._known:
+            return self._known[value]
+        self._known[value] = None  # until computed (and for what cannot be)
+        node = self._producers.get(value)
+        if node is None or node.op == OPAQUE or value.size > limit:
+            return None
+        args = [self.constant_of(v, limit=limit) for v in node.inputs]
+        if any(a is None for a in args):
+            return None
+        with np.errstate(all="ignore"):
+            result = get_spec(node.op).reference(*args, **node.attrs)
+        outs = result if isinstance(result, tuple) else (result,)
+        for v, data in zip(node.outputs, outs):
+            self._known[v] = np.asarray(data).astype(
+                np.float32 if v.dtype == "bfloat16" else np.dtype(v.dtype))
+        return self._known[value]
 
     def output(self, name: str, value: Value) -> None:
         self._outputs.append((name, value))

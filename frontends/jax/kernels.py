@@ -388,6 +388,10 @@ def _rms_norm(x, *w, axis, eps, scale=True):
     return y * w[0] if scale else y
 
 
+def _weight_norm(v, g, axes):
+    return g * v / jnp.linalg.norm(v, axis=tuple(axes), keepdims=True)
+
+
 def _embedding(indices, weight, padding_idx=None):
     if padding_idx is not None:  # that row gets no gradient
         row = jnp.arange(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
@@ -445,7 +449,8 @@ KERNELS: dict[str, OpFn] = {
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "expand": _expand, "tile": _tile,
     "flip": _flip, "trilu": _trilu, "full": _full, "arange": _arange,
     "linear": _linear, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
-    "group_norm": _group_norm, "rms_norm": _rms_norm, "embedding": _embedding,
+    "group_norm": _group_norm, "rms_norm": _rms_norm, "weight_norm": _weight_norm,
+    "embedding": _embedding,
     "attention": _attention,
     **SPATIAL_KERNELS,
 }

@@ -32,6 +32,7 @@ __all__ = ["JaxprConverter", "Folder", "LayoutHint", "SCOPE_MARK", "source", "dt
 # its result is known at trace time, for converters that need a static value.
 Folder = Callable[..., Any]
 _FOLD_LIMIT = 64  # elements; larger constant results stay graph computations only
+_EVALUATE_LIMIT = 1 << 16  # elements: an unknown primitive run on known inputs
 # The canonical layout (a permutation) of an equation's operands that are weights, by
 # operand index: a parameter read there is stored in that layout (conv kernels as OIHW).
 LayoutHint = Callable[[Any], dict[int, tuple[int, ...]]]
@@ -196,7 +197,10 @@ class JaxprConverter(BaseConverter):
             outs = fusion.named_call(self) or self.inline(eqn)
         else:
             converter = self.converters.get(name)
-            outs = converter(self, eqn) if converter is not None else self.opaque()
+            if converter is not None:
+                outs = converter(self, eqn)
+            else:
+                outs = self.evaluate(eqn) or self.opaque()
         self.bind(eqn.outvars, outs)
         if name in self.folders:
             self.fold(eqn)
@@ -213,6 +217,28 @@ class JaxprConverter(BaseConverter):
         except (TypeError, ValueError):  # a parameter NumPy has no version of: not known
             return
         self.static[out] = np.asarray(result).astype(out.aval.dtype)
+
+    def evaluate(self, eqn: Any) -> list[_Const] | None:
+        """A primitive no converter knows whose inputs are all known at trace time (a
+        ``rem`` or ``scatter`` in a mask built from constants), run by JAX: its outputs
+        are constants. None where an input is not known or an output is large."""
+        arrays = []
+        for v in eqn.invars:
+            array = self.known(v)
+            if array is None and isinstance(self.env.get(v), Value):
+                array = self.b.constant_of(self.env[v], limit=_EVALUATE_LIMIT)
+            if array is None:
+                return None
+            arrays.append(array)
+        if any(math.prod(v.aval.shape) > _EVALUATE_LIMIT for v in eqn.outvars):
+            return None
+        try:
+            with jax.default_device(jax.devices("cpu")[0]):
+                result = eqn.primitive.bind(*arrays, **eqn.params)
+        except Exception:  # noqa: BLE001  (what JAX cannot run here stays opaque)
+            return None
+        results = result if eqn.primitive.multiple_results else [result]
+        return [_Const(np.asarray(r)) for r in results]
 
     def bind(self, outvars: Sequence[Any], outs: Any) -> None:
         if isinstance(outs, (Value, _Param, _Const)):

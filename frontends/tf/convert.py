@@ -22,6 +22,7 @@ import tensorflow as tf
 from specgraph.errors import TraceError
 from specgraph.frontends._common.converter import NATIVE, BaseConverter, Step, no_steps
 from specgraph.frontends._common.sources import display_path
+from specgraph.frontends.tf import native
 from specgraph.ir import DTYPES, Graph, Value, prune
 from specgraph.ops import get_spec
 
@@ -162,6 +163,7 @@ class Converter(BaseConverter):
         self.origins: dict[Value, Value] = {}  # reshape-like result -> value before them
         self.op: Any = None
         self.prefix: list[str] = []
+        self._inferred: tuple[Any, list[tuple[int, ...] | None]] = (None, [])
 
     # --- the walk ------------------------------------------------------------------------
     def convert(self, input_names: list[str]) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -214,24 +216,37 @@ class Converter(BaseConverter):
         self.op, self._where = op, None
         converter = self.converters.get(op.type)
         try:
-            result = converter(self, op) if converter is not None else self.opaque(op)
+            result = converter(self, op) if converter is not None else self.unknown(op)
         except Unsupported:
             self.op, self._where = op, None
-            result = self.opaque(op)
+            result = self.unknown(op)
         if not isinstance(result, tuple):
             result = (result,)
         for t, r in zip(op.outputs, result):
             self.env[_key(t)] = r
 
-    def inline(self, op: Any) -> tuple:
-        """A call of another traced function: its body converted in place."""
+    def unknown(self, op: Any) -> tuple:
+        """An op no converter takes: its value where TensorFlow computes it from inputs
+        known at trace time (``native.evaluate``), an ``opaque`` node otherwise."""
+        arrays = [self.const(t) for t in op.inputs]
+        if all(a is not None and a.size <= FOLD_LIMIT for a in arrays):
+            values = native.evaluate(op, arrays)
+            if values is not None and all(v.size <= FOLD_LIMIT and v.dtype.name in DTYPES
+                                          for v in values):
+                return tuple(values)
+        return self.opaque(op)
+
+    def inline(self, op: Any, attr: str = "f", args: Sequence[Any] | None = None) -> tuple:
+        """A call of another traced function (the function in ``op``'s attribute ``attr``,
+        called on ``args``, all of ``op``'s inputs unless given): its body converted in
+        place."""
         try:
-            body = op.graph._get_function(op.get_attr("f").name).graph
+            body = op.graph._get_function(op.get_attr(attr).name).graph
         except Exception:  # noqa: BLE001  (no body to read: the call stays opaque)
             body = None
         if body is None:
             return self.opaque(op)
-        for inner, outer in zip(body.inputs, op.inputs):
+        for inner, outer in zip(body.inputs, op.inputs if args is None else args):
             self.env[_key(inner)] = self.env.get(_key(outer))
         saved = self.prefix
         self.prefix = saved + op.name.split("/")[:-1]
@@ -299,10 +314,43 @@ class Converter(BaseConverter):
         return y
 
     def shape(self, t: Any) -> tuple[int, ...]:
+        """The static shape of ``t``: TensorFlow's, else that of what ``t`` converted to
+        (AutoGraph's ``tf.cond`` leaves the sizes after it unknown to TensorFlow)."""
         dims = t.shape.as_list() if t.shape.rank is not None else None
-        if dims is None or any(d is None for d in dims):
+        if dims is not None and None not in dims:
+            return tuple(int(d) for d in dims)
+        known = self._known(t)
+        if known is None:
             raise Unsupported(f"{t.name} has no static shape")
-        return tuple(int(d) for d in dims)
+        return known if isinstance(known, tuple) else tuple(known.shape)
+
+    def _known(self, t: Any) -> Any:
+        """What is known of ``t`` at trace time: its value, or its shape, or None."""
+        entry = self.env.get(_key(t))
+        if isinstance(entry, np.ndarray):
+            return entry
+        if isinstance(entry, Value):
+            return entry.shape
+        if isinstance(entry, VarRead):
+            shape = self.param_spec(entry.key)[1]
+            return shape if entry.expand is None else \
+                shape[:entry.expand] + (1,) + shape[entry.expand:]
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        return None if dims is None or None in dims else tuple(int(d) for d in dims)
+
+    def _output_shape(self, index: int) -> tuple[int, ...]:
+        """Output ``index`` of the current op, inferred by TensorFlow from what is known of
+        its inputs where the traced graph does not say (``native.infer_shapes``)."""
+        op = self.op
+        if self._inferred[0] is not op:
+            known = [self._known(t) for t in op.inputs]
+            shapes = [None] * len(op.outputs) if any(k is None for k in known) else \
+                native.infer_shapes(op, known)
+            self._inferred = (op, shapes)
+        shape = self._inferred[1][index]
+        if shape is None:
+            raise Unsupported(f"{op.outputs[index].name} has no static shape")
+        return shape
 
     # --- the current op and the variables, for the shared converter base ---------------
     def locate(self) -> dict[str, str]:
@@ -314,7 +362,10 @@ class Converter(BaseConverter):
         dtype = dtype_name(t.dtype)
         if dtype is None:
             raise Unsupported(f"{t.name} has dtype {t.dtype.name}")
-        return self.shape(t), dtype
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        if dims is not None and None not in dims:
+            return tuple(int(d) for d in dims), dtype
+        return self._output_shape(index), dtype
 
     def outs(self) -> list[tuple[tuple[int, ...], str]]:
         return [self.out(i) for i in range(len(self.op.outputs))]

@@ -478,6 +478,10 @@ def rms_norm(x, *w, axis, eps, scale=True):
     return y * w[0] if scale else y
 
 
+def weight_norm(v, g, axes):
+    return tf.nn.l2_normalize(v, axis=list(axes)) * g
+
+
 def embedding(indices, weight, padding_idx=None):
     if padding_idx is not None:  # that row gets no gradient
         row = tf.range(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
@@ -521,7 +525,8 @@ KERNELS: dict[str, OpFn] = {
     "unsqueeze": unsqueeze, "expand": expand, "tile": tile, "flip": flip,
     "trilu": trilu, "full": full, "arange": arange,
     "linear": linear, "batch_norm": batch_norm, "layer_norm": layer_norm,
-    "group_norm": group_norm, "rms_norm": rms_norm, "embedding": embedding,
+    "group_norm": group_norm, "rms_norm": rms_norm, "weight_norm": weight_norm,
+    "embedding": embedding,
     "attention": attention,
     **SPATIAL_KERNELS,
 }

@@ -322,8 +322,42 @@ def _nchw_out(cx: Any, last: bool) -> tuple[tuple[int, ...], str]:
     return shape, dtype
 
 
+def _expanded(cx: Any, t: Any, axis: int) -> Any | None:
+    """The tensor that ``t`` is ``ExpandDims`` of at ``axis``, or None."""
+    if t.op.type != "ExpandDims":
+        return None
+    (at,) = cx.const_ints(t.op.inputs[1])
+    return t.op.inputs[0] if at % len(cx.shape(t)) == axis else None
+
+
+def _conv1d(cx: Any, op: Any) -> Any | None:
+    """TF's 1-D convolution (``tf.nn.conv1d``, Keras Conv1D: ExpandDims of the NWC input
+    and of the kernel, a Conv2D of height 1, then Squeeze) as the 1-D ``conv`` it is; the
+    Conv2D's 4-D output is the 1-D result unsqueezed, which the Squeeze gives back."""
+    if op.type != "Conv2D" or not cx.attr("data_format", "NHWC").startswith("NH"):
+        return None
+    x3, w3 = _expanded(cx, op.inputs[0], 1), _expanded(cx, op.inputs[1], 0)
+    strides, dilations = cx.attr("strides"), cx.attr("dilations") or [1, 1, 1, 1]
+    if x3 is None or w3 is None or strides[1] != 1 or dilations[1] != 1:
+        return None
+    if cx.attr("padding") == "EXPLICIT" and any(cx.attr("explicit_paddings")[2:4]):
+        return None
+    x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+    stride, dilation = (int(strides[2]),), (int(dilations[2]),)
+    padding = _padding(cx, (x_shape[1],), (w_shape[0],), stride, dilation, [2])
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation,
+             "groups": x_shape[-1] // w_shape[1], "bias": False}
+    shape, dtype = cx.out()
+    y = cx.emit("conv", [cx.channels_first(cx.value(x3)), cx.weight(w3, "oihw")], attrs,
+                out=((shape[0], shape[3], shape[2]), dtype))
+    return cx.reshape(cx.channels_last(y), "unsqueeze", {"axes": (1,)})
+
+
 @_reg("Conv2D", "Conv3D", "DepthwiseConv2dNative")
 def _conv(cx: Any, op: Any) -> Any:
+    one_d = _conv1d(cx, op)
+    if one_d is not None:
+        return one_d
     x_shape, w_shape = cx.shape(op.inputs[0]), cx.shape(op.inputs[1])
     last, positions = _layout(cx, len(x_shape))
     n = len(positions)

@@ -44,6 +44,17 @@ def _call(cx: Any, op: Any) -> Any:
     return cx.inline(op)
 
 
+@_reg("If", "StatelessIf")
+def _if(cx: Any, op: Any) -> Any:
+    """``tf.cond`` (AutoGraph's form of a Python ``if`` on a tensor): the branch its
+    predicate picks, where the predicate is known at trace time; opaque otherwise."""
+    pred = cx.const(op.inputs[0])
+    if pred is None:
+        raise Unsupported("a branch on a value known only when the model runs")
+    taken = bool(pred) if pred.ndim == 0 else pred.size > 0  # the If op's rule
+    return cx.inline(op, "then_branch" if taken else "else_branch", op.inputs[1:])
+
+
 @_reg("Const")
 def _const(cx: Any, op: Any) -> Any:
     dtype = dtype_name(op.outputs[0].dtype)

@@ -151,13 +151,24 @@ def _run_eagerly(model: Any, args: tuple[Any, ...], keras: bool, reference: str)
 
 
 def _concrete_function(model: Any, args: tuple[Any, ...], keras: bool, reference: str) -> Any:
+    """The model's graph on TensorSpecs of its inputs. Python that branches on a tensor
+    (HF's TF Swin compares ``tf.reduce_min`` of its window sizes in an ``if``) is traced
+    again with AutoGraph, which writes such branches as ``tf.cond``; the converter keeps
+    the branch a constant predicate picks (see ``Converter.inline_branch``)."""
     specs = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), args)
     call = getattr(model, "__call__", None)
     try:
         if not keras and hasattr(call, "get_concrete_function"):
             return call.get_concrete_function(*specs)  # already a tf.function: no nesting
-        function = tf.function(lambda *a: _call(model, a, keras), autograph=False)
-        return function.get_concrete_function(*specs)
+        try:
+            function = tf.function(lambda *a: _call(model, a, keras), autograph=False)
+            return function.get_concrete_function(*specs)
+        except tf.errors.OperatorNotAllowedInGraphError as err:
+            try:
+                function = tf.function(lambda *a: _call(model, a, keras), autograph=True)
+                return function.get_concrete_function(*specs)
+            except Exception:  # noqa: BLE001  (the first error says what went wrong)
+                raise err from None
     except Exception as err:
         raise TraceError(
             f"{reference}: TensorFlow could not trace the model into a graph: {_reason(err)}; "

@@ -412,6 +412,13 @@ def rms_norm(x, *w, axis, eps, scale=True):
     return F.rms_norm(x, shape, w[0].reshape(shape) if scale else None, eps=eps)
 
 
+def weight_norm(v, g, axes):
+    kept = [d for d in range(v.ndim) if d not in axes]
+    if len(kept) == 1:  # PyTorch's own weight norm, over every axis but dim
+        return torch._weight_norm(v, g, kept[0])
+    return g * v / torch.sqrt(torch.sum(v * v, dim=tuple(axes), keepdim=True))
+
+
 def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(q.dtype)
@@ -446,6 +453,6 @@ KERNELS: dict[str, OpFn] = {
     "trilu": trilu, "full": full, "arange": arange,
     "linear": linear, "embedding": embedding, "batch_norm": batch_norm,
     "layer_norm": layer_norm, "group_norm": group_norm, "rms_norm": rms_norm,
-    "attention": attention,
+    "weight_norm": weight_norm, "attention": attention,
     **SPATIAL_KERNELS,
 }

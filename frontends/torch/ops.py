@@ -333,6 +333,15 @@ def _rms_norm(cx: Any, node: Any) -> Any:
     return cx.emit("rms_norm", inputs, {"axis": axis, "eps": eps, "scale": flags["scale"]})
 
 
+@_reg("aten._weight_norm.default")
+def _weight_norm(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    rank = rank_of(a["v"])
+    dim = a.get("dim", 0)
+    axes = tuple(range(rank)) if dim == -1 else tuple(d for d in range(rank) if d != dim % rank)
+    return cx.emit("weight_norm", [cx.value(a["v"]), cx.value(a["g"])], {"axes": axes})
+
+
 @_reg("aten.embedding.default")
 def _embedding(cx: Any, node: Any) -> Any:
     a = cx.bind(node)

@@ -133,7 +133,10 @@ def _index(cx: Any, node: Any) -> Any:
     if len(used) != 1 or cx.meta(used[0][1])[0][1] == "bool":
         return cx.opaque(node)
     axis, index = used[0]
-    return cx.emit("gather", [cx.value(x), cx.value(index)], {"axis": axis})
+    table = cx.value(x)
+    if axis == 0 and table.rank == 2 and cx.is_param(x):  # rows of a table, as TF and JAX
+        return cx.emit("embedding", [cx.value(index), table])
+    return cx.emit("gather", [table, cx.value(index)], {"axis": axis})
 
 
 @_reg("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_.dim")

@@ -440,6 +440,11 @@ class _Converter(BaseConverter):
         np_dtype = numpy_dtype(dtype) if dtype != "bool" else np.bool_
         return self.b.constant(np.array(arg, dtype=np_dtype), dtype)
 
+    def is_param(self, arg: Any) -> bool:
+        """Whether an FX argument is a parameter or buffer of the module."""
+        return hasattr(arg, "name") and self.placeholders.get(arg.name, ("",))[0] in (
+            "PARAMETER", "BUFFER")
+
     def placeholder(self, arg: Any, layout: str) -> Value:
         """A parameter, buffer or constant tensor in ``layout`` (``native`` or ``linear``)."""
         kind, target = self.placeholders[arg.name]

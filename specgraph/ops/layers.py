@@ -358,6 +358,22 @@ def group_norm(x, *wb, num_groups, eps=1e-5, scale=True, bias=True):
 
 
 @op(
+    "weight_norm",
+    ("v", "g"),
+    attrs={"axes": Attr("ints", doc="the axes of v each norm runs over (non-negative)")},
+    equation=lambda v, g, axes: call("weight_norm", v, g, axes=axes),
+    category="layer",
+    params=("v", "g"),
+)
+def weight_norm(v, g, axes):
+    """A weight-normalized weight g·v/‖v‖, the norm over ``axes`` (PyTorch's ``weight_norm``
+    over every axis but ``dim``); g holds one gain per norm, size 1 along ``axes``."""
+    v = np.asarray(v)
+    norm = np.sqrt(np.sum(v * v, axis=tuple(axes), keepdims=True))
+    return np.reshape(g, norm.shape) * v / norm
+
+
+@op(
     "rms_norm",
     ("x", "weight?scale"),
     attrs={

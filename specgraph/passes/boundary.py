@@ -5,7 +5,8 @@ still starts with transposes to channels-first. Here such an input becomes chann
 itself, with the permutation recorded in ``TracedModel.input_layouts`` (and likewise for
 outputs), and a parameter read only through a reshape or transpose is stored in that layout
 (recorded in ``TracedModel.param_layouts``), so the same network from any framework is the
-same graph.
+same graph. A parameter of integer or boolean dtype (an index table kept as a buffer) is a
+constant of the graph, not a weight.
 """
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
 
 
+def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
+    """A parameter of integer or boolean dtype is a constant: no gradient trains it, and
+    its value is what the model's code computed (Swin's relative position index, a
+    buffer in PyTorch and a non-trainable variable in TF), never a weight to pair."""
+    tables = {name: v for name, v in graph.params.items()
+              if v.dtype == "bool" or v.dtype.startswith(("int", "uint"))}
+    if not tables:
+        return graph
+    constants = dict(graph.constants)
+    for name, v in tables.items():
+        data = np.array(weights.pop(name))
+        data.setflags(write=False)
+        constants[v] = data
+    params = {k: v for k, v in graph.params.items() if k not in tables}
+    return graph.replace(params=params, constants=constants)
+
+
 def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
     if any(v in replaced for v in node.inputs):
         return node.replace(inputs=tuple(replaced.get(v, v) for v in node.inputs))
@@ -103,8 +121,8 @@ def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
 def canonicalize_model(traced: TracedModel) -> TracedModel:
     """``traced`` with its graph canonical and channels-last inputs/outputs made
     channels-first (their example inputs and outputs permuted to match)."""
-    graph = canonicalize(traced.graph)
     weights = dict(traced.weights)
+    graph = canonicalize(_integer_params_as_constants(traced.graph, weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     for _ in range(4):
         graph, steps = _fold_param_layouts(graph, weights)

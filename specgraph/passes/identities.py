@@ -2,10 +2,13 @@
 expands, identity transposes, multiplications by one and additions of zero, reshapes that
 only add leading size-1 axes for broadcasting elementwise ops and matrix products (NumPy's
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
-below such a reshape to reach them); squeeze/unsqueeze become reshapes;
-chains of reshapes or of transposes become one; tiles that only repeat size-1 axes, with
+below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
+output joins the reshape); squeeze/unsqueeze become reshapes;
+chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
+go; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
-size one it leaves alone.
+size one it leaves alone; a select on a constant condition that is the
+same everywhere is the operand it picks.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -35,12 +38,17 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
         return True
+    if node.op == "pad" and not any(node.attrs["pads"]):
+        rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "slice" and _slice_chain(rw, node):
+        return True
     if node.op == "transpose":
         return _transpose(rw, node)
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
     if node.op == "where":
-        return _index_wrap(rw, node)
+        return _constant_condition(rw, node) or _index_wrap(rw, node)
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
         return True
@@ -116,7 +124,7 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
         return True
     inner = rw.producer(x)
     if inner is not None and inner.op == "reshape" and rw.uses(x) == 1:
-        return _unit_axes_after(rw, node, inner)
+        return _unit_axes_after(rw, node, inner) or _unit_axes_moved(rw, node, inner)
     if inner is not None and inner.op == "transpose":
         composed = tuple(inner.attrs["perm"][p] for p in perm)
         source = inner.inputs[0]
@@ -144,6 +152,20 @@ def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
     t = rw.emit("transpose", [x], {"perm": inner_perm}, like=node, shape=moved)
     rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
                             shape=out.shape))
+    return True
+
+
+def _unit_axes_moved(rw: Rewriter, node: Node, reshape: Node) -> bool:
+    """transpose(reshape(x)) where the transpose moves only size-1 axes (the others keep
+    their order): one reshape of x (TF's ``x[:, :, None]`` then a channels-first
+    transpose, where PyTorch writes ``x[:, None]``)."""
+    perm, shape = node.attrs["perm"], node.inputs[0].shape
+    kept = [p for p in perm if shape[p] != 1]
+    if kept != sorted(kept):
+        return False
+    out = node.outputs[0]
+    rw.replace(out, rw.emit("reshape", [reshape.inputs[0]], {"shape": out.shape},
+                            like=reshape, shape=out.shape))
     return True
 
 
@@ -253,6 +275,37 @@ def _neutral(rw: Rewriter, node: Node) -> bool:
             rw.replace(node.outputs[0], keep)
             return True
     return False
+
+
+def _slice_chain(rw: Rewriter, node: Node) -> bool:
+    """slice(slice(x, A), B) over disjoint axes is one slice over A and B, axes sorted
+    (PyTorch's ``x[:, 0::2, 0::2]`` is two slices, TF's strided slice one)."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or inner.op != "slice" or rw.uses(node.inputs[0]) != 1:
+        return False
+    keys = ("axes", "starts", "ends", "steps")
+    rows = list(zip(*(inner.attrs[k] for k in keys))) + list(zip(*(node.attrs[k] for k in keys)))
+    if len({r[0] for r in rows}) != len(rows):
+        return False
+    rows.sort()
+    attrs = {k: tuple(r[i] for r in rows) for i, k in enumerate(keys)}
+    rw.replace(node.outputs[0], rw.emit("slice", [inner.inputs[0]], attrs, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
+def _constant_condition(rw: Rewriter, node: Node) -> bool:
+    """where(c, a, b) with c a constant, true everywhere (false everywhere): a (b), where
+    that already has the output's shape and dtype (Flax's wav2vec2 masks its features with
+    a mask built from an all-ones attention mask)."""
+    cond = rw.constant_value(node.inputs[0])
+    if cond is None or not (cond.all() or not cond.any()):
+        return False
+    pick, out = node.inputs[1 if cond.all() else 2], node.outputs[0]
+    if pick.shape != out.shape or pick.dtype != out.dtype:
+        return False
+    rw.replace(out, pick)
+    return True
 
 
 def _index_wrap(rw: Rewriter, node: Node) -> bool:

@@ -9,6 +9,7 @@ from specgraph.errors import GraphError
 from specgraph.ir import Graph
 from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
+from specgraph.passes.duplicates import MergeDuplicatesPass
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.padding import FoldPaddingPass
@@ -18,6 +19,7 @@ from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
+from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
@@ -33,12 +35,14 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     LowerEinsumPass(),
     SinkScalarsPass(),
     DropIdentitiesPass(),
+    MergeDuplicatesPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
     FoldPaddingPass(),
     DropIdentitiesPass(),
     RaiseActivationsPass(),
     RaiseNormsPass(),
+    RaiseWeightNormPass(),
     RaiseLinearPass(),
     SinkBatchReshapesPass(),
     RaiseAttentionPass(),

@@ -1,14 +1,29 @@
-"""Fold explicit zero padding into the convolution that reads it: ``pad`` then ``conv``
-(TF's ZeroPadding2D + "valid", ONNX Pad + Conv) is one ``conv`` with per-side padding.
+"""Fold explicit padding into the convolution or max-pool that reads it: ``pad`` then
+``conv`` (TF's ZeroPadding2D + "valid", ONNX Pad + Conv) is one ``conv`` with per-side
+padding; ``pad`` then ``max_pool`` (HF TF ResNet's zero pad of a ReLU's output) is one
+``max_pool``, whose padding counts as -inf, where the padded value is never above what the
+pad's producer can output.
 
 Requires: a verified graph. Ensures: exact rewrites only (zero padding of the spatial axes,
 seen directly or through a layout transpose; reflect/edge padding and padding of the batch
-or channel axes stay as they are).
+or channel axes stay as they are). The max-pool fold holds only on its producer's range, so
+it takes two proofs: the producer's least output, from the definition of its op (a ReLU,
+sigmoid, softmax, exp... never goes below 0, a clip below its minimum; views and max-pools
+keep their input's bound), is at least the padded value; and the producer, the pad and the
+pool, run on random inputs of the producer, agree with the producer and the pool with the
+padding folded in (every window keeps a real element, ceil mode and strides unchanged). A
+pad before a value that can be negative (a conv's output, a tanh's) stays.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import numpy as np
+
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
+from specgraph.passes.regions import agrees, run_region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["FoldPaddingPass"]
@@ -60,10 +75,77 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+# The least value an op can output whatever its input, from its definition.
+_NON_NEGATIVE = frozenset({"relu", "sigmoid", "softmax", "exp", "abs", "sqrt", "softplus",
+                           "hardsigmoid"})
+_VIEWS = frozenset({"reshape", "transpose", "squeeze", "unsqueeze", "expand", "slice",
+                    "max_pool"})
+
+
+def _lower_bound(rw: Rewriter, value: Value, depth: int = 8) -> float | None:
+    """A value ``value`` never goes below, proved by the ops computing it; None if none is
+    known."""
+    node = rw.producer(value)
+    if node is None or depth == 0:
+        return None
+    if node.op in _NON_NEGATIVE:
+        return 0.0
+    if node.op == "clip":
+        return node.attrs["min"]
+    if node.op in _VIEWS:
+        return _lower_bound(rw, node.inputs[0], depth - 1)
+    if node.op == "maximum":
+        bounds = [rw.scalar(v) if rw.scalar(v) is not None else _lower_bound(rw, v, depth - 1)
+                  for v in node.inputs]
+        known = [b for b in bounds if b is not None]
+        return max(known) if known else None
+    return None
+
+
+def _max_pool(rw: Rewriter, node: Node) -> bool:
+    """max_pool(pad(producer(...))) as max_pool(producer(...)) with the pad folded in,
+    proved on the producer's range."""
+    pad = rw.producer(node.inputs[0])
+    if pad is None or pad.op != "pad" or rw.uses(node.inputs[0]) != 1:
+        return False
+    if pad.attrs["mode"] != "constant" or any(p < 0 for p in pad.attrs["pads"]):
+        return False
+    source = pad.inputs[0]
+    rank = source.rank
+    begins, ends = pad.attrs["pads"][:rank], pad.attrs["pads"][rank:]
+    if begins[0] or begins[1] or ends[0] or ends[1]:
+        return False
+    bound = _lower_bound(rw, source)
+    producer = rw.producer(source)
+    if bound is None or bound < pad.attrs["value"] or producer is None:
+        return False
+    spatial = rank - 2
+    old = node.attrs["padding"]
+    attrs = {**node.attrs, "padding": tuple(old[i] + begins[2 + i] for i in range(spatial))
+             + tuple(old[spatial + i] + ends[2 + i] for i in range(spatial))}
+    free = list(dict.fromkeys(v for v in producer.inputs if rw.constant_value(v) is None))
+    reference = get_spec("max_pool").reference
+
+    def folded(env: Mapping[Value, np.ndarray]) -> np.ndarray:
+        return reference(run_region(rw, [producer], env, source), **attrs)
+
+    out = node.outputs[0]
+    if not agrees(rw, [producer, pad, node], out, free, folded,
+                  claim=("max-pool-absorbs-pad", tuple(sorted(attrs.items())))):
+        return False
+    rw.replace(out, rw.emit("max_pool", [source], attrs, like=node, shape=out.shape))
+    return True
+
+
+def _fold(rw: Rewriter, node: Node) -> bool:
+    return _rule(rw, node) if node.op == "conv" else node.op == "max_pool" and _max_pool(
+        rw, node)
+
+
 class FoldPaddingPass:
     """See the module docstring."""
 
     name = "fold-padding"
 
     def __call__(self, graph: Graph) -> PassResult:
-        return rewrite(graph, _rule)
+        return rewrite(graph, _fold)

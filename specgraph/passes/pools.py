@@ -1,15 +1,21 @@
 """Normalize pooling and global reductions: ceil_mode and count_include_pad where they
-cannot change the result, global pools as means or maxima over the spatial axes, a sum
-divided by its count as a mean, and a keepdims reduction followed by a reshape that drops
-those axes as one reduction.
+cannot change the result, global pools (adaptive ones, and Flax's ``avg_pool`` whose one
+window covers the whole input) as means or maxima over the spatial axes, a sum divided by
+its count as a mean, a keepdims reduction followed by a reshape that drops those axes as
+one reduction, and a reduction of a reshape that only inserts size-1 axes as the reduction
+of its input.
 
-Requires: a verified graph. Ensures: exact rewrites only.
+Requires: a verified graph. Ensures: exact rewrites only (a whole-window pool proved on
+random values as the raising rules are).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from specgraph.ir import Graph, Node
 from specgraph.ops.layers import _pool_out
+from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["NormalizePoolsPass"]
@@ -35,6 +41,30 @@ def _pool(rw: Rewriter, node: Node) -> bool:
         return False
     rw.replace(node.outputs[0], rw.emit(node.op, [x], attrs, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _whole_window(rw: Rewriter, node: Node) -> bool:
+    """A pool whose one window covers the whole unpadded input: a mean (or maximum) over
+    the spatial axes, kept as a 1×1 map."""
+    x, out = node.inputs[0], node.outputs[0]
+    attrs = node.attrs
+    divisor = attrs["divisor"] if node.op == "avg_pool" else None
+    if (tuple(attrs["kernel"]) != x.shape[2:] or any(attrs["padding"])
+            or any(s != 1 for s in out.shape[2:]) or any(d != 1 for d in attrs["dilation"])
+            or divisor not in (None, int(np.prod(x.shape[2:])))):
+        return False
+    axes = tuple(range(2, x.rank))
+    reduce = np.mean if node.op == "avg_pool" else np.max
+    rw.keep(node)  # the region's root must be visible to the region walk
+    nodes = region(rw, out, [x])
+    if nodes is None or not agrees(rw, nodes, out, [x],
+                                   lambda env: reduce(env[x], axis=axes, keepdims=True),
+                                   claim=("whole-window-pool", node.op)):
+        return True
+    op = "reduce_mean" if node.op == "avg_pool" else "reduce_max"
+    rw.replace(out, rw.emit(op, [x], {"axes": axes, "keepdims": True}, like=node,
+                            shape=out.shape))
     return True
 
 
@@ -68,6 +98,40 @@ def _reduce_then_reshape(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _unit_axes_before_reduce(rw: Rewriter, node: Node) -> bool:
+    """A reduction of a reshape that only inserts size-1 axes (TF's 1-D global pool of
+    [N, L, C] as a 2-D mean over [N, 1, L, C]) is the reduction of the reshape's input,
+    reshaped."""
+    r = rw.producer(node.inputs[0])
+    if r is None or r.op != "reshape" or rw.uses(node.inputs[0]) != 1:
+        return False
+    x, y, out = r.inputs[0], r.outputs[0], node.outputs[0]
+    mapping: list[int | None] = []
+    for size in y.shape:
+        i = len([m for m in mapping if m is not None])
+        if i < x.rank and x.shape[i] == size:
+            mapping.append(i)
+        elif size == 1:
+            mapping.append(None)
+        else:
+            return False
+    if len([m for m in mapping if m is not None]) != x.rank or x.rank == y.rank:
+        return False
+    axes = node.attrs["axes"] if node.attrs["axes"] is not None else tuple(range(y.rank))
+    if any(mapping[a] is None for a in axes):
+        return False
+    new_axes = tuple(sorted(mapping[a] for a in axes))
+    keep = node.attrs["keepdims"]
+    shape = tuple(1 if i in new_axes else s for i, s in enumerate(x.shape)) if keep else \
+        tuple(s for i, s in enumerate(x.shape) if i not in new_axes)
+    reduced = rw.emit(node.op, [x], {**node.attrs, "axes": new_axes}, like=node, shape=shape)
+    if shape != out.shape:
+        reduced = rw.emit("reshape", [reduced], {"shape": out.shape}, like=node,
+                          shape=out.shape)
+    rw.replace(out, reduced)
+    return True
+
+
 def _sum_over_count(rw: Rewriter, node: Node) -> bool:
     """reduce_sum(x)/N or reduce_sum(x)·(1/N), N the number of summed elements: a mean."""
     total, other = node.inputs
@@ -92,11 +156,13 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("div", "mul") and len(node.inputs) == 2:
         return _sum_over_count(rw, node)
     if node.op in ("max_pool", "avg_pool"):
-        return _pool(rw, node)
+        return _whole_window(rw, node) or _pool(rw, node)
     if node.op in ("adaptive_avg_pool", "adaptive_max_pool"):
         return _global_pool(rw, node)
     if node.op == "reshape":
         return _reduce_then_reshape(rw, node)
+    if node.op.startswith("reduce_"):
+        return _unit_axes_before_reduce(rw, node)
     return False
 
 

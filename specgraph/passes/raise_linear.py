@@ -82,13 +82,14 @@ def _bias_add(rw: Rewriter, node: Node) -> bool:
 
 def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
     """reshape(linear(reshape(x, [N, d])), S): a linear acts on the last axis, so flattening
-    the leading axes around it (TF's Tensordot, Flax's DenseGeneral) changes nothing."""
+    the leading axes around it (TF's Tensordot, Flax's DenseGeneral) changes nothing; where
+    S regroups the leading axes, the linear reads x regrouped as S."""
     lin_value = node.inputs[0]
     lin = rw.producer(lin_value)
     if lin is None or lin.op != "linear" or rw.uses(lin_value) != 1:
         return False
     flat = rw.producer(lin.inputs[0])
-    if flat is None or flat.op != "reshape" or rw.uses(lin.inputs[0]) != 1:
+    if flat is None or flat.op != "reshape":  # read by several linears: each is rewritten
         return False
     x = flat.inputs[0]
     d = lin.inputs[0].shape[-1]
@@ -100,6 +101,14 @@ def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
     if prod(lead) != prod(lin_value.shape[:-1]):
         return False
     target = node.outputs[0].shape
+    if target[: len(lead)] != lead and target[-1] == out_features:
+        # the leading axes regrouped (TF's Tensordot of Swin's windows, flattened with the
+        # batch): the linear on x regrouped so, as PyTorch writes it
+        regrouped = target[:-1] + (d,)
+        x = rw.emit("reshape", [x], {"shape": regrouped}, like=flat, shape=regrouped)
+        rw.replace(node.outputs[0], rw.emit("linear", [x, *lin.inputs[1:]], dict(lin.attrs),
+                                            like=lin, shape=target))
+        return True
     if target[: len(lead)] != lead or prod(target[len(lead):]) != out_features:
         return False
     if x.shape != lead + (d,):  # trailing axes merged into the features: keep that merge

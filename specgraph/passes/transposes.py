@@ -1,16 +1,23 @@
 """Sink layout transposes toward the outputs so that inverse pairs meet and cancel.
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
-moving each transpose past elementwise ops, reductions and softmax (adjusting their axes and
-re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
+moving each transpose past elementwise ops, reductions, slices and softmax (adjusting their
+axes and re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
 identities pass removes them. A reshape that merges runs of axes followed by a transpose
 becomes the transpose of the runs then the merge (PyTorch flattens patches as
 ``reshape[N, C, HW]·transpose``, Flax and Keras as ``transpose[N, H, W, C]·reshape``: one
-form), proved on random values.
+form), proved on random values. Where a transpose reads an elementwise op, a keepdims
+reduction, a pad or a softmax whose operands are mostly its inverse transposes (an NHWC
+residual add or squeeze-excitation between two NCHW convs, TF's zero pad of an NHWC
+tensor before a pool), it is hoisted above the op instead: the inverse pairs cancel there,
+the count of transposes never grows and every transpose moves toward the inputs (a tie,
+an NHWC residual whose NHWC input is also read elsewhere, goes the same way in every
+model), and the sinking rules never undo it: they move a transpose only when every
+operand carries it.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
-reduction or softmax whose layout could absorb it, nor reads a reshape that only merges
-runs of axes.
+reduction, slice or softmax whose layout could absorb it, nor reads a reshape that only merges
+runs of axes, nor reads an op it could be hoisted above with fewer transposes.
 """
 
 from __future__ import annotations
@@ -130,6 +137,20 @@ def _softmax(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _slice(rw: Rewriter, node: Node) -> bool:
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None:
+        return False
+    perm, out = t.attrs["perm"], node.outputs[0]
+    inner_shape = [0] * out.rank
+    for j, p in enumerate(perm):
+        inner_shape[p] = out.shape[j]
+    attrs = {**node.attrs, "axes": tuple(perm[a] for a in node.attrs["axes"])}
+    inner = rw.emit("slice", [t.inputs[0]], attrs, like=node, shape=inner_shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node, shape=out.shape))
+    return True
+
+
 def _merge_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[list[int]] | None:
     """Runs of consecutive ``source`` axes whose sizes multiply to each ``target`` size, or
     None if the reshape does anything but merge runs (size-1 axes make the runs ambiguous)."""
@@ -172,13 +193,82 @@ def _merge_after_transpose(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> str | None:
+    """How an operand of a hoisted elementwise op is read in the layout ``q`` makes:
+    ``inverse`` (a transpose by q⁻¹, dropped), ``as-is`` (a scalar or all-ones shape),
+    ``relayout`` (a fixed broadcast operand, reshaped), ``transpose`` (a new transpose), or
+    None where none of these works."""
+    t = rw.producer(value)
+    if t is not None and t.op == "transpose" and t.attrs["perm"] == _inverse(q):
+        return "inverse"
+    if value.rank == 0 or all(s == 1 for s in value.shape):
+        return "as-is"
+    if rw.is_fixed(value):
+        full = (1,) * (rank - value.rank) + value.shape
+        order = [i for i in q if full[i] != 1]
+        return "relayout" if order == sorted(order) else None
+    return "transpose" if value.rank == rank else None
+
+
+def _hoist(rw: Rewriter, node: Node) -> bool:
+    """transpose(op(transpose(a, q⁻¹), ...), q) as op(a, ...) with its axes, pads or
+    operands moved by q, where that adds no more transposes than it removes."""
+    x, q = node.inputs[0], node.attrs["perm"]
+    inner = rw.producer(x)
+    if inner is None or rw.uses(x) != 1 or len(inner.outputs) != 1:
+        return False
+    rank, out = len(q), node.outputs[0]
+    if inner.op in _REDUCTIONS or inner.op in ("pad", "softmax", "log_softmax"):
+        t = rw.producer(inner.inputs[0])
+        if t is None or t.op != "transpose" or t.attrs["perm"] != _inverse(q):
+            return False
+        if inner.op in _REDUCTIONS and not inner.attrs["keepdims"]:
+            return False
+        source, attrs = t.inputs[0], dict(inner.attrs)
+        if inner.op == "pad":
+            pads = attrs["pads"]
+            attrs["pads"] = tuple(pads[p] for p in q) + tuple(pads[rank + p] for p in q)
+        elif inner.op in _REDUCTIONS:
+            axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(rank))
+            attrs["axes"] = tuple(sorted(_inverse(q)[a] for a in axes))
+        else:
+            attrs["axis"] = _inverse(q)[attrs["axis"]]
+        rw.replace(out, rw.emit(inner.op, [source, *inner.inputs[1:]], attrs, like=inner,
+                                shape=out.shape))
+        return True
+    if get_spec(inner.op).category not in _ELEMENTWISE or not inner.inputs:
+        return False
+    kinds = [_hoist_kind(rw, v, q, rank) for v in inner.inputs]
+    if None in kinds or "inverse" not in kinds:
+        return False
+    removed = 1 + sum(k == "inverse" and rw.uses(v) == 1 for k, v in zip(kinds, inner.inputs))
+    if kinds.count("transpose") > removed:
+        return False
+    operands = []
+    for kind, v in zip(kinds, inner.inputs):
+        if kind == "inverse":
+            operands.append(rw.producer(v).inputs[0])
+        elif kind == "as-is":
+            operands.append(v)
+        elif kind == "relayout":
+            operands.append(_relayout_operand(rw, v, _inverse(q), rank, inner))
+        else:
+            operands.append(rw.emit("transpose", [v], {"perm": q}, like=node,
+                                    shape=tuple(v.shape[p] for p in q)))
+    rw.replace(out, rw.emit(inner.op, operands, dict(inner.attrs), like=inner,
+                            shape=out.shape, dtype=out.dtype))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "transpose":
-        return _merge_after_transpose(rw, node)
+        return _merge_after_transpose(rw, node) or _hoist(rw, node)
     if node.op in _REDUCTIONS:
         return _reduction(rw, node)
     if node.op in ("softmax", "log_softmax"):
         return _softmax(rw, node)
+    if node.op == "slice":
+        return _slice(rw, node)
     category = get_spec(node.op).category
     if category in _ELEMENTWISE and node.inputs:
         return _elementwise(rw, node)

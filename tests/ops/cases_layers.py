@@ -127,6 +127,9 @@ case("rms_norm", "last_axis", [(2, 3, 6), (6,)], {"axis": 2, "eps": 1e-6})
 case("rms_norm", "two_axes", [(2, 3, 4), (3, 4)], {"axis": 1, "eps": 1e-3})
 case("rms_norm", "no_scale", [(4, 5)], {"axis": 1, "eps": 1e-5, "scale": False})
 
+case("weight_norm", "conv1d_dim2", [(6, 4, 5), (1, 1, 5)], {"axes": (0, 1)})
+case("weight_norm", "dim0", [(4, 3, 2), (4, 1, 1)], {"axes": (1, 2)})
+
 case("attention", "plain", [(2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)], {"scale": 0.5})
 case("attention", "causal_square", [(2, 2, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)],
      {"scale": 0.5, "causal": True})

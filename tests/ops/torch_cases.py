@@ -226,6 +226,9 @@ expr("rms_norm-last_axis", lambda x, w: F.rms_norm(x, (6,), w, eps=1e-6))
 expr("rms_norm-two_axes", lambda x, w: F.rms_norm(x, (3, 4), w, eps=1e-3))
 expr("rms_norm-no_scale", lambda x: F.rms_norm(x, (5,), eps=1e-5))
 
+expr("weight_norm-conv1d_dim2", lambda v, g: torch._weight_norm(v, g, 2))
+expr("weight_norm-dim0", lambda v, g: torch._weight_norm(v, g, 0))
+
 
 def _sdpa(scale, **kw):
     return lambda q, k, v, *m: F.scaled_dot_product_attention(

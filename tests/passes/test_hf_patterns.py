@@ -133,3 +133,28 @@ def test_tf_conv1d_bias_and_tied_lm_head_become_linears():
     assert _ops(c) == ["reshape", "linear", "transpose", "linear"]
     assert [n.attrs["bias"] for n in c.nodes if n.op == "linear"] == [True, False]
     _same(g, c)
+
+
+def test_tf_dense_on_swin_windows_is_the_linear_on_the_windows():
+    """HF's TF Swin: its windows [2, 2, 2, 4, 4, 16] flattened with the batch to [128, 16]
+    for each Dense, then back to [8, 16, 16] with the bias added; PyTorch reshapes the
+    windows to [8, 16, 16] once and applies its three linears: one form."""
+    def windows(f):
+        return f("transpose", f("reshape", f.x, shape=(2, 2, 4, 2, 4, 16)),
+                 perm=(0, 1, 3, 2, 4, 5))
+
+    f = B(2, 8, 8, 16)
+    w = windows(f)
+    outs = []
+    for name in ("q", "k", "v"):
+        flat = f("matmul", f("reshape", w, shape=(128, 16)), f.p(f"{name}.kernel", 16, 16))
+        outs.append(f("add", f("reshape", flat, shape=(8, 16, 16)), f.p(f"{name}.bias", 16)))
+    tf_like = f.build(f("add", f("add", outs[0], outs[1]), outs[2]))
+    f = B(2, 8, 8, 16)
+    x = f("reshape", windows(f), shape=(8, 16, 16))
+    outs = [f("linear", x, f.p(f"{n}.kernel", 16, 16), f.p(f"{n}.bias", 16)) for n in "qkv"]
+    torch_like = f.build(f("add", f("add", outs[0], outs[1]), outs[2]))
+    a, b = canonicalize(tf_like), canonicalize(torch_like)
+    assert _ops(a) == _ops(b) and _ops(a).count("linear") == 3
+    assert _ops(a).count("reshape") == 2  # the windows split, then regrouped once
+    _same(tf_like, a)

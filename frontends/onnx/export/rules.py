@@ -333,6 +333,14 @@ def _rms_norm(ex: Exporter, node: Node) -> None:
     ex.emit("Identity", [_affine(ex, y, node, params, shape, ("scale",))], ex.out())
 
 
+@RULES.register("weight_norm")
+def _weight_norm(ex: Exporter, node: Node) -> None:
+    """g·v/‖v‖ over ``axes``: ReduceL2 (keeping the axes), Div, Mul."""
+    v, g = (ex.name(i) for i in node.inputs)
+    norm = ex.reduce("ReduceL2", v, node.attrs["axes"], True)
+    ex.emit("Mul", [ex.emit("Div", [v, norm]), g], ex.out())
+
+
 @RULES.register("group_norm")
 def _group_norm(ex: Exporter, node: Node) -> None:
     x, *params = node.inputs

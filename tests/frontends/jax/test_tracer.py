@@ -153,6 +153,20 @@ def test_unknown_primitive_becomes_opaque_with_its_name() -> None:
     assert opaque.attrs["target"] == "erf_inv" and opaque.outputs[0].shape == (3, 8)
 
 
+def test_unknown_primitive_on_known_inputs_is_run_by_jax() -> None:
+    """Flax's wav2vec2 builds its feature mask from an all-ones attention mask with ``rem``
+    and ``scatter``: run on known inputs, they are constants, not opaque nodes."""
+    def masked(p, x):
+        lengths = jnp.ones((3, 16), jnp.int32).sum(-1)
+        last = lax.rem(lengths - 1, 8)
+        mask = jnp.zeros((3, 8), jnp.int32).at[jnp.arange(3), last].set(1)
+        return jnp.where(jnp.flip(jnp.cumsum(jnp.flip(mask, 1), 1), 1)[:, :, None] > 0,
+                         x.reshape(3, 8, 1) * p, 0.0)
+    traced = jax_frontend.trace(masked, np.float32(2.0), (np.arange(24.0, dtype=np.float32),))
+    assert "opaque" not in _ops(traced)
+    _check_faithful(traced)
+
+
 def _awkward(p, x, ids):
     """Primitives the zoo models do not use, each checked against JAX by the interpreter."""
     y = lax.cumsum(x, axis=1, reverse=True) + jnp.arange(8.0) - jnp.expm1(x) * jnp.log1p(x * x)

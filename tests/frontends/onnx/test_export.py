@@ -113,6 +113,7 @@ OP_CASES: dict[str, list[tuple[list, dict]]] = {
                    ([f(2, 4, 3)], {"num_groups": 4, "scale": False, "bias": False})],
     "rms_norm": [([X, f(4)], {"axis": 2, "eps": 1e-6}), ([X], {"axis": 1, "eps": 1e-5,
                                                              "scale": False})],
+    "weight_norm": [([f(6, 4, 5), f(1, 1, 5)], {"axes": (0, 1)})],
     "embedding": [([i(7, 2, 3), f(7, 4)], {})],
     "attention": [(list(ATT), {"scale": 0.3}), (list(ATT), {"scale": 0.3, "causal": True}),
                   ([*ATT, b(5, 6)], {"scale": 0.5, "has_mask": True}),

@@ -147,6 +147,17 @@ def test_conv_kernels_are_stored_in_canonical_layout() -> None:
                                   _weights(model, "c1/kernel").transpose(2, 1, 0))
 
 
+def test_conv1d_is_a_one_dimensional_conv() -> None:
+    """Keras' Conv1D runs as ExpandDims, a Conv2D of height 1 and Squeeze: it is the 1-D
+    conv PyTorch's Conv1d is, its kernel [O, I, K]."""
+    _, variety = _trace("conv_variety")
+    conv = _node(variety, "c1", "conv")
+    assert (conv.attrs["stride"], conv.attrs["dilation"], conv.attrs["padding"]) == \
+        ((2,), (1,), (1, 1))
+    assert conv.inputs[1].shape == (6, 4, 3)
+    _check_faithful(variety)
+
+
 def test_nhwc_ops_are_wrapped_in_transposes_to_nchw() -> None:
     _, cnn = _trace("cnn")
     first = cnn.graph.nodes[:3]
@@ -261,6 +272,43 @@ def test_python_control_flow_on_tensors_is_one_sentence() -> None:
                        r"graph: OperatorNotAllowedInGraphError: Using a symbolic `tf.Tensor` "
                        r"as a Python `bool` is not allowed; .*tf\.cond.*--debug"):
         tf_frontend.trace(DataDependent(), (np.ones((2, 3), np.float32),), reference="ddc")
+
+
+class _Windowed(tf.Module):
+    """Branches in Python on tensors known at trace time, as HF's TF Swin does with
+    ``tf.reduce_min`` of its window sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+
+    def __call__(self, x):
+        size = tf.reduce_min(tf.shape(x)[1:])
+        window = size if size <= 4 else 4
+        if window > 2:
+            x = tf.nn.relu(x - 20.0)
+        return tf.reshape(x, (-1, window, 4)) @ self.w
+
+
+class _DataDependent(tf.Module):
+    def __call__(self, x):
+        if tf.reduce_sum(x) > 0:
+            return x * 2.0
+        return x
+
+
+def test_python_branches_on_values_known_at_trace_time_keep_the_branch_taken() -> None:
+    traced = tf_frontend.trace(_Windowed(), (np.arange(48, dtype=np.float32).reshape(2, 6, 4),))
+    assert "opaque" not in [n.op for n in traced.graph.nodes]
+    assert traced.outputs["output"].shape == (3, 4, 3)
+    _check_faithful(traced)
+
+
+def test_a_branch_on_a_value_known_only_when_the_model_runs_is_opaque() -> None:
+    traced = tf_frontend.trace(_DataDependent(), (np.ones((2, 3), np.float32),))
+    (node,) = [n for n in traced.graph.nodes if n.op == "opaque"]
+    assert node.attrs["target"] in ("If", "StatelessIf")
+    assert (2, 3) in [v.shape for v in node.outputs]
 
 
 def test_model_that_fails_on_its_inputs() -> None:

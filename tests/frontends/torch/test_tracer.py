@@ -152,6 +152,40 @@ def test_tied_weight_is_one_param_used_in_two_layouts() -> None:
     assert [n.op for n in traced.graph.nodes].count("transpose") == 1
 
 
+def test_weight_norm_parametrization_is_weight_norm() -> None:
+    """wav2vec2's positional conv: weight = g·v/‖v‖ over every axis but 2, parameters g
+    and v (PyTorch names them original0 and original1)."""
+    torch.manual_seed(0)
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 6, 3, groups=2), dim=2)
+    traced = torch_frontend.trace(conv, (torch.randn(2, 4, 9),))
+    (wn,) = [n for n in traced.graph.nodes if n.op == "weight_norm"]
+    assert wn.attrs["axes"] == (0, 1)
+    assert [traced.graph.param_name(v) for v in wn.inputs] == [
+        "parametrizations.weight.original1", "parametrizations.weight.original0"]
+    _check_faithful(traced)
+
+
+class _RelativeBias(nn.Module):
+    """Swin's relative position bias: rows of a table picked by an index buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(7, 2))
+        self.register_buffer("index", torch.tensor([[0, 3], [6, 3]]))
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores + self.table[self.index.view(-1)].view(2, 2, 2).permute(2, 0, 1)
+
+
+def test_rows_of_a_table_picked_by_index_are_an_embedding_as_in_tf_and_jax() -> None:
+    torch.manual_seed(0)
+    traced = torch_frontend.trace(_RelativeBias(), (torch.randn(3, 2, 2, 2),))
+    (lookup,) = [n for n in traced.graph.nodes if n.op == "embedding"]
+    assert traced.graph.param_name(lookup.inputs[1]) == "table"
+    assert lookup.inputs[0] in traced.graph.constants  # an integer buffer is a constant
+    _check_faithful(traced)
+
+
 @torch.library.custom_op("specgraph_test::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
     return x.flip(-1) * 3

@@ -1,0 +1,67 @@
+"""No-ops the corpus writes: a select on a constant condition, a mask of zeros added to the
+scores, a transpose that only moves size-1 axes of a reshape's output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specgraph.passes import canonicalize
+from tests.passes.test_raising import B, _ops, _same
+
+
+@pytest.mark.parametrize("everywhere", [True, False])
+def test_a_select_on_a_constant_condition_is_the_operand_it_picks(everywhere: bool):
+    f = B(2, 3)
+    keep = f.c(np.full((2, 3), everywhere), np.bool_)
+    g = f.build(f("where", keep, f("tanh", f.x), f("sigmoid", f.x)))
+    c = canonicalize(g)
+    assert _ops(c) == ["tanh" if everywhere else "sigmoid"]
+    _same(g, c)
+
+
+def test_a_select_on_a_mixed_condition_stays():
+    f = B(2, 3)
+    keep = f.c(np.array([[True, False, True]] * 2), np.bool_)
+    assert "where" in _ops(canonicalize(f.build(f("where", keep, f("tanh", f.x), f.x))))
+
+
+def test_adding_a_broadcast_mask_of_zeros_is_no_op_but_a_nonzero_one_stays():
+    f = B(2, 4, 5, 5)
+    g = f.build(f("softmax", f("add", f.x, f.c(np.zeros((2, 1, 1, 5)))), axis=3))
+    assert _ops(canonicalize(g)) == ["softmax"]
+    f = B(2, 4, 5, 5)
+    bias = np.zeros((2, 1, 1, 5))
+    bias[1, ..., 4] = -1e9
+    g = f.build(f("softmax", f("add", f.x, f.c(bias)), axis=3))
+    assert "add" in _ops(canonicalize(g))
+
+
+def test_a_transpose_moving_only_unit_axes_of_a_reshape_is_one_reshape():
+    """TF's x[:, :, None] then a channels-first transpose is PyTorch's x[:, None]."""
+    f = B(2, 7)
+    g = f.build(f("relu", f("transpose", f("reshape", f.x, shape=(2, 7, 1)), perm=(0, 2, 1))))
+    c = canonicalize(g)
+    assert _ops(c) == ["reshape", "relu"] or _ops(c) == ["relu", "reshape"]
+    _same(g, c)
+
+
+def test_a_pad_of_zero_widths_goes():
+    f = B(2, 3, 4)
+    g = f.build(f("relu", f("pad", f.x, pads=(0,) * 6)))
+    assert _ops(canonicalize(g)) == ["relu"]
+
+
+def test_slices_over_distinct_axes_are_one_slice():
+    """PyTorch's x[:, 0::2, 1::2] is two slices, TF's strided slice one."""
+    f = B(2, 8, 8, 3)
+    first = f("slice", f.x, axes=(1,), starts=(0,), ends=(8,), steps=(2,))
+    g = f.build(f("slice", first, axes=(2,), starts=(1,), ends=(8,), steps=(2,)))
+    c = canonicalize(g)
+    assert _ops(c) == ["slice"] and c.nodes[0].attrs["axes"] == (1, 2)
+    assert c.nodes[0].attrs["starts"] == (0, 1)
+    _same(g, c)
+    f = B(2, 8)  # the same axis twice: a slice of a slice, left as written
+    first = f("slice", f.x, axes=(1,), starts=(1,), ends=(8,), steps=(2,))
+    g = f.build(f("slice", first, axes=(1,), starts=(1,), ends=(4,), steps=(1,)))
+    assert _ops(canonicalize(g)) == ["slice", "slice"]
