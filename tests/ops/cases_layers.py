@@ -1,4 +1,5 @@
-"""Cases for layer ops: linear, conv, pooling, norms, embedding, attention (no framework here:
+"""Cases for layer ops: linear, conv, pooling, norms, embedding, rotary position embedding,
+attention (no framework here:
 the PyTorch expression of each is in ``torch_cases``, by case id)."""
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ case("group_norm", "per_channel_no_affine", [(3, 4, 2, 2, 2)],
 case("rms_norm", "last_axis", [(2, 3, 6), (6,)], {"axis": 2, "eps": 1e-6})
 case("rms_norm", "two_axes", [(2, 3, 4), (3, 4)], {"axis": 1, "eps": 1e-3})
 case("rms_norm", "no_scale", [(4, 5)], {"axis": 1, "eps": 1e-5, "scale": False})
+
+case("rotary_embedding", "half_heads_first", [(2, 3, 5, 8)],
+     {"theta": 10000.0, "dim": 8, "layout": "half", "axis": 2})
+case("rotary_embedding", "half_positions_first", [(2, 6, 3, 4)],
+     {"theta": 500000.0, "dim": 4, "layout": "half", "axis": 1})
+case("rotary_embedding", "interleaved", [(2, 7, 6)],
+     {"theta": 10000.0, "dim": 6, "layout": "interleaved", "axis": 1})
+case("rotary_embedding", "partial_half", [(1, 2, 5, 10)],
+     {"theta": 100.0, "dim": 4, "layout": "half", "axis": 2})
+case("rotary_embedding", "partial_interleaved", [(5, 2, 6)],
+     {"theta": 10000.0, "dim": 4, "layout": "interleaved", "axis": 0})
 
 case("attention", "plain", [(2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)], {"scale": 0.5})
 case("attention", "causal_square", [(2, 2, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)],
