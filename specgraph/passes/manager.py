@@ -10,6 +10,7 @@ from specgraph.ir import Graph
 from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.einsum import LowerEinsumPass
+from specgraph.passes.grouped_heads import FoldRepeatedHeadsPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
@@ -18,6 +19,7 @@ from specgraph.passes.raise_attention import RaiseAttentionPass
 from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
+from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
@@ -39,9 +41,11 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     DropIdentitiesPass(),
     RaiseActivationsPass(),
     RaiseNormsPass(),
+    RaiseRotaryPass(),
     RaiseLinearPass(),
     SinkBatchReshapesPass(),
     RaiseAttentionPass(),
+    FoldRepeatedHeadsPass(),
     SortSumsPass(),
 )
 
