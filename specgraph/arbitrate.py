@@ -154,7 +154,10 @@ class _Proof:
         if v in g.inputs:
             return np.asarray(self.rinputs[g.input_names[g.inputs.index(v)]])
         u = self.p.values.get(v)
-        return None if u is None else self.lhs(u)
+        value = None if u is None else self.lhs(u)
+        if value is None or value.shape != v.shape:
+            return None  # a counterpart of another shape (paired views): nothing to feed
+        return value
 
     def run(self) -> float | None:
         """The largest exit difference relative to its values' scale (None: unprovable)."""

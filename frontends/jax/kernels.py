@@ -428,6 +428,32 @@ def _attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     return jnp.swapaxes(out, 1, 2)
 
 
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return jnp.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+
+
+def _rotate_every_two(x):
+    return jnp.stack((-x[..., 1::2], x[..., ::2]), axis=-1).reshape(x.shape)
+
+
+def _rotary_embedding(x, theta, dim, layout="half", axis=1):
+    """As HF's Flax Llama (rotate_half) and GPT-J (every two) write it, with the angles
+    computed in float32 (float64 for a float64 input), cos and sin in the input's dtype."""
+    work = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, dim, 2).astype(work) / dim))
+    freqs = jnp.outer(jnp.arange(x.shape[axis]).astype(work), inv_freq)
+    emb = (jnp.concatenate((freqs, freqs), axis=-1) if layout == "half"
+           else jnp.repeat(freqs, 2, axis=-1))
+    shape = [1] * x.ndim
+    shape[axis], shape[-1] = x.shape[axis], dim
+    cos = jnp.cos(emb).astype(x.dtype).reshape(shape)
+    sin = jnp.sin(emb).astype(x.dtype).reshape(shape)
+    rot, rest = x[..., :dim], x[..., dim:]
+    turned = _rotate_half(rot) if layout == "half" else _rotate_every_two(rot)
+    return jnp.concatenate((rot * cos + turned * sin, rest), axis=-1)
+
+
 KERNELS: dict[str, OpFn] = {
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "pow": _pow, "maximum": _maximum,
     "minimum": _minimum, "neg": _neg, "exp": _exp, "log": _log, "sqrt": _sqrt,
@@ -451,6 +477,6 @@ KERNELS: dict[str, OpFn] = {
     "linear": _linear, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "group_norm": _group_norm, "rms_norm": _rms_norm, "weight_norm": _weight_norm,
     "embedding": _embedding,
-    "attention": _attention,
+    "attention": _attention, "rotary_embedding": _rotary_embedding,
     **SPATIAL_KERNELS,
 }

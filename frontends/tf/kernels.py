@@ -504,6 +504,32 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     return tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v)
 
 
+def _rotate_half(x):
+    x1, x2 = tf.split(x, 2, axis=-1)
+    return tf.concat((-x2, x1), axis=-1)
+
+
+def _rotate_every_two(x):
+    return tf.reshape(tf.stack((-x[..., 1::2], x[..., ::2]), axis=-1), tf.shape(x))
+
+
+def rotary_embedding(x, theta, dim, layout="half", axis=1):
+    """As HF's TF Mistral (rotate_half) and GPT-J (every two) write it, with the angles
+    computed in float32 (float64 for a float64 input), cos and sin in the input's dtype."""
+    work = tf.float64 if x.dtype == tf.float64 else tf.float32
+    inv_freq = 1.0 / (theta ** (tf.cast(tf.range(0, dim, 2), work) / dim))
+    freqs = tf.einsum("i,j->ij", tf.cast(tf.range(x.shape[axis]), work), inv_freq)
+    emb = (tf.concat((freqs, freqs), axis=-1) if layout == "half"
+           else tf.repeat(freqs, 2, axis=-1))
+    shape = [1] * _rank(x)
+    shape[axis], shape[-1] = x.shape[axis], dim
+    cos = tf.reshape(tf.cast(tf.cos(emb), x.dtype), shape)
+    sin = tf.reshape(tf.cast(tf.sin(emb), x.dtype), shape)
+    rot, rest = x[..., :dim], x[..., dim:]
+    turned = _rotate_half(rot) if layout == "half" else _rotate_every_two(rot)
+    return tf.concat((rot * cos + turned * sin, rest), axis=-1)
+
+
 KERNELS: dict[str, OpFn] = {
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow_, "maximum": maximum,
     "minimum": minimum, "neg": neg, "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt,
@@ -527,6 +553,6 @@ KERNELS: dict[str, OpFn] = {
     "linear": linear, "batch_norm": batch_norm, "layer_norm": layer_norm,
     "group_norm": group_norm, "rms_norm": rms_norm, "weight_norm": weight_norm,
     "embedding": embedding,
-    "attention": attention,
+    "attention": attention, "rotary_embedding": rotary_embedding,
     **SPATIAL_KERNELS,
 }

@@ -431,6 +431,36 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
                                           scale=scale, enable_gqa=gqa)
 
 
+def _rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rotate_every_two(x):
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def rotary_embedding(x, theta, dim, layout="half", axis=1):
+    """As HF's Llama (rotate_half) and GPT-J (every two) write it: the angles in float32
+    (float64 for a float64 input), cos and sin cast to the input's dtype."""
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    steps = torch.arange(0, dim, 2, dtype=torch.int64, device=x.device).to(work)
+    inv_freq = 1.0 / (theta ** (steps / dim))
+    positions = torch.arange(x.shape[axis], dtype=torch.int64, device=x.device).to(work)
+    freqs = torch.outer(positions, inv_freq)
+    if layout == "half":
+        emb = torch.cat((freqs, freqs), dim=-1)
+    else:
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    shape = [1] * x.ndim
+    shape[axis], shape[-1] = x.shape[axis], dim
+    cos, sin = emb.cos().to(x.dtype).reshape(shape), emb.sin().to(x.dtype).reshape(shape)
+    rot, rest = x[..., :dim], x[..., dim:]
+    turned = _rotate_half(rot) if layout == "half" else _rotate_every_two(rot)
+    return torch.cat((rot * cos + turned * sin, rest), dim=-1)
+
+
 KERNELS: dict[str, OpFn] = {
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow_, "maximum": maximum,
     "minimum": minimum, "neg": neg, "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt,
@@ -453,6 +483,6 @@ KERNELS: dict[str, OpFn] = {
     "trilu": trilu, "full": full, "arange": arange,
     "linear": linear, "embedding": embedding, "batch_norm": batch_norm,
     "layer_norm": layer_norm, "group_norm": group_norm, "rms_norm": rms_norm,
-    "weight_norm": weight_norm, "attention": attention,
+    "weight_norm": weight_norm, "attention": attention, "rotary_embedding": rotary_embedding,
     **SPATIAL_KERNELS,
 }

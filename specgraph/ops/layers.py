@@ -1,4 +1,5 @@
-"""Layer ops: linear, convolutions, pooling, normalizations, embedding and attention.
+"""Layer ops: linear, convolutions, pooling, normalizations, embedding, rotary position
+embedding and attention.
 
 Conventions (frontends convert to these at the boundary):
     * tensors are channels-first (N, C, *spatial);
@@ -407,6 +408,60 @@ def rms_norm(x, *w, axis, eps, scale=True):
 def embedding(indices, weight, padding_idx=None):
     """Rows of W [num, dim] at integer ``indices``."""
     return np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
+
+
+def rotary_tables(length: int, theta: float, dim: int, dtype=np.float64):
+    """cos and sin of position·theta^(-2i/dim), [length, dim/2]: the angles every rotary
+    position embedding turns its pairs by (positions 0, 1, ... ``length`` - 1)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    angles = np.outer(np.arange(length, dtype=np.float64), inv_freq).astype(dtype)
+    return np.cos(angles), np.sin(angles)
+
+
+def _rotary_eq(x, theta, dim, layout="half", axis=1):
+    return call("rope", x, theta=theta, dim=dim, layout=layout, axis=axis)
+
+
+@op(
+    "rotary_embedding",
+    ("x",),
+    attrs={
+        "theta": Attr("float", doc="frequency base: pair i turns by position·theta^(-2i/dim)"),
+        "dim": Attr("int", doc="features rotated, the first ones of the last axis (even); "
+                                "the rest pass through"),
+        "layout": Attr("str", "half", choices=("half", "interleaved"),
+                       doc="which features pair: i with i + dim/2 (rotate_half), or 2i with "
+                           "2i + 1 (interleaved, a complex multiply)"),
+        "axis": Attr("int", doc="the position axis (non-negative, not the last): element t "
+                                "along it is at position t"),
+    },
+    equation=_rotary_eq,
+    category="layer",
+    onnx="RotaryEmbedding",
+)
+def rotary_embedding(x, theta, dim, layout="half", axis=1):
+    """Each pair (a, b) of the first ``dim`` features at position t turned by angle t·ωᵢ,
+    ωᵢ = theta^(-2i/dim): (a·cos - b·sin, b·cos + a·sin); the other features as they are."""
+    x = np.asarray(x)
+    if not 0 <= axis < x.ndim - 1 or dim % 2 or not 0 < dim <= x.shape[-1]:
+        raise ValueError(f"rotary_embedding: axis {axis} and dim {dim} do not fit a "
+                         f"{x.shape} input")
+    cos, sin = rotary_tables(x.shape[axis], theta, dim)
+    shape = [1] * x.ndim
+    shape[axis], shape[-1] = x.shape[axis], dim // 2
+    cos, sin = cos.reshape(shape), sin.reshape(shape)
+    rot, rest = x[..., :dim], x[..., dim:]
+    if layout == "half":
+        a, b = rot[..., : dim // 2], rot[..., dim // 2:]
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+    ya, yb = a * cos - b * sin, b * cos + a * sin
+    if layout == "half":
+        y = np.concatenate([ya, yb], axis=-1)
+    else:
+        y = np.stack([ya, yb], axis=-1).reshape(rot.shape)
+    out = np.concatenate([y, rest], axis=-1)
+    return out.astype(x.dtype) if x.dtype.kind == "f" else out
 
 
 def _attention_eq(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):

@@ -1,7 +1,8 @@
 """Fold computations on constants: a node whose inputs are all constants (not parameters)
 becomes a constant computed by the op's reference (``sqrt(64)`` in a hand-written attention
 scale, shape arithmetic left by an exporter, a causal mask or position ids built from
-``arange`` and ``full``, which read no input at all).
+``arange`` and ``full``, which read no input at all, a table split in two, as Flax's
+``jnp.split(sincos, 2)``, each piece).
 
 Requires: a verified graph. Ensures: no node reads only constants, except sources of large
 tensors (``full``, ``arange`` above a million elements) that stay as ops; constant
@@ -80,17 +81,19 @@ def _shrink_indices(rw: Rewriter, node: Node) -> bool:
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "embedding":
         return _shrink_indices(rw, node)
-    if node.op == "opaque" or len(node.outputs) != 1:
+    if node.op == "opaque" or not node.outputs:
         return False
     arrays = [rw.constant_value(v) for v in node.inputs]
-    if any(a is None for a in arrays) or node.outputs[0].size > _LIMIT:
+    if any(a is None for a in arrays) or sum(v.size for v in node.outputs) > _LIMIT:
         return False
     spec = get_spec(node.op)
     with np.errstate(all="ignore"):
         result = spec.reference(*[np.asarray(a) for a in arrays], **node.attrs)
-    out = node.outputs[0]
-    data = np.asarray(result).astype(numpy_dtype(out.dtype) if out.dtype != "bool" else bool)
-    rw.replace(out, rw.constant(data.reshape(out.shape), out.dtype))
+    results = result if len(node.outputs) > 1 else (result,)  # a split: each piece
+    for out, piece in zip(node.outputs, results):
+        data = np.asarray(piece).astype(numpy_dtype(out.dtype) if out.dtype != "bool"
+                                        else bool)
+        rw.replace(out, rw.constant(data.reshape(out.shape), out.dtype))
     return True
 
 

@@ -1,6 +1,7 @@
 """Lower two-operand ``einsum`` to transpose, reshape and ``matmul``, the form the other
 raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ; orient
-a product of two transposed operands so that the plain one comes first; and a product that
+a product of two transposed operands (or of anything and transposed softmax weights) so
+that the plain one comes first; and a product that
 sums over one term (a contraction of size 1, as an einsum that only scales, like
 ``...hqk,h->...hqk``, is written) is a broadcast multiplication.
 
@@ -54,11 +55,17 @@ def _swap(rank: int) -> tuple[int, ...]:
 def _orient(rw: Rewriter, node: Node) -> bool:
     """matmul(transpose(a), transpose(b)) = (transpose(b)ᵀ·transpose(a)ᵀ)ᵀ where b's view
     swaps its last two axes: put the plain operand first, as attention is written
-    (softmax(q·kᵀ)·v, not (vᵀ·softmaxᵀ)ᵀ)."""
+    (softmax(q·kᵀ)·v, not (vᵀ·softmaxᵀ)ᵀ); a first operand that is no transpose moves
+    behind attention weights seen transposed (JAX's einsum ``...hqk,...khd->...qhd`` over
+    repeated key/value heads writes vᵀ·pᵀ)."""
     x, y = node.inputs
     tx, ty = rw.producer(x), rw.producer(y)
-    if tx is None or ty is None or tx.op != "transpose" or ty.op != "transpose":
+    if ty is None or ty.op != "transpose":
         return False
+    if tx is None or tx.op != "transpose":
+        weights = rw.producer(ty.inputs[0])
+        if weights is None or weights.op != "softmax":
+            return False  # a plain first operand moves only behind attention weights
     rank = x.rank
     qy = ty.attrs["perm"]
     if y.rank != rank or rank < 2 or qy[-2] < qy[-1]:
@@ -67,7 +74,10 @@ def _orient(rw: Rewriter, node: Node) -> bool:
     if len(users) != 1 or users[0].op != "transpose":
         return False  # only where the transposed result is transposed again anyway
     swap = _swap(rank)
-    x2 = _view(rw, tx.inputs[0], tuple(tx.attrs["perm"][i] for i in swap), node)
+    if tx is None or tx.op != "transpose":
+        x2 = _view(rw, x, swap, node)
+    else:
+        x2 = _view(rw, tx.inputs[0], tuple(tx.attrs["perm"][i] for i in swap), node)
     y2 = _view(rw, ty.inputs[0], tuple(qy[i] for i in swap), node)
     out_shape = node.outputs[0].shape
     inner = rw.emit("matmul", [y2, x2], like=node, shape=tuple(out_shape[i] for i in swap))

@@ -11,6 +11,7 @@ from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.duplicates import MergeDuplicatesPass
 from specgraph.passes.einsum import LowerEinsumPass
+from specgraph.passes.grouped_heads import FoldRepeatedHeadsPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
@@ -20,6 +21,7 @@ from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
+from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
@@ -43,9 +45,11 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseActivationsPass(),
     RaiseNormsPass(),
     RaiseWeightNormPass(),
+    RaiseRotaryPass(),
     RaiseLinearPass(),
     SinkBatchReshapesPass(),
     RaiseAttentionPass(),
+    FoldRepeatedHeadsPass(),
     SortSumsPass(),
 )
 

@@ -1,9 +1,9 @@
 """Sink layout transposes toward the outputs so that inverse pairs meet and cancel.
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
-moving each transpose past elementwise ops, reductions, slices and softmax (adjusting their
-axes and re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the
-identities pass removes them. A reshape that merges runs of axes followed by a transpose
+moving each transpose past elementwise ops, reductions, slices, softmax and rotary
+embeddings (adjusting their axes and re-laying out broadcast constants and parameters) makes
+``T⁻¹ · T`` adjacent, and the identities pass removes them. A reshape that merges runs of axes followed by a transpose
 becomes the transpose of the runs then the merge (PyTorch flattens patches as
 ``reshape[N, C, HW]·transpose``, Flax and Keras as ``transpose[N, H, W, C]·reshape``: one
 form), proved on random values. Where a transpose reads an elementwise op, a keepdims
@@ -16,8 +16,8 @@ model), and the sinking rules never undo it: they move a transpose only when eve
 operand carries it.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
-reduction, slice or softmax whose layout could absorb it, nor reads a reshape that only merges
-runs of axes, nor reads an op it could be hoisted above with fewer transposes.
+reduction, slice, softmax or rotary embedding whose layout could absorb it, nor reads a reshape
+that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes.
 """
 
 from __future__ import annotations
@@ -151,6 +151,21 @@ def _slice(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _rotary(rw: Rewriter, node: Node) -> bool:
+    """rotary_embedding(transpose(x, p)) turns the pairs of the last axis by the position
+    along its ``axis``: the same as rotating x along ``p[axis]``, then transposing, when p
+    keeps the last axis last."""
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None or t.attrs["perm"][-1] != len(t.attrs["perm"]) - 1:
+        return False
+    perm, source = t.attrs["perm"], t.inputs[0]
+    attrs = {**node.attrs, "axis": perm[node.attrs["axis"]]}
+    inner = rw.emit(node.op, [source], attrs, like=node, shape=source.shape)
+    rw.replace(node.outputs[0], rw.emit("transpose", [inner], {"perm": perm}, like=node,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
 def _merge_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[list[int]] | None:
     """Runs of consecutive ``source`` axes whose sizes multiply to each ``target`` size, or
     None if the reshape does anything but merge runs (size-1 axes make the runs ambiguous)."""
@@ -269,6 +284,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _softmax(rw, node)
     if node.op == "slice":
         return _slice(rw, node)
+    if node.op == "rotary_embedding":
+        return _rotary(rw, node)
     category = get_spec(node.op).category
     if category in _ELEMENTWISE and node.inputs:
         return _elementwise(rw, node)

@@ -1,4 +1,5 @@
-"""Cases for layer ops: linear, conv, pooling, norms, embedding, attention (no framework here:
+"""Cases for layer ops: linear, conv, pooling, norms, embedding, rotary position embedding,
+attention (no framework here:
 the PyTorch expression of each is in ``torch_cases``, by case id)."""
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ case("rms_norm", "no_scale", [(4, 5)], {"axis": 1, "eps": 1e-5, "scale": False})
 
 case("weight_norm", "conv1d_dim2", [(6, 4, 5), (1, 1, 5)], {"axes": (0, 1)})
 case("weight_norm", "dim0", [(4, 3, 2), (4, 1, 1)], {"axes": (1, 2)})
+case("rotary_embedding", "half_heads_first", [(2, 3, 5, 8)],
+     {"theta": 10000.0, "dim": 8, "layout": "half", "axis": 2})
+case("rotary_embedding", "half_positions_first", [(2, 6, 3, 4)],
+     {"theta": 500000.0, "dim": 4, "layout": "half", "axis": 1})
+case("rotary_embedding", "interleaved", [(2, 7, 6)],
+     {"theta": 10000.0, "dim": 6, "layout": "interleaved", "axis": 1})
+case("rotary_embedding", "partial_half", [(1, 2, 5, 10)],
+     {"theta": 100.0, "dim": 4, "layout": "half", "axis": 2})
+case("rotary_embedding", "partial_interleaved", [(5, 2, 6)],
+     {"theta": 10000.0, "dim": 4, "layout": "interleaved", "axis": 0})
 
 case("attention", "plain", [(2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)], {"scale": 0.5})
 case("attention", "causal_square", [(2, 2, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)],

@@ -230,6 +230,36 @@ expr("weight_norm-conv1d_dim2", lambda v, g: torch._weight_norm(v, g, 2))
 expr("weight_norm-dim0", lambda v, g: torch._weight_norm(v, g, 0))
 
 
+
+def _rope(theta, dim, layout, axis):
+    """HF's Llama (rotate_half, the angles repeated as two halves) and GPT-J (every two, the
+    angles repeated per pair) in float64, the features past ``dim`` passed through."""
+
+    def fn(x):
+        inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        freqs = torch.outer(torch.arange(x.shape[axis], dtype=torch.float64), inv_freq)
+        shape = [1] * x.ndim
+        shape[axis], shape[-1] = x.shape[axis], dim
+        rot, rest = x[..., :dim], x[..., dim:]
+        if layout == "half":
+            emb = torch.cat((freqs, freqs), dim=-1)
+            x1, x2 = rot[..., : dim // 2], rot[..., dim // 2:]
+            turned = torch.cat((-x2, x1), dim=-1)
+        else:
+            emb = torch.repeat_interleave(freqs, 2, dim=-1)
+            turned = torch.stack((-rot[..., 1::2], rot[..., ::2]), dim=-1).flatten(-2)
+        y = rot * emb.cos().reshape(shape) + turned * emb.sin().reshape(shape)
+        return torch.cat((y, rest), dim=-1)
+
+    return fn
+
+
+expr("rotary_embedding-half_heads_first", _rope(10000.0, 8, "half", 2))
+expr("rotary_embedding-half_positions_first", _rope(500000.0, 4, "half", 1))
+expr("rotary_embedding-interleaved", _rope(10000.0, 6, "interleaved", 1))
+expr("rotary_embedding-partial_half", _rope(100.0, 4, "half", 2))
+expr("rotary_embedding-partial_interleaved", _rope(10000.0, 4, "interleaved", 0))
+
 def _sdpa(scale, **kw):
     return lambda q, k, v, *m: F.scaled_dot_product_attention(
         q, k, v, attn_mask=m[0] if m else None, scale=scale, **kw)

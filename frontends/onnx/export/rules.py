@@ -388,6 +388,50 @@ def _attention(ex: Exporter, node: Node) -> None:
     ex.emit("MatMul", [ex.emit("Softmax", [scores], axis=-1), vals], ex.out())
 
 
+@RULES.register("rotary_embedding")
+def _rotary_embedding(ex: Exporter, node: Node) -> None:
+    """x·cos + rotated(x)·sin over the first ``dim`` features, the angles position·ωᵢ with
+    ωᵢ = 1 / theta^(2i/dim) computed from ``Range`` (float32; float64 for float64 inputs)."""
+    (x,) = node.inputs
+    a, rank = node.attrs, node.inputs[0].rank
+    dim, dtype = a["dim"], x.dtype
+    work = "float64" if dtype == "float64" else "float32"
+
+    def steps(start: int, end: int, step: int) -> str:
+        return ex.emit("Cast", [ex.emit("Range", [_scalar(ex, start, "int64"),
+                                                  _scalar(ex, end, "int64"),
+                                                  _scalar(ex, step, "int64")])],
+                       to=ex.elem(work))
+
+    exponent = ex.emit("Div", [steps(0, dim, 2), _scalar(ex, dim, work)])
+    inv_freq = ex.emit("Reciprocal", [ex.emit("Pow", [_scalar(ex, a["theta"], work), exponent])])
+    freqs = ex.emit("Mul", [ex.emit("Unsqueeze", [steps(0, x.shape[a["axis"]], 1), ex.ints([1])]),
+                            ex.emit("Unsqueeze", [inv_freq, ex.ints([0])])])
+    shape = [1] * rank
+    shape[a["axis"]], shape[-1] = x.shape[a["axis"]], dim // 2
+    cos, sin = (ex.emit("Reshape", [ex.emit("Cast", [ex.emit(f, [freqs])], to=ex.elem(dtype)),
+                                    ex.ints(shape)]) for f in ("Cos", "Sin"))
+
+    def part(start: int, end: int, step: int = 1) -> str:
+        return ex.emit("Slice", [ex.name(x), ex.ints([start]), ex.ints([end]),
+                                 ex.ints([rank - 1]), ex.ints([step])])
+
+    first, second = ((part(0, dim // 2), part(dim // 2, dim)) if a["layout"] == "half"
+                     else (part(0, dim, 2), part(1, dim, 2)))
+    turned_a = ex.emit("Sub", [ex.emit("Mul", [first, cos]), ex.emit("Mul", [second, sin])])
+    turned_b = ex.emit("Add", [ex.emit("Mul", [second, cos]), ex.emit("Mul", [first, sin])])
+    if a["layout"] == "half":
+        turned = ex.emit("Concat", [turned_a, turned_b], axis=-1)
+    else:
+        pairs = [ex.emit("Unsqueeze", [t, ex.ints([rank])]) for t in (turned_a, turned_b)]
+        turned = ex.emit("Reshape", [ex.emit("Concat", pairs, axis=-1),
+                                     ex.ints(x.shape[:-1] + (dim,))])
+    if dim == x.shape[-1]:
+        ex.emit("Identity", [turned], ex.out())
+    else:
+        ex.emit("Concat", [turned, part(dim, x.shape[-1])], ex.out(), axis=-1)
+
+
 def _repeat_heads(ex: Exporter, name: str, shape: tuple[int, ...], times: int) -> str:
     """[..., H, S, E] -> [..., H·times, S, E], each head repeated ``times`` in a row."""
     head = len(shape) - 3
