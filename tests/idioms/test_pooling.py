@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.idioms.catalog import (Pair, assert_reported_different, assert_same_canonical,
-                                  assert_same_numbers, canonical, jax_side, keras_side,
-                                  linen_side, numbers_cases, onnx_side, rand, side,
-                                  structure_cases, torch_side)
+                                  assert_same_numbers, canonical, keras_side, linen_side,
+                                  numbers_cases, onnx_side, rand, side, structure_cases,
+                                  torch_side)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
