@@ -13,9 +13,9 @@ import pytest
 
 from specgraph.check import InputMismatchError
 from tests.idioms.catalog import (Pair, assert_reported_different, assert_same_canonical,
-                                  assert_same_numbers, jax_side, keras_side, linen_side,
-                                  numbers_cases, onnx_side, rand, side, structure_cases,
-                                  torch_side)
+                                  assert_same_numbers, canonical, jax_side, keras_side,
+                                  linen_side, numbers_cases, onnx_side, rand, side,
+                                  structure_cases, torch_side)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -24,6 +24,8 @@ tf = pytest.importorskip("tensorflow")
 import flax.linen as fnn  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
+
+from specgraph.graph_nx import isomorphic  # noqa: E402
 
 B, T, C, VOCAB, MAX_POS = 2, 5, 8, 20, 16
 IDS = np.random.default_rng(0).integers(0, VOCAB, (B, T)).astype(np.int64)
@@ -266,3 +268,11 @@ def test_ids_from_another_offset_stay_different() -> None:
     """OPT's positions start at 2: other rows of the table are read."""
     assert_reported_different(torch_arange(), torch_offset(), mode="numbers",
                               codes=["numeric-divergence"])
+
+
+@pytest.mark.xfail(strict=True, reason="isomorphic and the structural diff compare only scalar "
+                   "constants: embedding of the constant ids arange(5) + 2 is the same graph "
+                   "as of arange(5), so only the numbers tell")
+def test_ids_from_another_offset_are_another_canonical_graph() -> None:
+    assert not isomorphic(canonical(torch_arange()).graph, canonical(torch_offset()).graph)
+    assert_reported_different(torch_arange(), torch_offset(), mode="structure")
