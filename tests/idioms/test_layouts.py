@@ -207,8 +207,8 @@ PAIRS = [
     Pair(torch_oihw, keras_channels_last),
     Pair(torch_preprocess_constants, torch_preprocess_reciprocal, structure=RECIPROCAL),
     Pair(torch_preprocess_constants, torch_preprocess_buffers,
-         structure="the registered mean and std buffers are parameters, not constants: sub "
-                   "and div read parameters where lhs reads constants",
+         structure="the registered (persistent, float) mean and std buffers are parameters, "
+                   "not constants: sub and div read parameters where lhs reads constants",
          numbers="TransferError: no lhs parameter plays the role of mean [1, 3, 1, 1], std "
                  "[1, 3, 1, 1] (buffers are taken for weights)"),
     Pair(torch_preprocess_constants, keras_preprocess_layers,

@@ -213,18 +213,13 @@ def keras_types_fill():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-POSITION_BUFFER = ("the sliced position_ids buffer is a parameter read through slice "
-                   "(slice·embedding), where arange folds to a constant: buffers are weights")
-TYPES_BUFFER = (POSITION_BUFFER + "; the zero token_type_ids buffer likewise (slice·expand·"
-                "embedding), where zeros_like folds to embedding of the constant 0 [1, 1, 8]")
-
 PAIRS = [
     # position ids: HF's PyTorch buffer against the constants other code builds
-    Pair(torch_buffer, torch_arange, structure=POSITION_BUFFER),
-    Pair(torch_buffer, onnx_buffer, structure=POSITION_BUFFER),
-    Pair(torch_buffer, jax_arange, structure=POSITION_BUFFER),
-    Pair(torch_buffer, linen_broadcast_arange, structure=POSITION_BUFFER),
-    Pair(torch_buffer, keras_range, structure=POSITION_BUFFER),
+    Pair(torch_buffer, torch_arange),
+    Pair(torch_buffer, onnx_buffer),
+    Pair(torch_buffer, jax_arange),
+    Pair(torch_buffer, linen_broadcast_arange),
+    Pair(torch_buffer, keras_range),
     # position ids: arange however written
     Pair(torch_arange, torch_arange_expanded),
     Pair(torch_arange, jax_arange),
@@ -233,10 +228,10 @@ PAIRS = [
     # position ids: an input of both models
     Pair(torch_position_input, jax_position_input),
     # zero token-type ids: HF's PyTorch buffer against zeros however written
-    Pair(torch_types_buffer, torch_types_zeros_like, structure=TYPES_BUFFER),
-    Pair(torch_types_buffer, onnx_types_buffer, structure=TYPES_BUFFER),
-    Pair(torch_types_buffer, linen_types_zeros_like, structure=TYPES_BUFFER),
-    Pair(torch_types_buffer, keras_types_fill, structure=TYPES_BUFFER),
+    Pair(torch_types_buffer, torch_types_zeros_like),
+    Pair(torch_types_buffer, onnx_types_buffer),
+    Pair(torch_types_buffer, linen_types_zeros_like),
+    Pair(torch_types_buffer, keras_types_fill),
     Pair(torch_types_zeros_like, torch_types_zeros),
     Pair(torch_types_zeros_like, linen_types_zeros_like),
     Pair(torch_types_zeros_like, keras_types_fill),

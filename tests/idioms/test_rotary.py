@@ -221,21 +221,13 @@ def keras_rotate_half():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-BUFFERS = ("the {names} buffers are parameters, not constants, so the tables are not "
-           "folded: {ops} where lhs reads constant tables")
-BUFFERS_RUN = "TransferError: no lhs parameter plays the role of {names} (buffers are weights)"
-
 COMPLEX = ("TraceError: the torch frontend supports no complex dtype "
            "(aten.view_as_complex.default makes complex64)")
 
 PAIRS = [
     # the half layout
-    Pair(torch_computed, torch_tables,
-         structure=BUFFERS.format(names="cos_cached and sin_cached", ops="slice·slice"),
-         numbers=BUFFERS_RUN.format(names="cos_cached [16, 8], sin_cached [16, 8]")),
-    Pair(torch_computed, torch_inv_freq_buffer,
-         structure=BUFFERS.format(names="inv_freq", ops="mul·concat·cos·sin"),
-         numbers=BUFFERS_RUN.format(names="inv_freq [4]")),
+    Pair(torch_computed, torch_tables),
+    Pair(torch_computed, torch_inv_freq_buffer),
     Pair(torch_computed, torch_split_halves,
          structure="split halves rotated explicitly stay slice·slice·mul·mul·sub·mul·mul·add"
                    "·concat with [T, D/2] tables, where rotate_half is q·cos + concat(-x2, "
@@ -283,9 +275,7 @@ def test_numbers(pair: Pair) -> None:
 @pytest.mark.parametrize("lhs, rhs", [
     (torch_computed, torch_computed_theta_500k),
     (torch_computed, torch_pairs),
-    pytest.param(torch_inv_freq_buffer, torch_inv_freq_buffer_theta_500k, marks=pytest.mark.xfail(
-        strict=True, reason="the inv_freq buffer is a weight, so lhs's theta-10000 table is "
-                            "moved into rhs and the numbers agree: no finding")),
+    (torch_inv_freq_buffer, torch_inv_freq_buffer_theta_500k),
 ], ids=["theta", "layout", "theta-in-a-buffer"])
 def test_another_rotary_stays_different(lhs, rhs) -> None:
     """A frequency table built from theta 500000, or the interleaved pairs rotated where

@@ -206,9 +206,6 @@ def jax_linear_div():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-ZERO_MASK_RUN = ("IndexError in numeric/lhs_values.py share_key: the backward asks for the "
-                 "aligned attention's 4th input (rhs's mask), which lhs's attention lacks")
-
 PAIRS = [
     Pair(torch_sdpa, torch_sdpa_scale),
     Pair(torch_sdpa, torch_div_sqrt),
@@ -220,12 +217,8 @@ PAIRS = [
     Pair(torch_sdpa, linen_attention),
     Pair(torch_sdpa, jax_k_scaled),
     Pair(torch_sdpa, keras_q_scaled),
-    Pair(torch_sdpa, torch_sdpa_zero_mask,
-         structure="SDPA's all-zero additive attn_mask stays a mask input (attention "
-                   "has_mask=True) instead of being dropped", numbers=ZERO_MASK_RUN),
-    Pair(torch_sdpa, torch_zero_mask,
-         structure="adding a constant all-zero [1, 1, T, T] to the scores is not dropped, so "
-                   "attention is not raised (matmul·div·add·softmax·matmul)"),
+    Pair(torch_sdpa, torch_sdpa_zero_mask),
+    Pair(torch_sdpa, torch_zero_mask),
     Pair(torch_linear_div, torch_linear_mul,
          structure="div by the constant sqrt(8) and mul by the constant 8^-0.5 stay "
                    "different ops: a division by a constant has no normal form"),
