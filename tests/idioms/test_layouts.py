@@ -4,7 +4,7 @@ Flax, Keras), or over a channels-last input (Keras); its weight kept in PyTorch'
 in TF's HWIO and permuted in ``forward``. And a channels-last input whose first layers are
 elementwise before the first convolution: rescaling by 1/255 and normalization
 ``(x - mean) / std`` (Keras' ``Rescaling`` and ``Normalization`` layers, NumPy constants in
-JAX, constants or registered buffers in PyTorch)."""
+JAX, constants or non-persistent buffers in PyTorch)."""
 
 from __future__ import annotations
 
@@ -132,9 +132,11 @@ class TorchPreprocessed(torch.nn.Module):
             self.conv.weight.copy_(torch.from_numpy(OIHW))
             self.conv.bias.copy_(torch.from_numpy(BIAS))
         self.constants = constants
-        if constants == "buffers":
-            self.register_buffer("mean", torch.from_numpy(MEAN).view(1, CIN, 1, 1))
-            self.register_buffer("std", torch.from_numpy(STD).view(1, CIN, 1, 1))
+        if constants == "buffers":  # not in the state dict: constants, not weights
+            self.register_buffer("mean", torch.from_numpy(MEAN).view(1, CIN, 1, 1),
+                                 persistent=False)
+            self.register_buffer("std", torch.from_numpy(STD).view(1, CIN, 1, 1),
+                                 persistent=False)
 
     def forward(self, x):
         if self.constants == "buffers":
@@ -206,11 +208,7 @@ PAIRS = [
     Pair(torch_oihw, keras_permute_inside),
     Pair(torch_oihw, keras_channels_last),
     Pair(torch_preprocess_constants, torch_preprocess_reciprocal, structure=RECIPROCAL),
-    Pair(torch_preprocess_constants, torch_preprocess_buffers,
-         structure="the registered (persistent, float) mean and std buffers are parameters, "
-                   "not constants: sub and div read parameters where lhs reads constants",
-         numbers="TransferError: no lhs parameter plays the role of mean [1, 3, 1, 1], std "
-                 "[1, 3, 1, 1] (buffers are taken for weights)"),
+    Pair(torch_preprocess_constants, torch_preprocess_buffers),
     Pair(torch_preprocess_constants, keras_preprocess_layers,
          structure=STUCK.format(ops="Rescaling's mul, Normalization's sub·div")
          + "; and Rescaling multiplies by 1/255 where lhs divides by 255",
