@@ -372,9 +372,7 @@ PADDING = "an input-built key-padding mask is kept as written (attention is not 
 PAIRS = [
     # a mask that keeps every key is no mask
     Pair(torch_sdpa, torch_sdpa_ones),
-    Pair(torch_sdpa, torch_ones,
-         structure="where(all-False constant, -inf, scores) (masked_fill dropping nothing) "
-                   "is not dropped; " + FILL_THIRD + ", " + NOT_RAISED),
+    Pair(torch_sdpa, torch_ones),
     Pair(torch_sdpa, jax_ones),
     Pair(torch_sdpa, linen_ones),
     Pair(torch_sdpa, keras_ones),
@@ -392,10 +390,7 @@ PAIRS = [
                    + ", " + NOT_RAISED),
     Pair(torch_sdpa_causal, jax_tril_finfo),
     Pair(torch_sdpa_causal, linen_causal),
-    Pair(torch_sdpa_causal, keras_band_part,
-         structure="the TF frontend has no converter for MatrixBandPart (opaque), so the "
-                   "mask is no constant and attention is not raised",
-         numbers="RunnerError: the tf runner cannot execute the opaque MatrixBandPart"),
+    Pair(torch_sdpa_causal, keras_band_part),
     # key-padding masks from an attention_mask input, the same fill spelled otherwise
     Pair(torch_hf_finfo, torch_fill_finfo,
          structure=PADDING + ": HF's cast·sub·mul·add (added (1 - m) * finfo.min) against "

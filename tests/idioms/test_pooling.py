@@ -197,33 +197,22 @@ def keras_full_window():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-ZERO_PAD = ("a zero pad before max_pool is not folded into the pool's padding though its "
-            "input is a ReLU's output (never negative): {ops}·max_pool(padding 0) against "
-            "max_pool(padding 1)")
-FULL_WINDOW = ("an avg_pool whose window is the whole 8×8 stays {ops}, not "
-               "reduce_mean(axes=(2, 3))")
 
 PAIRS = [
-    Pair(torch_max_pool_padding, torch_zero_pad, structure=ZERO_PAD.format(ops="pad")),
-    Pair(torch_max_pool_padding, onnx_zero_pad, structure=ZERO_PAD.format(ops="pad")),
+    Pair(torch_max_pool_padding, torch_zero_pad),
+    Pair(torch_max_pool_padding, onnx_zero_pad),
     Pair(torch_max_pool_padding, linen_max_pool_padding),
-    Pair(torch_max_pool_padding, linen_zero_pad,
-         structure=ZERO_PAD.format(ops="transpose·pad·transpose (the NHWC pad is not "
-                                       "sunk through its transposes)")),
-    Pair(torch_max_pool_padding, keras_zero_padding_2d,
-         structure=ZERO_PAD.format(ops="transpose·pad·transpose (the NHWC pad is not "
-                                       "sunk through its transposes)")),
+    Pair(torch_max_pool_padding, linen_zero_pad),
+    Pair(torch_max_pool_padding, keras_zero_padding_2d),
     Pair(torch_adaptive, torch_adaptive_module),
     Pair(torch_adaptive, torch_mean),
     Pair(torch_adaptive, torch_mean_keepdim),
-    Pair(torch_adaptive, torch_full_window, structure=FULL_WINDOW.format(ops="avg_pool·reshape")),
+    Pair(torch_adaptive, torch_full_window),
     Pair(torch_adaptive, onnx_mean),
     Pair(torch_adaptive, linen_mean),
-    Pair(torch_adaptive, linen_full_window,
-         structure=FULL_WINDOW.format(ops="avg_pool·transpose·reshape")),
+    Pair(torch_adaptive, linen_full_window),
     Pair(torch_adaptive, keras_global_average),
-    Pair(torch_adaptive, keras_full_window,
-         structure=FULL_WINDOW.format(ops="avg_pool·transpose·reshape")),
+    Pair(torch_adaptive, keras_full_window),
 ]
 
 

@@ -169,29 +169,19 @@ def keras_written():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-OPAQUE = "the torch frontend has no converter for aten._weight_norm.default (opaque)"
-OPAQUE_RUN = ("TransferError: no lhs parameter plays the role of {names} (the opaque "
-              "_weight_norm pairs with nothing)")
 JAX_LAYOUT = ("the WIO->OIW transpose stays after the weight's computation (·div·transpose) "
               "instead of moving onto v and g, so the parameters keep JAX's layout (v "
               "[3, 4, 4], g [4]) and the reduction its axes (0, 1)")
 
 PAIRS = [
-    Pair(torch_written, torch_parametrization, structure=OPAQUE, numbers=OPAQUE_RUN.format(
-        names="parametrizations.weight.original1 [4, 4, 3], original0 [4, 1, 1]")),
-    Pair(torch_written, torch_hooked, structure=OPAQUE, numbers=OPAQUE_RUN.format(
-        names="conv.weight_v [4, 4, 3], conv.weight_g [4, 1, 1]")),
+    Pair(torch_written, torch_parametrization),
+    Pair(torch_written, torch_hooked),
     Pair(torch_written, torch_written_norm,
          structure="the torch frontend has no converter for aten.linalg_vector_norm.default "
                    "(opaque)",
          numbers="RunnerError: the torch runner cannot execute the opaque "
                  "aten.linalg_vector_norm.default"),
-    Pair(torch_written, onnx_parametrization,
-         structure="the exporter writes _weight_norm as v * (g / ||v||), ||v|| as "
-                   "mul·reduce_sum·sqrt: the division lands on g [4, 1, 1] where lhs divides "
-                   "g·v [4, 4, 3], and v·v is no pow(v, 2)",
-         numbers="TransferError: no lhs parameter plays the role of "
-                 "parametrizations.weight.original0 [4, 1, 1] (g is read by another op)"),
+    Pair(torch_written, onnx_parametrization),
     Pair(torch_written, jax_written, structure=JAX_LAYOUT,
          numbers="TransferError: no lhs parameter plays the role of g [4], v [3, 4, 4] (the "
                  "parameters keep JAX's layout)"),
