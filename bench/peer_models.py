@@ -68,7 +68,8 @@ class Arch:
     Attributes:
         category: encoder, decoder, encoder-decoder, vision or audio.
         config: ``(transformers, ) -> config`` in a small size.
-        classes: framework (``torch``, ``tf``, ``flax``) -> model class name.
+        classes: framework (``torch``, ``tf``, ``flax``) -> model class name (``keras``:
+            the name of a Keras application, built with the arguments in ``keras``).
         inputs: the example inputs, one NumPy dict (int64 ids; each framework casts), given
             to every framework in the order of their names (TensorFlow sorts a dict's keys).
     """
@@ -78,6 +79,7 @@ class Arch:
     classes: dict[str, str]
     inputs: Callable[[], dict[str, np.ndarray]]
     notes: str = field(default="")
+    keras: dict[str, Any] = field(default_factory=dict)
 
 
 def _small(**kw: Any) -> dict[str, Any]:
@@ -153,6 +155,11 @@ ARCHS: dict[str, Arch] = {
     "resnet": Arch("vision", lambda t: t.ResNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck"),
         _classes("ResNetModel"), _vision),
+    # HF's PyTorch ResNet strides in the first 1x1 conv of a block (v1) when asked to;
+    # its TF and Flax ports do not read downsample_in_bottleneck
+    "resnet_v1": Arch("vision", lambda t: t.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck",
+        downsample_in_bottleneck=True), _classes("ResNetModel"), _vision),
     "regnet": Arch("vision", lambda t: t.RegNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], groups_width=8),
         _classes("RegNetModel"), _vision),
@@ -162,6 +169,13 @@ ARCHS: dict[str, Arch] = {
     "swin": Arch("vision", lambda t: t.SwinConfig(
         image_size=IMAGE, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
         window_size=4), _classes("SwinModel", "torch,tf"), _vision),
+    # --- Keras applications against HF's ports ---------------------------------------
+    # Keras' ResNet50 is v1 (stride in the first 1x1 conv of a block), as HF's PyTorch
+    # ResNet is with downsample_in_bottleneck=True (its TF and Flax ports do not read it)
+    "resnet50": Arch("vision", lambda t: t.ResNetConfig(downsample_in_bottleneck=True,
+                                                        num_labels=10),
+                     {"keras": "ResNet50", "torch": "ResNetForImageClassification"}, _vision,
+                     keras={"classes": 10, "classifier_activation": None}),
     # --- audio ------------------------------------------------------------------------
     "wav2vec2": Arch("audio", lambda t: t.Wav2Vec2Config(
         **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
@@ -221,6 +235,18 @@ def _flax(name: str) -> tuple[Any, Any, Any]:
     return apply_fn, params, inputs
 
 
+def _keras(name: str) -> tuple[Any, Any]:
+    import keras
+
+    arch = ARCHS[name]
+    keras.utils.set_random_seed(0)
+    (pixels,) = arch.inputs().values()
+    channels_last = np.ascontiguousarray(pixels.transpose(0, 2, 3, 1))
+    build = getattr(keras.applications, arch.classes["keras"])
+    model = build(weights=None, input_shape=channels_last.shape[1:], **arch.keras)
+    return model, (channels_last,)
+
+
 class _Keywords:
     """A PyTorch module called with its inputs by keyword, as HF models are."""
 
@@ -238,7 +264,7 @@ class _Keywords:
         return Keywords()
 
 
-_BUILD = {"torch": _torch, "tf": _tf, "flax": _flax}
+_BUILD = {"torch": _torch, "tf": _tf, "flax": _flax, "keras": _keras}
 
 
 def factory(name: str, framework: str) -> Callable[[], tuple[Any, ...]]:

@@ -264,9 +264,20 @@ class _Differ:
         return True
 
     def _attrs(self, i: int, a: Node, b: Node) -> None:
+        said: set[str] = set()
+        if a.op == "attention" and not all(same_value(a.attrs.get(k), b.attrs.get(k))
+                                           for k in ("causal", "has_mask")):
+            x, y = _keys_kept(self.lhs, a), _keys_kept(self.rhs, b)
+            if x is not None and y is not None and x != y:
+                said = {"causal", "has_mask"}
+                self._add(i, Finding(
+                    "attr-mismatch",
+                    f"attention at {a.scope or '<model>'} lets each query see {x} in lhs but "
+                    f"{y} in rhs ({b.scope or '<model>'})", op=a.op, attr="mask",
+                    lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
-            if same_value(x, y):
+            if same_value(x, y) or key in said:
                 continue
             schema = get_spec(a.op).attrs.get(key)
             affects = schema.affects if schema is not None and schema.affects else None
@@ -411,7 +422,7 @@ def _is_layout(f: Finding) -> bool:
 
 def _merge_moved(findings: list[Finding]) -> list[Finding]:
     """Two attribute findings whose values trade places are one moved attribute (a stride
-    moved from one conv to another)."""
+    moved from one conv to another), whose places are both."""
     out: list[Finding] = []
     used: set[int] = set()
     for i, f in enumerate(findings):
@@ -425,9 +436,10 @@ def _merge_moved(findings: list[Finding]) -> list[Finding]:
                         and g.rhs.value == f.lhs.value:
                     used.add(j)
                     f = Finding("attr-mismatch", (
-                        f"{f.op} {f.attr} {_fmt(f.rhs.value)} sits at {g.lhs.scope} in lhs but "
-                        f"at {f.rhs.scope} in rhs (moved between {f.lhs.scope} and "
-                        f"{g.lhs.scope})"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs)
+                        f"{f.op} {f.attr} {_fmt(f.lhs.value)} sits at {f.lhs.scope} in lhs "
+                        f"but at {g.rhs.scope} in rhs, which has {_fmt(f.rhs.value)} at "
+                        f"{f.rhs.scope}: the {f.attr} moved from one {f.op} to another"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs,
+                        places=((f.lhs, f.rhs), (g.lhs, g.rhs)))
                     break
         out.append(f)
     return out
@@ -466,6 +478,39 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
         findings = [f for f in findings if not _is_layout(f)]
     findings = _merge_wiring(_merge_moved(findings))
     return (group_repeated(findings, d.al) if group else findings), d.rows()
+
+
+def _keys_kept(graph: Graph, node: Node) -> str | None:
+    """Which keys an attention node's constant mask (and causality) lets each query see, in
+    words; None where the mask is computed from the inputs."""
+    keep = None
+    if node.attrs.get("has_mask"):
+        data = graph.constants.get(node.inputs[3])
+        if data is None:
+            return None
+        data = np.asarray(data)
+        keep = data if data.dtype == bool else data > -1e4
+        keep = keep.reshape((-1, *keep.shape[-2:]))
+        if not all(np.array_equal(keep[0], k) for k in keep[1:]):
+            return "keys that differ from head to head"
+        keep = keep[0]
+    length, source = node.inputs[0].shape[-2], node.inputs[1].shape[-2]
+    if keep is None:
+        keep = np.ones((length, source), dtype=bool)
+    keep = np.broadcast_to(keep, (length, source))
+    if node.attrs.get("causal"):
+        keep = keep & np.tri(length, source, dtype=bool)
+    rows, cols = np.indices(keep.shape)
+    if keep.all():
+        return "every key"
+    if np.array_equal(keep, rows >= cols):
+        return "the keys j <= i (causal)"
+    if np.array_equal(keep, rows == cols):
+        return "only its own key j == i"
+    for w in range(1, length):
+        if np.array_equal(keep, (rows >= cols) & (rows - cols <= w)):
+            return f"the keys i-{w} <= j <= i (a causal window of {w + 1})"
+    return f"{int(keep.sum())} of the {length}x{source} query-key pairs"
 
 
 def _same_numbers(x: Any, y: Any) -> bool:

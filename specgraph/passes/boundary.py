@@ -64,7 +64,8 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
                         ) -> tuple[Graph, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
     """A parameter read only through one reshape or transpose is stored in that layout (a
     Flax DenseGeneral kernel [d, h, k] read as [d, h·k] becomes a [d, h·k] parameter, TF's
-    [1, n] bias read as [n] an [n] one); one read with size-1 axes added is kept as is."""
+    [1, n] bias read as [n] an [n] one, TF's weight_norm g [k, 1, 1] read as [1, 1, k] a [1, 1, k] one); one read
+    with size-1 axes added is kept as is."""
     steps: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     params = dict(graph.params)
     replaced: dict[Value, Value] = {}
@@ -77,7 +78,7 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
         if len(kinds) != 1:
             continue
         ((op, arg),) = kinds
-        if op == "reshape" and len(arg) >= v.rank and \
+        if op == "reshape" and len(arg) > v.rank and \
                 [d for d in arg if d != 1] == [d for d in v.shape if d != 1]:
             continue  # a broadcasting view ([C] read as [1, 1, C]): the layout is fine
         new = Value(users[0].outputs[0].shape, v.dtype)

@@ -3,7 +3,8 @@ with its scale and causality. A constant mask, however written (a select, an add
 ``finfo.min``, TF GPT-2's ``w·b − 1e4·(1 − b)``), or an attention op's constant mask input,
 that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key (zeros
 added, an all-ones attention mask) goes away; the constant masks before any softmax over
-the keys become one additive mask of 0 and -inf; a constant multiplied into q or k before the
+the keys become one additive mask of 0 and -inf, and attention raised with another constant
+mask (a band, a diagonal) takes it as that one mask input; a constant multiplied into q or k before the
 attention (through the reshapes and transposes that split heads) folds into its scale
 (exact: the scores are bilinear in q and k).
 
@@ -129,13 +130,27 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
         return None
     product, scales, masks = peeled
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
-    causal = False
+    causal, mask = False, None
     if masks:  # proved below with the region: here only whether it can be causal
         effect = _mask_effect(rw, product.shape, masks)
         causal = effect is not None and _causal(effect)
-        if not causal and (effect is None or np.any(effect)):
-            return None  # a general constant mask: kept as written (no mask: all zeros)
-    return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal
+        if not causal and effect is not None and np.any(effect):
+            mask = _keys_kept(effect)  # another constant mask: one additive 0/-inf input
+            if mask is None:
+                return None
+    return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal, mask
+
+
+def _keys_kept(effect: np.ndarray) -> np.ndarray | None:
+    """The additive 0/-inf mask, as small as its repetitions allow, that a constant mask of
+    zeros and drowning values amounts to; None where a row keeps no key (its softmax then
+    depends on the fill) or a value neither keeps nor drowns its score."""
+    if np.any((effect != 0) & (effect > DROWN)):
+        return None
+    keep = effect == 0
+    if not np.all(np.any(keep, axis=-1)):
+        return None
+    return _smallest(np.where(keep, 0.0, -np.inf))
 
 
 def _apply(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
@@ -317,20 +332,22 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     found = _pattern(rw, node)
     if found is None:
         return False
-    q, q_perm, kt, kt_perm, v, scale, causal = found
+    q, q_perm, kt, kt_perm, v, scale, causal, mask = found
     y = node.outputs[0]
     rw.keep(node)  # the root must be visible to the region walk
     nodes = region(rw, y, [q, kt, v])
     if nodes is None:
         return True
     spec = get_spec("attention")
-    attrs = spec.normalize_attrs({"scale": float(f"{scale:.9g}"), "causal": causal})
+    attrs = spec.normalize_attrs({"scale": float(f"{scale:.9g}"), "causal": causal,
+                                  "has_mask": mask is not None})
 
     def candidate(env):
         kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
-        return spec.reference(_apply(env[q], q_perm), kk, env[v], **attrs)
+        return spec.reference(_apply(env[q], q_perm), kk, env[v], mask, **attrs)
 
-    claim = ("attention", attrs, q_perm, kt_perm)
+    claim = ("attention", attrs, q_perm, kt_perm,
+             None if mask is None else (mask.tobytes(), mask.shape))
     if not agrees(rw, nodes, y, [q, kt, v], candidate, claim=claim,
                   batch=_heads(y, (q, q_perm), (kt, kt_perm), v)):
         return True
@@ -344,7 +361,10 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if k_perm != tuple(range(rank)):
         k = rw.emit("transpose", [kt], {"perm": k_perm}, like=node,
                     shape=tuple(kt.shape[i] for i in k_perm))
-    rw.replace(y, rw.emit("attention", [q, k, v], attrs, like=node, shape=y.shape))
+    operands = [q, k, v]
+    if mask is not None:
+        operands.append(rw.constant(mask.astype(y.dtype), y.dtype))
+    rw.replace(y, rw.emit("attention", operands, attrs, like=node, shape=y.shape))
     return True
 
 

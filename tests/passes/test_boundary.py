@@ -25,3 +25,29 @@ def test_an_integer_parameter_is_a_constant():
     assert list(c.graph.params) == ["bias_table"] and list(c.weights) == ["bias_table"]
     got = run(c.graph, [np.ones((2, 4))], c.weights)["y"]
     np.testing.assert_array_equal(got, 1 + weights["bias_table"][[4, 1]])
+
+
+def _scaled_by(shape: tuple[int, ...], view: tuple[int, ...]) -> TracedModel:
+    """x [2, 3, 4] times a parameter g stored as ``shape`` and read through a reshape."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4), "float32")
+    g = b.param("g", shape, "float32")
+    seen = b.add("reshape", [g], {"shape": view}, shape=view, dtype="float32")
+    b.output("y", b.add("mul", [x, seen], shape=(2, 3, 4), dtype="float32"))
+    weights = {"g": np.arange(1.0, 5.0).reshape(shape)}
+    return TracedModel(b.build(), weights, {"x": np.ones((2, 3, 4))}, {}, "tf", "t")
+
+
+def test_a_parameter_read_with_its_unit_axes_moved_is_stored_that_way():
+    # TF's weight_norm g [k, 1, 1] read as [1, 1, k], where PyTorch stores [1, 1, k]
+    c = canonicalize_model(_scaled_by((4, 1, 1), (1, 1, 4)))
+    assert c.graph.params["g"].shape == (1, 1, 4) and c.weights["g"].shape == (1, 1, 4)
+    assert [n.op for n in c.graph.nodes] == ["mul"]
+    assert c.param_layouts["g"] == (("reshape", (1, 1, 4)),)
+    np.testing.assert_array_equal(run(c.graph, [np.ones((2, 3, 4))], c.weights)["y"],
+                                  np.broadcast_to(np.arange(1.0, 5.0), (2, 3, 4)))
+
+
+def test_a_parameter_read_with_axes_added_for_broadcasting_keeps_its_shape():
+    c = canonicalize_model(_scaled_by((4,), (1, 1, 4)))
+    assert c.graph.params["g"].shape == (4,)
