@@ -13,6 +13,7 @@ and its example inputs (one NumPy dict, the same arrays for every framework).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -193,36 +194,53 @@ def _transformers() -> Any:
     return transformers
 
 
-def _torch(name: str) -> tuple[Any, Any]:
+def _config(name: str, changes: dict[str, Any] | None) -> Any:
+    """The architecture's small config, with ``changes`` (attribute -> value) made."""
+    config = ARCHS[name].config(_transformers())
+    for key, value in (changes or {}).items():
+        setattr(config, key, value)
+    return config
+
+
+def _torch(name: str, changes: dict[str, Any] | None = None,
+           edit: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
     import torch
 
     t = _transformers()
     arch = ARCHS[name]
     torch.manual_seed(0)
-    model = getattr(t, arch.classes["torch"])(arch.config(t)).eval()
+    model = getattr(t, arch.classes["torch"])(_config(name, changes)).eval()
+    if edit is not None:
+        edit(model)
     inputs = {k: torch.from_numpy(v) for k, v in sorted(arch.inputs().items())}
     return _Keywords(model, tuple(inputs)), tuple(inputs.values())
 
 
-def _tf(name: str) -> tuple[Any, Any]:
+def _tf(name: str, changes: dict[str, Any] | None = None,
+        edit: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
     import tensorflow as tf
 
     t = _transformers()
     arch = ARCHS[name]
     tf.random.set_seed(0)
-    model = getattr(t, arch.classes["tf"])(arch.config(t))
+    model = getattr(t, arch.classes["tf"])(_config(name, changes))
     inputs = {k: v.astype(np.int32) if v.dtype == np.int64 else v
               for k, v in arch.inputs().items()}
     model(inputs)  # build the weights
+    if edit is not None:
+        edit(model)
     return model, (inputs,)
 
 
-def _flax(name: str) -> tuple[Any, Any, Any]:
+def _flax(name: str, changes: dict[str, Any] | None = None,
+          edit: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
+          ) -> tuple[Any, Any, Any]:
+    """(``edit``, if given, makes the context every call of the model runs in.)"""
     import jax
 
     t = _transformers()
     arch = ARCHS[name]
-    model = getattr(t, arch.classes["flax"])(arch.config(t), _do_init=False)
+    model = getattr(t, arch.classes["flax"])(_config(name, changes), _do_init=False)
     init = functools.partial(model.init_weights, input_shape=model.input_shape)
     params = jax.jit(init)(jax.random.PRNGKey(0))  # one compilation, not one per weight
     names = sorted(arch.inputs())
@@ -230,7 +248,8 @@ def _flax(name: str) -> tuple[Any, Any, Any]:
                    for _, v in sorted(arch.inputs().items()))
 
     def apply_fn(params: Any, *arrays: Any) -> Any:
-        return model(**dict(zip(names, arrays)), params=params)
+        with edit() if edit is not None else contextlib.nullcontext():
+            return model(**dict(zip(names, arrays)), params=params)
 
     return apply_fn, params, inputs
 
@@ -267,13 +286,16 @@ class _Keywords:
 _BUILD = {"torch": _torch, "tf": _tf, "flax": _flax, "keras": _keras}
 
 
-def factory(name: str, framework: str) -> Callable[[], tuple[Any, ...]]:
+def factory(name: str, framework: str, changes: dict[str, Any] | None = None,
+            edit: Callable[..., Any] | None = None) -> Callable[[], tuple[Any, ...]]:
     """The factory of ``name`` in ``framework`` (what ``bench/peer_models.py:<name>_<fw>``
-    names)."""
+    names); with ``changes``, attributes of its config set (``{"rope_theta": 5e5}``), and
+    with ``edit``, the built model edited: PyTorch and TensorFlow call ``edit(model)``; Flax
+    calls the model inside ``edit()``, a context (the mutants of ``bench/peer_mutants.py``)."""
     def make() -> tuple[Any, ...]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _BUILD[framework](name)
+            return _BUILD[framework](name, changes, edit)
 
     make.__name__ = f"{name}_{framework}"
     return make

@@ -7,6 +7,7 @@ other side lacks an op in between is explained by that missing op alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -420,6 +421,49 @@ def _is_layout(f: Finding) -> bool:
     return False
 
 
+def _explains_layout(f: Finding, lhs: Graph, rhs: Graph) -> bool:
+    """Whether a finding can explain differences in data movement elsewhere: any but a
+    layout finding, save an attribute that leaves its layer's output shapes as they are (an
+    eps, a padding row, a GELU's approximation move no data: a reshape that differs beside
+    them is a difference of its own)."""
+    if _is_layout(f):
+        return False
+    if f.code != "attr-mismatch" or f.lhs is None or f.rhs is None:
+        return True
+    a = lhs.nodes[int(f.lhs.node.split(":", 1)[0])]
+    b = rhs.nodes[int(f.rhs.node.split(":", 1)[0])]
+    return [v.shape for v in a.outputs] != [v.shape for v in b.outputs]
+
+
+def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph) -> list[Finding]:
+    """A reshape whose shape differs and the transpose that reads it, whose permutation
+    differs, are one relayout written another way (heads split as (head_dim, heads) where
+    the other side splits (heads, head_dim)): the transpose's finding joins the reshape's."""
+    def node(graph: Graph, side: Side | None) -> Node | None:
+        return None if side is None else graph.nodes[int(side.node.split(":", 1)[0])]
+
+    reshapes = {(f.lhs.node, f.rhs.node): k for k, f in enumerate(findings)
+                if f.code == "attr-mismatch" and f.op == "reshape" and f.attr == "shape"
+                and f.lhs and f.rhs}
+    out = list(findings)
+    dropped: set[int] = set()
+    for k, f in enumerate(findings):
+        if not (f.code == "attr-mismatch" and f.op == "transpose" and f.attr == "perm"):
+            continue
+        a, b = node(lhs, f.lhs), node(rhs, f.rhs)
+        pa, pb = lhs.producer(a.inputs[0]), rhs.producer(b.inputs[0])
+        if pa is None or pb is None or pa.op != "reshape" or pb.op != "reshape":
+            continue
+        r = reshapes.get((node_side(lhs, pa).node, node_side(rhs, pb).node))
+        if r is None or a.outputs[0].shape != b.outputs[0].shape:
+            continue
+        g = out[r]
+        out[r] = dataclasses.replace(g, message=f"{g.message}, then transposed by "
+                                     f"{_fmt(f.lhs.value)} in lhs but {_fmt(f.rhs.value)} in rhs")
+        dropped.add(k)
+    return [f for k, f in enumerate(out) if k not in dropped]
+
+
 def _merge_moved(findings: list[Finding]) -> list[Finding]:
     """Two attribute findings whose values trade places are one moved attribute (a stride
     moved from one conv to another), whose places are both."""
@@ -474,9 +518,9 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
-    if any(not _is_layout(f) for f in findings):
+    if any(_explains_layout(f, d.lhs, d.rhs) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
-    findings = _merge_wiring(_merge_moved(findings))
+    findings = _merge_wiring(_merge_moved(_merge_relayout(findings, d.lhs, d.rhs)))
     return (group_repeated(findings, d.al) if group else findings), d.rows()
 
 
