@@ -124,6 +124,10 @@ ARCHS: dict[str, Arch] = {
     "llama": Arch("decoder", lambda t: t.LlamaConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False)),
         _classes("LlamaForCausalLM", "torch,flax"), _text()),
+    # Llama 3's rotary base: Flax's Llama (and Mistral, Gemma) build their tables with 10000
+    "llama_theta": Arch("decoder", lambda t: t.LlamaConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False,
+                 rope_theta=500000.0)), _classes("LlamaForCausalLM", "torch,flax"), _text()),
     "mistral": Arch("decoder", lambda t: t.MistralConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=None,
                  use_cache=False)), _classes("MistralForCausalLM"), _text()),
@@ -254,8 +258,12 @@ def _flax(name: str, changes: dict[str, Any] | None = None,
     return apply_fn, params, inputs
 
 
-def _keras(name: str) -> tuple[Any, Any]:
+def _keras(name: str, changes: dict[str, Any] | None = None,
+           edit: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     import keras
+
+    if changes or edit:
+        raise ValueError("a Keras application is built as Keras ships it: no changes")
 
     arch = ARCHS[name]
     keras.utils.set_random_seed(0)

@@ -76,6 +76,10 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "configured) lets each token attend only to itself: it keeps "
               "jnp.triu(causal_mask, k=-(sliding_window or 0)), the diagonal of the causal "
               "mask (modeling_flax_mistral.py); PyTorch's and TensorFlow's are causal"),
+    Discovery("llama_theta", "flax", "attr-mismatch", "rotary_embedding", "theta",
+              "Flax's Llama ignores config.rope_theta: its sin/cos tables are built with "
+              "10000 (create_sinusoidal_positions in modeling_flax_llama.py, copied into "
+              "Mistral's and Gemma's), so Llama 3's 500000 rotates by other angles"),
     Discovery("resnet_v1", "torch", "attr-mismatch", "conv", "stride",
               "HF's TensorFlow and Flax ResNets ignore downsample_in_bottleneck=True: they "
               "stride in a bottleneck's 3x3 conv (v1.5) where PyTorch's, as asked, strides "
