@@ -154,7 +154,9 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
                         ) -> tuple[Graph, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
     """A parameter read only through one reshape or transpose is stored in that layout (a
     Flax DenseGeneral kernel [d, h, k] read as [d, h·k] becomes a [d, h·k] parameter, TF's
-    [1, n] bias read as [n] an [n] one); one read with size-1 axes added is kept as is."""
+    [1, n] bias read as [n] an [n] one); one read with size-1 axes added is kept as is,
+    unless a layer reads it as its parameter in that shape (a weight norm's gain [k] read as
+    [k, 1, 1], PyTorch's own shape for it)."""
     steps: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     params = dict(graph.params)
     replaced: dict[Value, Value] = {}
@@ -168,7 +170,8 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
             continue
         ((op, arg),) = kinds
         if op == "reshape" and len(arg) >= v.rank and \
-                [d for d in arg if d != 1] == [d for d in v.shape if d != 1]:
+                [d for d in arg if d != 1] == [d for d in v.shape if d != 1] and \
+                not _read_as_layer_params(graph, [u.outputs[0] for u in users]):
             continue  # a broadcasting view ([C] read as [1, 1, C]): the layout is fine
         new = Value(users[0].outputs[0].shape, v.dtype)
         params[name] = new
@@ -183,6 +186,20 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
+
+
+def _read_as_layer_params(graph: Graph, values: list[Value]) -> bool:
+    """Whether every read of ``values`` is in a slot its op names as a parameter."""
+    for v in values:
+        readers = graph.consumers(v)
+        if not readers:
+            return False
+        for node in readers:
+            spec = get_spec(node.op)
+            names = spec.input_names(node.attrs, len(node.inputs))
+            if any(u is v and name not in spec.params for u, name in zip(node.inputs, names)):
+                return False
+    return True
 
 
 def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:

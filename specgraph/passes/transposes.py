@@ -13,11 +13,13 @@ TF's zero pad of an NHWC tensor before a pool), it is hoisted above the op inste
 inverse pairs cancel there, the count of transposes never grows and every transpose moves
 toward the inputs (a tie, an NHWC residual whose NHWC input is also read elsewhere, goes the
 same way in every model), and the sinking rules never undo it: they move a transpose only
-when every operand carries it.
+when every operand carries it. A transpose reading a ``weight_norm`` moves onto its weight
+(and its gain is relaid out), so that the parameters take the layout the model reads.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
 reduction, slice, softmax or rotary embedding whose layout could absorb it, nor reads a reshape
-that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes.
+that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes,
+nor reads a ``weight_norm``.
 """
 
 from __future__ import annotations
@@ -228,6 +230,21 @@ def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> st
     return "transpose" if value.rank == rank else None
 
 
+def _weight_norm(rw: Rewriter, inner: Node, q: tuple[int, ...], out: Value) -> bool:
+    """transpose(weight_norm(v, g), q) as weight_norm(transpose(v, q), g relaid out) over
+    the axes q moves the norm's to: the same norms, gains and quotients, element by element
+    in another order (a weight kept as [k, in, out] and read as [out, in, k])."""
+    v, g = inner.inputs
+    gain = relayout_operand(rw, g, inverse_perm(q), len(q), inner)
+    if gain is None:
+        return False
+    axes = tuple(sorted(inverse_perm(q)[a] for a in inner.attrs["axes"]))
+    moved = rw.emit("transpose", [v], {"perm": q}, like=inner, shape=out.shape)
+    rw.replace(out, rw.emit("weight_norm", [moved, gain], {"axes": axes}, like=inner,
+                            shape=out.shape))
+    return True
+
+
 def _hoist(rw: Rewriter, node: Node) -> bool:
     """transpose(op(transpose(a, q⁻¹), ...), q) as op(a, ...) with its axes, pads or
     operands moved by q, where that adds no more transposes than it removes."""
@@ -236,6 +253,8 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
     if inner is None or rw.uses(x) != 1 or len(inner.outputs) != 1:
         return False
     rank, out = len(q), node.outputs[0]
+    if inner.op == "weight_norm":
+        return _weight_norm(rw, inner, q, out)
     if inner.op in _REDUCTIONS or inner.op in ("pad", "softmax", "log_softmax"):
         t = rw.producer(inner.inputs[0])
         if t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q):
