@@ -17,7 +17,7 @@ from specgraph.align import Alignment, align, leaf_key
 from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.ops.values import same_value
+from specgraph.ops.values import same_numbers, same_value
 from specgraph.report import Finding, Row, Side
 
 __all__ = ["diff", "describe_node", "node_side"]
@@ -333,7 +333,7 @@ class _Differ:
         built from another theta): the wiring is the same, what it reads is not."""
         for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
             x, y = self.lhs.constants.get(va), self.rhs.constants.get(vb)
-            if x is None or y is None or np.size(x) <= 1 or _same_numbers(x, y):
+            if x is None or y is None or np.size(x) <= 1 or same_numbers(x, y):
                 continue
             gap = float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
             self._add(i, Finding(
@@ -556,18 +556,3 @@ def _keys_kept(graph: Graph, node: Node) -> str | None:
             return f"the keys i-{w} <= j <= i (a causal window of {w + 1})"
     return f"{int(keep.sum())} of the {length}x{source} query-key pairs"
 
-
-def _same_numbers(x: Any, y: Any) -> bool:
-    """Two constant tensors that hold the same numbers, a float32 rounding apart."""
-    a, b = np.asarray(x), np.asarray(y)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
-        return bool(np.array_equal(a, b))
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    finite = np.isfinite(a) & np.isfinite(b)
-    if not np.array_equal(np.isfinite(a), np.isfinite(b)) or \
-            not np.array_equal(a[~finite], b[~finite]):
-        return False
-    scale = float(np.max(np.abs(a[finite]), initial=0.0))
-    return bool(np.allclose(a[finite], b[finite], rtol=1e-5, atol=1e-6 * scale))
