@@ -34,3 +34,14 @@ def test_peer_pair_gets_the_right_verdict(pair: tuple[str, str, str]) -> None:
     outcome = run_pair(*pair)
     assert outcome.kind == "right", (outcome.exit, sorted(outcome.found), outcome.detail)
     assert outcome.found == expected(*pair)
+
+
+@pytest.mark.parametrize("model", sorted({f"{arch}_{fw}" for arch, lhs, rhs in FAST
+                                          for fw in (lhs, rhs)}))
+def test_peer_model_traces_with_no_opaque_node(model: str) -> None:
+    from specgraph.loading import trace
+    from specgraph.passes import canonicalize_model
+
+    traced = trace(f"bench/peer_models.py:{model}")
+    assert [n.origin for n in traced.graph.nodes if n.op == "opaque"] == []
+    assert [n for n in canonicalize_model(traced).graph.nodes if n.op == "opaque"] == []
