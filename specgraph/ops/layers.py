@@ -509,7 +509,8 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
             scores = np.where(rows, scores, 0.0)
         else:
             scores = scores + mask
-    weights = _softmax(scores, -1)
+    with np.errstate(invalid="ignore"):  # a row an additive mask blocks: NaN, as softmax
+        weights = _softmax(scores, -1)
     if rows is not None:
         weights = np.where(rows, weights, 0.0)
     return np.matmul(weights, v)

@@ -12,9 +12,14 @@ elsewhere. ``read_mask`` finds ``on``, ``off`` and that layout by running the ma
 inputs of zeros, of ones and of random ones and zeros (the fp64 references); ``keep_mask``
 and ``select`` write the one form.
 
+That an input holds ones and zeros is assumed of an integer or boolean input that serves as
+a mask and nothing else (``_only_masks``: never looked up, summed or returned, as ids,
+positions or token types are); over other integers HF's ``(1 - m)·finfo.min`` and
+``m == 0`` part, so the assumption is what makes them one.
+
 Requires: a graph whose constants are folded. Ensures: a mask is read only where its cone is
-elementwise arithmetic and layout over one input, and agrees with ``where(K, on, off)`` on
-every draw.
+elementwise arithmetic and layout over one such input, and agrees with ``where(K, on, off)``
+on every draw of ones and zeros.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ _ELEMENTWISE = frozenset({
     "logical_or", "where"})
 _LAYOUT = frozenset({"reshape", "expand", "unsqueeze", "squeeze"})
 _LIMIT = 16
-_SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
-                  "float32", "float64")
+_SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
+_APPLIED = frozenset({"add", "sub", "mul", "where", "attention"})
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,28 @@ def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
     if len(sources) != 1:
         return None
     (source,) = sources
-    if source.dtype not in _SOURCE_DTYPES or source.size == 0:
+    if source.dtype not in _SOURCE_DTYPES or source.size == 0 or not _only_masks(rw, source):
         return None
     return source, rw.in_order(found.values())
+
+
+def _only_masks(rw: Rewriter, source: Value) -> bool:
+    """Whether the input ``source`` serves as a mask and nothing else: every value computed
+    from it alone (elementwise, laid out) is read only by such nodes or applied to other
+    tensors (added, multiplied, selected with, an attention's mask); never looked up, summed
+    or returned, as ids, positions or token types are."""
+    graph = rw.graph
+    pure, stack = {source}, [source]
+    while stack:
+        for node in graph.consumers(stack.pop()):
+            alone = all(u in pure or u in graph.constants for u in node.inputs)
+            if alone and node.op in _ELEMENTWISE | _LAYOUT:
+                fresh = [out for out in node.outputs if out not in pure]
+                pure.update(fresh)
+                stack.extend(fresh)
+            elif node.op not in _APPLIED:
+                return False
+    return not pure & set(graph.outputs)
 
 
 def _uniform(array: np.ndarray) -> float | bool | None:

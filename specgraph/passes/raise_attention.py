@@ -5,10 +5,15 @@ that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key 
 added, an all-ones attention mask) goes away; the constant masks before any softmax over
 the keys become one additive mask of 0 and -inf; a constant multiplied into q or k before the
 attention (through the reshapes and transposes that split heads) folds into its scale
-(exact: the scores are bilinear in q and k).
+(exact: the scores are bilinear in q and k). A key-padding mask built from an input
+(``input_masks``: HF's added ``(1 - m)·finfo.min``, ``masked_fill(m == 0, fill)``, Flax's
+``where``) becomes the attention's mask operand in one form, ``where(K, 0, fill)`` added;
+where the rows that keep no key are zeroed after the softmax (Keras' masked ``Softmax``, an
+exported ``IsNaN``·``Where`` after a -inf mask), the boolean K, as SDPA's.
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
-random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
+random q, k, v in float64 (``regions.agrees``; with an input's mask, ``input_masks.proved``
+on random ones and zeros for it); a different scale, mask or fill does not match.
 """
 
 from __future__ import annotations

@@ -183,9 +183,11 @@ def test_read_mask_finds_the_input_its_values_and_its_layout():
     mask = read_mask(_kept(g), keep)
     assert mask is not None and mask.source is f.m
     assert (mask.shape, mask.on, mask.off) == ((B, 1, 1, T), True, False)
+    f = M()  # HF's (1 - m)·finfo.min, added
+    s, v = f.scores()
     hf = f("mul", f("sub", f.c(1.0), f("cast", f.m, dtype=F)), f.c(FINFO))
-    f.b.output("z", hf)
-    mask = read_mask(_kept(f.b.build()), hf)
+    g = f.build(f("softmax", f("add", s, f("reshape", hf, shape=(B, 1, 1, T))), axis=3), v)
+    mask = read_mask(_kept(g), hf)
     assert (mask.shape, mask.on, mask.off) == ((B, T), 0.0, FINFO)
     assert not np.signbit(mask.on)  # (1 - 1)·finfo.min is -0.0: the zero it adds
 
@@ -202,3 +204,15 @@ def test_attention_with_a_boolean_mask_zeroes_a_row_that_keeps_no_key():
                                   has_mask=True)
     np.testing.assert_allclose(out[:, :, [0, 2]], additive[:, :, [0, 2]])
     assert np.all(np.isnan(additive[:, :, 1]))
+
+
+def test_an_input_also_read_otherwise_is_not_taken_for_ones_and_zeros():
+    """Ids, positions or token types hold other integers: an input summed (OPT's positions
+    from the attention mask's cumsum) is not assumed to hold ones and zeros."""
+    f = M()
+    s, v = f.scores()
+    cast = f("cast", f.key(), dtype=F)
+    s = f("add", s, f("mul", f("sub", f.c(1.0), cast), f.c(FINFO)))
+    f.b.output("positions", f("cumsum", f.m, axis=1))
+    g = f.build(f("softmax", s, axis=3), v)
+    assert "attention" not in [n.op for n in canonicalize(g).nodes]
