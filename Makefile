@@ -33,6 +33,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.mutations --quiet
+	$(BIN)/python -m bench.peers --quiet
 	$(BIN)/python -m bench.align
 	$(BIN)/python -m bench.trace
 	$(BIN)/python -m bench.numeric

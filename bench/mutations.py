@@ -2,10 +2,13 @@
 block and CNN, written in PyTorch, JAX, Keras and exported to ONNX, against copies with one
 planted mutation, for every ordered pair of frameworks. The mutations, and the layer each one
 changes, are the table in ``tests/zoo/mutations.py`` (``tests/test_mutations.py`` runs a
-subset of it).
+subset of it). Then the same scores on real models: the peer corpus's HF transformers
+ports (``bench/peer_models.py``) with one mutation planted in one framework's port
+(``bench/peer_mutants.py``: a config value, or one layer's method replaced), each against
+every framework's unmutated port and each unmutated port of another framework against it.
 
     python -m bench.mutations [--frameworks torch,jax,keras,onnx] [--models ...] [--quiet]
-                              [--no-numeric]
+                              [--no-numeric] [--no-corpus] [--archs bert,gpt2,...]
 
 Structural diff (``compare_structure``), over all (model, mutation, lhs framework, rhs
 framework) cases:
@@ -13,7 +16,9 @@ framework) cases:
     precision     it reports exactly one finding (nothing else);
     localization  a finding concerns the mutated layer (its op is the layer's ``op`` in
                   the table);
-and false alarms: unmutated pairs of different frameworks that report anything.
+and false alarms: unmutated pairs of different frameworks that report anything. In the
+corpus, the genuine differences between two frameworks' ports (``bench.peers.DISCOVERIES``:
+PyTorch's padding rows, ...) are neither counted as findings nor as false alarms.
 
 Numeric check alone (``compare(..., mode="numbers")``, seed 0; forward only
 where a side is ONNX, whose runner computes no gradients), over the same cases:
@@ -32,9 +37,10 @@ and false alarms: unmutated pairs of different frameworks with any numeric findi
 weights cannot be moved). A weight transfer refused for any other reason, or an exception
 raised by the check, is a miss (printed; the other cases still run).
 
-The last line reads ``mutations: recall R/N, precision P/N, localization L/N, false alarms
-F/M; numeric: localization X/Y (Z with different shapes named by the transfer), false alarms
-A/B`` (without the numeric part under ``--no-numeric``).
+The next to last line reads ``mutations: recall R/N, precision P/N, localization L/N, false
+alarms F/M; numeric: localization X/Y (Z with different shapes named by the transfer), false
+alarms A/B`` (without the numeric part under ``--no-numeric``), and the last line the same for
+the corpus, ``mutations (corpus): ...`` (the zoo's line is the last under ``--no-corpus``).
 """
 
 from __future__ import annotations
@@ -130,11 +136,32 @@ def _brief(findings: Any) -> str:
                       for f in findings[:2]) or "no finding"
 
 
-class _Bench:
-    """The traced models (cached), the counts, and the two passes over the cases."""
+Side = tuple[str, "str | None"]  # a framework and the mutation its model carries (or None)
+Case = tuple[Mutation, Side, Side]  # a mutation and the (lhs, rhs) sides it is scored on
+Known = Callable[[str, str, str], set[tuple[str, str, "str | None"]]]
 
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.make = _factories()
+
+def _label(side: Side) -> str:
+    return side[0] + ("*" if side[1] else "")
+
+
+class _Bench:
+    """The traced models (cached), the counts, and the two passes over the cases.
+
+    Args:
+        say: prints a detail line.
+        make: framework -> (model, mutation) -> canonical TracedModel.
+        known: (model, lhs framework, rhs framework) -> the (code, op, attr) of the genuine
+            differences between the two unmutated models (none in the zoo; the peer
+            corpus's ports differ in a few, ``bench.peers.DISCOVERIES``): findings that are
+            neither scored nor false alarms.
+    """
+
+    def __init__(self, say: Callable[[str], None],
+                 make: dict[str, Callable[[str, str | None], Any]],
+                 known: Known = lambda model, lhs, rhs: set()) -> None:
+        self.make = make
+        self.known = known
         self.cache: dict[tuple[str, str, str | None], Any] = {}
         self.say = say
         self.counts = dict.fromkeys(
@@ -150,29 +177,34 @@ class _Bench:
             self.cache[key] = self.make[fw](model, mutation)
         return self.cache[key]
 
-    def structural(self, model: str, frameworks: list[str]) -> None:
+    def _unknown(self, findings: Any, model: str, a: str, b: str) -> list[Any]:
+        """``findings`` less the genuine differences between the two frameworks' models."""
+        known = self.known(model, a, b)
+        return [f for f in findings if (f.code, f.op, f.attr) not in known]
+
+    def structural(self, model: str, pairs: list[tuple[str, str]], cases: list[Case]) -> None:
         from specgraph.check import compare_structure
 
         c = self.counts
-        for a, b in itertools.permutations(frameworks, 2):
+        for a, b in pairs:
             report = compare_structure(self.get(a, model, None), self.get(b, model, None))
+            found = self._unknown(report.findings, model, a, b)
             c["pairs"] += 1
-            if report.findings:
+            if found:
                 c["alarms"] += 1
-                self.say(f"FALSE ALARM {model} {a}/{b}: {report.findings[0].message}")
-        for mutation in mutations_of(model):
-            for a, b in itertools.product(frameworks, repeat=2):
-                report = compare_structure(self.get(a, model, None),
-                                           self.get(b, model, mutation.name))
-                found = report.findings
-                c["cases"] += 1
-                c["recall"] += bool(found)
-                c["precision"] += len(found) == 1
-                located = any(structurally_located(f, mutation) for f in found)
-                c["localization"] += located
-                if len(found) != 1 or not located:
-                    self.say(f"{model}/{mutation.name} {a}->{b}: {len(found)} findings: " +
-                             " | ".join(f"[{f.code}] {f.message[:110]}" for f in found[:3]))
+                self.say(f"FALSE ALARM {model} {a}/{b}: {found[0].message}")
+        for mutation, (a, ma), (b, mb) in cases:
+            report = compare_structure(self.get(a, model, ma), self.get(b, model, mb))
+            found = self._unknown(report.findings, model, a, b)
+            c["cases"] += 1
+            c["recall"] += bool(found)
+            c["precision"] += len(found) == 1
+            located = any(structurally_located(f, mutation) for f in found)
+            c["localization"] += located
+            if len(found) != 1 or not located:
+                self.say(f"{model}/{mutation.name} {_label((a, ma))}->{_label((b, mb))}: "
+                         f"{len(found)} findings: " +
+                         " | ".join(f"[{f.code}] {f.message[:110]}" for f in found[:3]))
 
     def _timed(self, key: tuple[str, str], work: Callable[[], Any]) -> Any:
         """``work()``, its time added to the numeric seconds of the pair of frameworks."""
@@ -199,9 +231,9 @@ class _Bench:
         self.counts["numeric_runs"] += 1
         return self._timed(key, work)
 
-    def numeric(self, model: str, frameworks: list[str]) -> None:
+    def numeric(self, model: str, pairs: list[tuple[str, str]], cases: list[Case]) -> None:
         c = self.counts
-        for a, b in itertools.permutations(frameworks, 2):
+        for a, b in pairs:
             out = self._numeric(self.get(a, model, None), self.get(b, model, None), (a, b))
             c["numeric_pairs"] += 1
             if not hasattr(out, "findings") or out.findings:
@@ -209,16 +241,16 @@ class _Bench:
                 self.say(f"NUMERIC FALSE ALARM {model} {a}/{b}: " + (
                     _brief(out.findings) if hasattr(out, "findings")
                     else f"{type(out).__name__}: {out}"))
-        for mutation in mutations_of(model):
-            for a, b in itertools.product(frameworks, repeat=2):
-                self._numeric_case(mutation, a, b)
+        for case in cases:
+            self._numeric_case(model, *case)
 
-    def _numeric_case(self, mutation: Mutation, a: str, b: str) -> None:
+    def _numeric_case(self, model: str, mutation: Mutation, left: Side, right: Side) -> None:
         from specgraph.transfer import TransferError
 
-        model, ops = mutation.model, mutation.numeric_ops
-        c, where = self.counts, f"numeric {model}/{mutation.name} {a}->{b}"
-        lhs, rhs = self.get(a, model, None), self.get(b, model, mutation.name)
+        (a, ma), (b, mb) = left, right
+        ops, c = mutation.numeric_ops, self.counts
+        where = f"numeric {model}/{mutation.name} {_label(left)}->{_label(right)}"
+        lhs, rhs = self.get(a, model, ma), self.get(b, model, mb)
         out = self._numeric(lhs, rhs, (a, b))
         if mutation.reshapes:
             reshaped = reshaped_params(self.get(b, model, None), rhs)
@@ -249,31 +281,103 @@ class _Bench:
             self.say(f"{where}: not at {'/'.join(sorted(ops))}: {_brief(out.findings)}")
 
 
+def _zoo_cases(model: str, frameworks: list[str]) -> list[Case]:
+    """Every framework's golden model against every framework's mutant."""
+    return [(m, (a, None), (b, m.name)) for m in mutations_of(model)
+            for a, b in itertools.product(frameworks, repeat=2)]
+
+
 def run(frameworks: list[str], models: list[str], *, numeric: bool = True,
         say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the benchmark; returns the counts (details are printed through ``say``), with
     ``numeric_seconds`` the time the numeric part took (comparisons and float64 runs)."""
-    bench = _Bench(say)
+    bench = _Bench(say, _factories())
+    pairs = list(itertools.permutations(frameworks, 2))
     for model in models:
-        bench.structural(model, frameworks)
+        bench.structural(model, pairs, _zoo_cases(model, frameworks))
         if numeric:
-            bench.numeric(model, frameworks)
+            bench.numeric(model, pairs, _zoo_cases(model, frameworks))
+    return _finish(bench, numeric, say)
+
+
+def _finish(bench: _Bench, numeric: bool, say: Callable[[str], None]) -> dict[str, Any]:
     if numeric:
         say("numeric seconds by pair: " + ", ".join(
             f"{a}->{b} {t:.0f}" for (a, b), t in sorted(bench.numeric_seconds.items())))
     return {**bench.counts, "numeric_seconds": sum(bench.numeric_seconds.values())}
 
 
-def summary(counts: dict[str, Any], *, numeric: bool = True) -> list[str]:
-    """The summary lines; the last one is the benchmark's score."""
+def _corpus_factories() -> dict[str, Callable[[str, str | None], Any]]:
+    """framework -> (architecture, mutation) -> the canonical TracedModel of the peer
+    corpus's model (``bench/peer_models.py``) or of its mutant (``bench/peer_mutants.py``),
+    traced from its model reference as the CLI traces it."""
+    from specgraph.loading import trace
+    from specgraph.passes import canonicalize_model
+
+    def side(fw: str) -> Callable[[str, str | None], Any]:
+        def make(arch: str, mutation: str | None) -> Any:
+            ref = (f"bench/peer_mutants.py:{arch}_{fw}_{mutation}" if mutation
+                   else f"bench/peer_models.py:{arch}_{fw}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return canonicalize_model(trace(ref))
+        return make
+
+    return {fw: side(fw) for fw in ("torch", "tf", "flax")}
+
+
+def corpus_cases(arch: str) -> list[Case]:
+    """The cases of an architecture's mutants: each framework's unmutated port against each
+    mutant, and each mutant against the other frameworks' unmutated ports."""
+    from bench.peer_mutants import CORPUS
+
+    cases: list[Case] = []
+    for plant in CORPUS:
+        m = plant.mutation
+        if m.model != arch:
+            continue
+        for x in plant.frameworks:
+            for g in _frameworks_of(arch):
+                cases.append((m, (g, None), (x, m.name)))
+                if g != x:
+                    cases.append((m, (x, m.name), (g, None)))
+    return cases
+
+
+def _frameworks_of(arch: str) -> list[str]:
+    """The frameworks the peer corpus has ``arch`` in."""
+    from bench.peer_models import ARCHS
+
+    return list(ARCHS[arch].classes)
+
+
+def run_corpus(archs: list[str], *, numeric: bool = True,
+               say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark on the peer corpus's mutants (``bench/peer_mutants.py``); returns
+    the counts, as ``run`` does. The genuine differences between two frameworks' ports
+    (``bench.peers.DISCOVERIES``) are neither scored nor false alarms."""
+    from bench.peers import expected
+
+    bench = _Bench(say, _corpus_factories(), expected)
+    for arch in archs:
+        pairs = list(itertools.permutations(_frameworks_of(arch), 2))
+        bench.structural(arch, pairs, corpus_cases(arch))
+        if numeric:
+            bench.numeric(arch, pairs, corpus_cases(arch))
+    return _finish(bench, numeric, say)
+
+
+def summary(counts: dict[str, Any], *, numeric: bool = True, name: str = "mutations"
+            ) -> list[str]:
+    """The summary lines; the last one is the benchmark's score (``name`` first)."""
     c = counts
     n, m = c["cases"], c["pairs"]
-    last = (f"mutations: recall {c['recall']}/{n}, precision {c['precision']}/{n}, "
+    last = (f"{name}: recall {c['recall']}/{n}, precision {c['precision']}/{n}, "
             f"localization {c['localization']}/{n}, false alarms {c['alarms']}/{m}")
     if not numeric:
         return [last]
     y = c["numeric_cases"]
-    lines = [f"numeric only: recall {c['numeric_recall']}/{y}, localization "
+    lines = [f"{name}, numeric only: recall {c['numeric_recall']}/{y}, localization "
              f"{c['numeric_localization']}/{y} ({c['numeric_errors']} crashed); shapes "
              f"differ: named by the transfer error {c['numeric_shapes_named']}/"
              f"{c['numeric_shapes']}; below float32 resolution {c['numeric_silent']}; false "
@@ -292,10 +396,24 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="print the summary only")
     parser.add_argument("--no-numeric", action="store_true",
                         help="score the structural diff only (skip the numeric check)")
+    parser.add_argument("--corpus", action=argparse.BooleanOptionalAction, default=True,
+                        help="also score the mutants of the peer corpus (default: yes)")
+    parser.add_argument("--archs", default=None,
+                        help="the peer corpus's architectures with mutants to score "
+                             "(default: all of bench/peer_mutants.py)")
     args = parser.parse_args()
-    counts = run(args.frameworks.split(","), args.models.split(","),
-                 numeric=not args.no_numeric, say=(lambda _: None) if args.quiet else print)
-    for line in summary(counts, numeric=not args.no_numeric):
+    say = (lambda _: None) if args.quiet else print
+    numeric = not args.no_numeric
+    lines = summary(run(args.frameworks.split(","), args.models.split(","), numeric=numeric,
+                        say=say), numeric=numeric)
+    if args.corpus:
+        from bench.peer_mutants import corpus_models
+
+        archs = args.archs.split(",") if args.archs else list(corpus_models())
+        corpus = summary(run_corpus(archs, numeric=numeric, say=say), numeric=numeric,
+                         name="mutations (corpus)")
+        lines = [*lines[:-1], *corpus[:-1], lines[-1], corpus[-1]]
+    for line in lines:
         print(line)
 
 

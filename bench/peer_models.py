@@ -13,6 +13,7 @@ and its example inputs (one NumPy dict, the same arrays for every framework).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -68,7 +69,8 @@ class Arch:
     Attributes:
         category: encoder, decoder, encoder-decoder, vision or audio.
         config: ``(transformers, ) -> config`` in a small size.
-        classes: framework (``torch``, ``tf``, ``flax``) -> model class name.
+        classes: framework (``torch``, ``tf``, ``flax``) -> model class name (``keras``:
+            the name of a Keras application, built with the arguments in ``keras``).
         inputs: the example inputs, one NumPy dict (int64 ids; each framework casts), given
             to every framework in the order of their names (TensorFlow sorts a dict's keys).
     """
@@ -78,6 +80,7 @@ class Arch:
     classes: dict[str, str]
     inputs: Callable[[], dict[str, np.ndarray]]
     notes: str = field(default="")
+    keras: dict[str, Any] = field(default_factory=dict)
 
 
 def _small(**kw: Any) -> dict[str, Any]:
@@ -121,6 +124,10 @@ ARCHS: dict[str, Arch] = {
     "llama": Arch("decoder", lambda t: t.LlamaConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False)),
         _classes("LlamaForCausalLM", "torch,flax"), _text()),
+    # Llama 3's rotary base: Flax's Llama (and Mistral, Gemma) build their tables with 10000
+    "llama_theta": Arch("decoder", lambda t: t.LlamaConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False,
+                 rope_theta=500000.0)), _classes("LlamaForCausalLM", "torch,flax"), _text()),
     "mistral": Arch("decoder", lambda t: t.MistralConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=None,
                  use_cache=False)), _classes("MistralForCausalLM"), _text()),
@@ -153,6 +160,11 @@ ARCHS: dict[str, Arch] = {
     "resnet": Arch("vision", lambda t: t.ResNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck"),
         _classes("ResNetModel"), _vision),
+    # HF's PyTorch ResNet strides in the first 1x1 conv of a block (v1) when asked to;
+    # its TF and Flax ports do not read downsample_in_bottleneck
+    "resnet_v1": Arch("vision", lambda t: t.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck",
+        downsample_in_bottleneck=True), _classes("ResNetModel"), _vision),
     "regnet": Arch("vision", lambda t: t.RegNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], groups_width=8),
         _classes("RegNetModel"), _vision),
@@ -162,6 +174,13 @@ ARCHS: dict[str, Arch] = {
     "swin": Arch("vision", lambda t: t.SwinConfig(
         image_size=IMAGE, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
         window_size=4), _classes("SwinModel", "torch,tf"), _vision),
+    # --- Keras applications against HF's ports ---------------------------------------
+    # Keras' ResNet50 is v1 (stride in the first 1x1 conv of a block), as HF's PyTorch
+    # ResNet is with downsample_in_bottleneck=True (its TF and Flax ports do not read it)
+    "resnet50": Arch("vision", lambda t: t.ResNetConfig(downsample_in_bottleneck=True,
+                                                        num_labels=10),
+                     {"keras": "ResNet50", "torch": "ResNetForImageClassification"}, _vision,
+                     keras={"classes": 10, "classifier_activation": None}),
     # --- audio ------------------------------------------------------------------------
     "wav2vec2": Arch("audio", lambda t: t.Wav2Vec2Config(
         **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
@@ -179,36 +198,53 @@ def _transformers() -> Any:
     return transformers
 
 
-def _torch(name: str) -> tuple[Any, Any]:
+def _config(name: str, changes: dict[str, Any] | None) -> Any:
+    """The architecture's small config, with ``changes`` (attribute -> value) made."""
+    config = ARCHS[name].config(_transformers())
+    for key, value in (changes or {}).items():
+        setattr(config, key, value)
+    return config
+
+
+def _torch(name: str, changes: dict[str, Any] | None = None,
+           edit: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
     import torch
 
     t = _transformers()
     arch = ARCHS[name]
     torch.manual_seed(0)
-    model = getattr(t, arch.classes["torch"])(arch.config(t)).eval()
+    model = getattr(t, arch.classes["torch"])(_config(name, changes)).eval()
+    if edit is not None:
+        edit(model)
     inputs = {k: torch.from_numpy(v) for k, v in sorted(arch.inputs().items())}
     return _Keywords(model, tuple(inputs)), tuple(inputs.values())
 
 
-def _tf(name: str) -> tuple[Any, Any]:
+def _tf(name: str, changes: dict[str, Any] | None = None,
+        edit: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
     import tensorflow as tf
 
     t = _transformers()
     arch = ARCHS[name]
     tf.random.set_seed(0)
-    model = getattr(t, arch.classes["tf"])(arch.config(t))
+    model = getattr(t, arch.classes["tf"])(_config(name, changes))
     inputs = {k: v.astype(np.int32) if v.dtype == np.int64 else v
               for k, v in arch.inputs().items()}
     model(inputs)  # build the weights
+    if edit is not None:
+        edit(model)
     return model, (inputs,)
 
 
-def _flax(name: str) -> tuple[Any, Any, Any]:
+def _flax(name: str, changes: dict[str, Any] | None = None,
+          edit: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
+          ) -> tuple[Any, Any, Any]:
+    """(``edit``, if given, makes the context every call of the model runs in.)"""
     import jax
 
     t = _transformers()
     arch = ARCHS[name]
-    model = getattr(t, arch.classes["flax"])(arch.config(t), _do_init=False)
+    model = getattr(t, arch.classes["flax"])(_config(name, changes), _do_init=False)
     init = functools.partial(model.init_weights, input_shape=model.input_shape)
     params = jax.jit(init)(jax.random.PRNGKey(0))  # one compilation, not one per weight
     names = sorted(arch.inputs())
@@ -216,9 +252,26 @@ def _flax(name: str) -> tuple[Any, Any, Any]:
                    for _, v in sorted(arch.inputs().items()))
 
     def apply_fn(params: Any, *arrays: Any) -> Any:
-        return model(**dict(zip(names, arrays)), params=params)
+        with edit() if edit is not None else contextlib.nullcontext():
+            return model(**dict(zip(names, arrays)), params=params)
 
     return apply_fn, params, inputs
+
+
+def _keras(name: str, changes: dict[str, Any] | None = None,
+           edit: Callable[..., Any] | None = None) -> tuple[Any, Any]:
+    import keras
+
+    if changes or edit:
+        raise ValueError("a Keras application is built as Keras ships it: no changes")
+
+    arch = ARCHS[name]
+    keras.utils.set_random_seed(0)
+    (pixels,) = arch.inputs().values()
+    channels_last = np.ascontiguousarray(pixels.transpose(0, 2, 3, 1))
+    build = getattr(keras.applications, arch.classes["keras"])
+    model = build(weights=None, input_shape=channels_last.shape[1:], **arch.keras)
+    return model, (channels_last,)
 
 
 class _Keywords:
@@ -238,16 +291,19 @@ class _Keywords:
         return Keywords()
 
 
-_BUILD = {"torch": _torch, "tf": _tf, "flax": _flax}
+_BUILD = {"torch": _torch, "tf": _tf, "flax": _flax, "keras": _keras}
 
 
-def factory(name: str, framework: str) -> Callable[[], tuple[Any, ...]]:
+def factory(name: str, framework: str, changes: dict[str, Any] | None = None,
+            edit: Callable[..., Any] | None = None) -> Callable[[], tuple[Any, ...]]:
     """The factory of ``name`` in ``framework`` (what ``bench/peer_models.py:<name>_<fw>``
-    names)."""
+    names); with ``changes``, attributes of its config set (``{"rope_theta": 5e5}``), and
+    with ``edit``, the built model edited: PyTorch and TensorFlow call ``edit(model)``; Flax
+    calls the model inside ``edit()``, a context (the mutants of ``bench/peer_mutants.py``)."""
     def make() -> tuple[Any, ...]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _BUILD[framework](name)
+            return _BUILD[framework](name, changes, edit)
 
     make.__name__ = f"{name}_{framework}"
     return make

@@ -71,6 +71,25 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "Flax's ELECTRA, called without token_type_ids, looks up token type 1 where "
               "PyTorch's and TensorFlow's look up type 0 (modeling_flax_electra.py: "
               "jnp.ones_like(input_ids))"),
+    Discovery("mistral", "flax", "attr-mismatch", "attention", "mask",
+              "Flax's Mistral with sliding_window=None (as Mistral 7B v0.2 and later are "
+              "configured) lets each token attend only to itself: it keeps "
+              "jnp.triu(causal_mask, k=-(sliding_window or 0)), the diagonal of the causal "
+              "mask (modeling_flax_mistral.py); PyTorch's and TensorFlow's are causal"),
+    Discovery("llama_theta", "flax", "attr-mismatch", "rotary_embedding", "theta",
+              "Flax's Llama ignores config.rope_theta: its sin/cos tables are built with "
+              "10000 (create_sinusoidal_positions in modeling_flax_llama.py, copied into "
+              "Mistral's and Gemma's), so Llama 3's 500000 rotates by other angles"),
+    Discovery("resnet_v1", "torch", "attr-mismatch", "conv", "stride",
+              "HF's TensorFlow and Flax ResNets ignore downsample_in_bottleneck=True: they "
+              "stride in a bottleneck's 3x3 conv (v1.5) where PyTorch's, as asked, strides "
+              "in its first 1x1 conv (v1)"),
+    # Keras' ResNet50 against HF's v1 ResNet: the differences that are there on purpose
+    Discovery("resnet50", "keras", "attr-mismatch", "conv", "bias",
+              "Keras' ResNet50 gives every conv a bias, which HF's ResNet (a conv followed "
+              "by BatchNorm) leaves out"),
+    Discovery("resnet50", "keras", "attr-mismatch", "batch_norm", "eps",
+              "Keras' ResNet50 uses BatchNorm eps 1.001e-5 where HF's ResNet uses 1e-5"),
 )
 
 

@@ -51,6 +51,7 @@ from types import MappingProxyType
 from typing import Any
 
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
 from specgraph.ops.values import value_key
 
 __all__ = ["Alignment", "align", "leaf_key"]
@@ -179,7 +180,7 @@ class _Matcher:
     def _neighbours(self, i: int, j: int) -> bool:
         a, b = self.lhs.nodes[i], self.rhs.nodes[j]
         changed = False
-        for va, vb in zip(a.inputs, b.inputs):  # producers, slot by slot
+        for va, vb in zip(a.inputs, self._operands(a, b)):  # producers, slot by slot
             pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
             if pa is not None and pb is not None and pa.op == pb.op:
                 changed |= self.pair(self.lhs.index(pa), self.rhs.index(pb))
@@ -188,6 +189,19 @@ class _Matcher:
             if len(ua) == 1 and len(ub) == 1 and ua[0].op == ub[0].op:
                 changed |= self.pair(self.lhs.index(ua[0]), self.rhs.index(ub[0]))
         return changed
+
+    def _operands(self, a: Node, b: Node) -> tuple[Value, ...]:
+        """``b``'s inputs in the order that matches ``a``'s: slot by slot, except for the
+        two operands of a commutative op, which are swapped when their producers resemble
+        ``a``'s better that way (a residual add written ``shortcut + main`` against
+        ``main + shortcut``, where a difference on every layer leaves no anchor inside)."""
+        if len(a.inputs) != 2 or len(b.inputs) != 2 or not get_spec(a.op).commutative:
+            return b.inputs
+        left = [_shape_of(self.lhs, v, 3) for v in a.inputs]
+        right = [_shape_of(self.rhs, v, 3) for v in b.inputs]
+        kept = _likeness(left[0], right[0]) + _likeness(left[1], right[1])
+        swapped = _likeness(left[0], right[1]) + _likeness(left[1], right[0])
+        return (b.inputs[1], b.inputs[0]) if swapped > kept else b.inputs
 
     def sequence(self) -> None:
         """Align the leftovers in graph order: first by op and attributes (so a moved layer
@@ -321,6 +335,29 @@ class _Matcher:
             while candidates:
                 if self.pair(i, candidates.pop(0)):
                     break
+
+
+def _shape_of(graph: Graph, value: Value, depth: int) -> tuple[Any, ...]:
+    """What computes ``value``, attributes left out (they may differ on every layer): the
+    op, the shapes of its parameters and of its output, and the same of its inputs, to
+    ``depth``."""
+    p = graph.producer(value)
+    if p is None:
+        return (leaf_key(graph, value)[0], value.shape)
+    params = tuple(v.shape for v in p.inputs if graph.param_name(v) is not None)
+    above = tuple(_shape_of(graph, v, depth - 1) for v in p.inputs
+                  if graph.param_name(v) is None) if depth > 0 else ()
+    return (p.op, params, value.shape, above)
+
+
+def _likeness(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+    """How many parts of two ``_shape_of`` trees agree, level by level."""
+    if len(a) != len(b) or a[0] != b[0]:
+        return 0
+    if len(a) == 2:
+        return 1 + (a[1] == b[1])
+    return 1 + (a[1] == b[1]) + (a[2] == b[2]) + sum(
+        _likeness(x, y) for x, y in zip(a[3], b[3]))
 
 
 def _same_kind(a: Node, b: Node) -> bool:

@@ -15,7 +15,11 @@ lhs's moved into rhs. Where every exit carries the same values on both sides, wi
 seed, the region's findings become one note: written differently, computes the same.
 Findings about what training alone sees (an attribute whose ``Attr.affects`` says so: an
 embedding's padding row, BatchNorm's momentum) are never arbitrated: the forward pass
-cannot show them.
+cannot show them. Nor is an attribute that differs on the same op (an eps of 1.001e-5
+against 1e-5, a conv with a bias against one without): the two compute different functions
+of their weights, which one set of weights (a bias initialized to zero, running variances
+of one) may not show; numbers name such a difference where it moves them, and the finding
+stands where it does not.
 """
 
 from __future__ import annotations
@@ -76,12 +80,13 @@ def regions(pairing: Pairing, findings: Sequence[Finding]) -> list[Region]:
     lg, rg = pairing.lhs, pairing.rhs
     atoms: set[tuple[str, int]] = {("l", i) for i in pairing.alignment.lhs_only}
     atoms |= {("r", j) for j in pairing.alignment.rhs_only}
-    for f in findings:
-        for tag, side in (("l", f.lhs), ("r", f.rhs)):
-            i = _index(side)
-            if i is not None:
-                atoms.add((tag, i))
     u = _Union()
+    for f in findings:  # a finding's places (a stride moved between two convs) are one region
+        mine = [(tag, _index(side)) for place in ((f.lhs, f.rhs), *f.places)
+                for tag, side in zip("lr", place) if _index(side) is not None]
+        atoms.update(mine)
+        for atom in mine[1:]:
+            u.join(mine[0], atom)
     for atom in atoms:
         u.find(atom)
     for tag, graph in (("l", lg), ("r", rg)):
@@ -284,7 +289,8 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
         seeds: the input seeds the numbers ran on.
     """
     pending = [r for r in regions(pairing, findings)
-               if not any(f.affects is not None for f in r.findings)]
+               if not any(f.affects is not None or f.code == "attr-mismatch"
+                          for f in r.findings)]
     if not pending:
         return list(findings), []
     needed: set[Value] = set()
@@ -319,8 +325,8 @@ def _note(region: Region, gap: float, seeds: Sequence[int]) -> str:
 def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: Pairing
             ) -> tuple[list[Finding], list[Finding]]:
     """One root cause, one finding: a numeric divergence at a layer of a structural
-    finding's region, or whose causes (the layers upstream that explain it) all lie in one
-    such region, is that finding's consequence; it leaves the findings and the structural
+    finding's region (on either side), or whose causes (the layers upstream that explain it)
+    all lie in one such region, is that finding's consequence; it leaves the findings and the structural
     one says the numbers confirm it. Returns the structural findings (some with that
     sentence added) and the numeric ones left."""
     found = regions(pairing, structural)
@@ -336,9 +342,10 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
             places = [(side, _index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
                       if s is not None]
         owners = [where.get(p) for p in places]
+        if not f.causes:  # its own layer on one side is enough (a stride moved off it)
+            owners = [o for o in owners if o is not None]
         region = owners[0] if owners else None
-        if region is None or any(o is not region for o in owners) or (
-                not f.causes and not any(o is not None for o in owners)):
+        if region is None or any(o is not region for o in owners):
             left.append(f)
             continue
         first = region.findings[0]

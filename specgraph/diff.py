@@ -7,6 +7,7 @@ other side lacks an op in between is explained by that missing op alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from specgraph.align import Alignment, align, leaf_key
 from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.ops.values import same_value
+from specgraph.ops.values import same_numbers, same_value
 from specgraph.report import Finding, Row, Side
 
 __all__ = ["diff", "describe_node", "node_side"]
@@ -264,9 +265,20 @@ class _Differ:
         return True
 
     def _attrs(self, i: int, a: Node, b: Node) -> None:
+        said: set[str] = set()
+        if a.op == "attention" and not all(same_value(a.attrs.get(k), b.attrs.get(k))
+                                           for k in ("causal", "has_mask")):
+            x, y = _keys_kept(self.lhs, a), _keys_kept(self.rhs, b)
+            if x is not None and y is not None and x != y:
+                said = {"causal", "has_mask"}
+                self._add(i, Finding(
+                    "attr-mismatch",
+                    f"attention at {a.scope or '<model>'} lets each query see {x} in lhs but "
+                    f"{y} in rhs ({b.scope or '<model>'})", op=a.op, attr="mask",
+                    lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
-            if same_value(x, y):
+            if same_value(x, y) or key in said:
                 continue
             schema = get_spec(a.op).attrs.get(key)
             affects = schema.affects if schema is not None and schema.affects else None
@@ -321,7 +333,7 @@ class _Differ:
         built from another theta): the wiring is the same, what it reads is not."""
         for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
             x, y = self.lhs.constants.get(va), self.rhs.constants.get(vb)
-            if x is None or y is None or np.size(x) <= 1 or _same_numbers(x, y):
+            if x is None or y is None or np.size(x) <= 1 or same_numbers(x, y):
                 continue
             gap = float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
             self._add(i, Finding(
@@ -409,9 +421,52 @@ def _is_layout(f: Finding) -> bool:
     return False
 
 
+def _explains_layout(f: Finding, lhs: Graph, rhs: Graph) -> bool:
+    """Whether a finding can explain differences in data movement elsewhere: any but a
+    layout finding, save an attribute that leaves its layer's output shapes as they are (an
+    eps, a padding row, a GELU's approximation move no data: a reshape that differs beside
+    them is a difference of its own)."""
+    if _is_layout(f):
+        return False
+    if f.code != "attr-mismatch" or f.lhs is None or f.rhs is None:
+        return True
+    a = lhs.nodes[int(f.lhs.node.split(":", 1)[0])]
+    b = rhs.nodes[int(f.rhs.node.split(":", 1)[0])]
+    return [v.shape for v in a.outputs] != [v.shape for v in b.outputs]
+
+
+def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph) -> list[Finding]:
+    """A reshape whose shape differs and the transpose that reads it, whose permutation
+    differs, are one relayout written another way (heads split as (head_dim, heads) where
+    the other side splits (heads, head_dim)): the transpose's finding joins the reshape's."""
+    def node(graph: Graph, side: Side | None) -> Node | None:
+        return None if side is None else graph.nodes[int(side.node.split(":", 1)[0])]
+
+    reshapes = {(f.lhs.node, f.rhs.node): k for k, f in enumerate(findings)
+                if f.code == "attr-mismatch" and f.op == "reshape" and f.attr == "shape"
+                and f.lhs and f.rhs}
+    out = list(findings)
+    dropped: set[int] = set()
+    for k, f in enumerate(findings):
+        if not (f.code == "attr-mismatch" and f.op == "transpose" and f.attr == "perm"):
+            continue
+        a, b = node(lhs, f.lhs), node(rhs, f.rhs)
+        pa, pb = lhs.producer(a.inputs[0]), rhs.producer(b.inputs[0])
+        if pa is None or pb is None or pa.op != "reshape" or pb.op != "reshape":
+            continue
+        r = reshapes.get((node_side(lhs, pa).node, node_side(rhs, pb).node))
+        if r is None or a.outputs[0].shape != b.outputs[0].shape:
+            continue
+        g = out[r]
+        out[r] = dataclasses.replace(g, message=f"{g.message}, then transposed by "
+                                     f"{_fmt(f.lhs.value)} in lhs but {_fmt(f.rhs.value)} in rhs")
+        dropped.add(k)
+    return [f for k, f in enumerate(out) if k not in dropped]
+
+
 def _merge_moved(findings: list[Finding]) -> list[Finding]:
     """Two attribute findings whose values trade places are one moved attribute (a stride
-    moved from one conv to another)."""
+    moved from one conv to another), whose places are both."""
     out: list[Finding] = []
     used: set[int] = set()
     for i, f in enumerate(findings):
@@ -425,9 +480,10 @@ def _merge_moved(findings: list[Finding]) -> list[Finding]:
                         and g.rhs.value == f.lhs.value:
                     used.add(j)
                     f = Finding("attr-mismatch", (
-                        f"{f.op} {f.attr} {_fmt(f.rhs.value)} sits at {g.lhs.scope} in lhs but "
-                        f"at {f.rhs.scope} in rhs (moved between {f.lhs.scope} and "
-                        f"{g.lhs.scope})"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs)
+                        f"{f.op} {f.attr} {_fmt(f.lhs.value)} sits at {f.lhs.scope} in lhs "
+                        f"but at {g.rhs.scope} in rhs, which has {_fmt(f.rhs.value)} at "
+                        f"{f.rhs.scope}: the {f.attr} moved from one {f.op} to another"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs,
+                        places=((f.lhs, f.rhs), (g.lhs, g.rhs)))
                     break
         out.append(f)
     return out
@@ -462,23 +518,41 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
-    if any(not _is_layout(f) for f in findings):
+    if any(_explains_layout(f, d.lhs, d.rhs) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
-    findings = _merge_wiring(_merge_moved(findings))
+    findings = _merge_wiring(_merge_moved(_merge_relayout(findings, d.lhs, d.rhs)))
     return (group_repeated(findings, d.al) if group else findings), d.rows()
 
 
-def _same_numbers(x: Any, y: Any) -> bool:
-    """Two constant tensors that hold the same numbers, a float32 rounding apart."""
-    a, b = np.asarray(x), np.asarray(y)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
-        return bool(np.array_equal(a, b))
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    finite = np.isfinite(a) & np.isfinite(b)
-    if not np.array_equal(np.isfinite(a), np.isfinite(b)) or \
-            not np.array_equal(a[~finite], b[~finite]):
-        return False
-    scale = float(np.max(np.abs(a[finite]), initial=0.0))
-    return bool(np.allclose(a[finite], b[finite], rtol=1e-5, atol=1e-6 * scale))
+def _keys_kept(graph: Graph, node: Node) -> str | None:
+    """Which keys an attention node's constant mask (and causality) lets each query see, in
+    words; None where the mask is computed from the inputs."""
+    keep = None
+    if node.attrs.get("has_mask"):
+        data = graph.constants.get(node.inputs[3])
+        if data is None:
+            return None
+        data = np.asarray(data)
+        keep = data if data.dtype == bool else data > -1e4
+        keep = keep.reshape((-1, *keep.shape[-2:]))
+        if not all(np.array_equal(keep[0], k) for k in keep[1:]):
+            return "keys that differ from head to head"
+        keep = keep[0]
+    length, source = node.inputs[0].shape[-2], node.inputs[1].shape[-2]
+    if keep is None:
+        keep = np.ones((length, source), dtype=bool)
+    keep = np.broadcast_to(keep, (length, source))
+    if node.attrs.get("causal"):
+        keep = keep & np.tri(length, source, dtype=bool)
+    rows, cols = np.indices(keep.shape)
+    if keep.all():
+        return "every key"
+    if np.array_equal(keep, rows >= cols):
+        return "the keys j <= i (causal)"
+    if np.array_equal(keep, rows == cols):
+        return "only its own key j == i"
+    for w in range(1, length):
+        if np.array_equal(keep, (rows >= cols) & (rows - cols <= w)):
+            return f"the keys i-{w} <= j <= i (a causal window of {w + 1})"
+    return f"{int(keep.sum())} of the {length}x{source} query-key pairs"
+

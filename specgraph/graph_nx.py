@@ -9,7 +9,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Value
 from specgraph.ops import get_spec, is_registered
-from specgraph.ops.values import same_attrs
+from specgraph.ops.values import same_attrs, same_numbers
 
 __all__ = ["to_networkx", "isomorphic"]
 
@@ -19,8 +19,8 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
     """One vertex per op node, graph input, parameter and constant; one edge per read.
 
     Vertices carry ``kind`` (op, input, param, const), ``op``, ``attrs``, ``shape``, and for
-    scalar constants their ``value``; edges carry ``slot``, the input position (0 for
-    commutative ops, whose operand order means nothing).
+    constants their ``value`` if scalar, their ``data`` otherwise; edges carry ``slot``, the
+    input position (0 for commutative ops, whose operand order means nothing).
     """
     g = nx.MultiDiGraph()
     ids: dict[Value, Any] = {}
@@ -33,7 +33,8 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
     for i, (v, data) in enumerate(graph.constants.items()):
         ids[v] = ("const", i)
         value = float(np.asarray(data).reshape(())) if np.size(data) == 1 else None
-        g.add_node(ids[v], kind="const", op="const", attrs={"value": value}, shape=v.shape)
+        g.add_node(ids[v], kind="const", op="const", attrs={"value": value}, shape=v.shape,
+                   data=None if value is not None else data)
     for i, node in enumerate(graph.nodes):
         key = ("node", i)
         g.add_node(key, kind="op", op=node.op, attrs=dict(node.attrs),
@@ -52,6 +53,9 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
 
 
 def _node_match(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("data") is not None and b.get("data") is not None and \
+            not same_numbers(a["data"], b["data"]):
+        return False  # constant tensors holding other numbers (ids from another offset)
     return (a["op"] == b["op"] and a["shape"] == b["shape"]
             and same_attrs(a["attrs"], b["attrs"]))
 
@@ -62,7 +66,7 @@ def _edge_match(a: dict[Any, dict[str, Any]], b: dict[Any, dict[str, Any]]) -> b
 
 def isomorphic(lhs: Graph, rhs: Graph) -> bool:
     """Whether the two graphs compute the same thing structurally: same ops, attributes,
-    shapes and wiring, whatever the names of values, parameters and scopes."""
+    shapes, constants and wiring, whatever the names of values, parameters and scopes."""
     return nx.is_isomorphic(to_networkx(lhs), to_networkx(rhs), node_match=_node_match,
                             edge_match=_edge_match)
 

@@ -132,6 +132,34 @@ def test_planted_mutation_is_one_finding(mutation, code, detail) -> None:
     assert detail in " ".join([finding.attr or "", finding.op or "", finding.message])
 
 
+def _heads(eps=1e-5, transposed=False) -> Graph:
+    """A LayerNorm, then the features split into 4 heads of 8: as (heads, head_dim), or
+    transposed, as (head_dim, heads)."""
+    b = GraphBuilder("heads")
+    x = b.input("x", (2, 8, 32), F)
+    h = b.add("layer_norm", [x, b.param("ln.weight", (32,), F), b.param("ln.bias", (32,), F)],
+              {"axis": 2, "eps": eps}, shape=(2, 8, 32), dtype=F, scope="ln")
+    split, perm = ((2, 8, 8, 4), (0, 3, 1, 2)) if transposed else ((2, 8, 4, 8), (0, 2, 1, 3))
+    h = b.add("reshape", [h], {"shape": split}, shape=split, dtype=F, scope="attn")
+    h = b.add("transpose", [h], {"perm": perm}, shape=(2, 4, 8, 8), dtype=F, scope="attn")
+    b.output("y", b.add("softmax", [h], {"axis": 3}, shape=(2, 4, 8, 8), dtype=F,
+                        scope="attn"))
+    return b.build()
+
+
+def test_heads_split_transposed_is_one_finding_at_the_reshape() -> None:
+    findings, _ = diff(_heads(), _heads(transposed=True))
+    assert [(f.code, f.op, f.attr) for f in findings] == [("attr-mismatch", "reshape", "shape")]
+    assert "then transposed by (0, 2, 1, 3) in lhs but (0, 3, 1, 2) in rhs" in \
+        findings[0].message
+
+
+def test_a_layout_difference_is_not_hidden_by_an_attribute_that_moves_no_data() -> None:
+    # an eps changes no shape, so it cannot be what makes the heads split differently
+    findings, _ = diff(_heads(), _heads(eps=1e-12, transposed=True))
+    assert [(f.op, f.attr) for f in findings] == [("layer_norm", "eps"), ("reshape", "shape")]
+
+
 def test_pre_ln_versus_post_ln_is_reported_as_wiring() -> None:
     findings, _ = diff(_block(), _block(pre_ln=False))
     assert findings and {f.code for f in findings} <= {"edge-mismatch", "missing-op"}

@@ -107,3 +107,46 @@ def test_unmutated_cross_framework_pair_has_no_numeric_finding(model: str) -> No
     report = compare(_traced("torch", model, None), _traced("jax", model, None),
                      mode="numbers")  # forward and backward
     assert not report.findings, [f.message for f in report.findings]
+
+
+# --- the peer corpus: mutations planted in real models (bench/peer_mutants.py) -----------------
+
+# a few cases, one per kind of plant (a config value, a replaced method), each against
+# another framework's unmutated port (the benchmark runs every direction and framework)
+CORPUS_FAST = [("bert", "eps", ("tf", None), ("torch", "eps")),
+               ("bert", "missing_residual", ("torch", "missing_residual"), ("tf", None)),
+               ("gpt2", "heads_transposed", ("torch", None), ("tf", "heads_transposed"))]
+
+
+@functools.cache
+def _corpus_traced(arch: str, framework: str, mutation: str | None):
+    from specgraph.loading import trace
+
+    ref = (f"bench/peer_mutants.py:{arch}_{framework}_{mutation}" if mutation
+           else f"bench/peer_models.py:{arch}_{framework}")
+    return canonicalize_model(trace(ref))
+
+
+def _corpus_case(arch: str, name: str, lhs, rhs):
+    pytest.importorskip("transformers")
+    pytest.importorskip("tensorflow")
+    from bench.peer_mutants import CORPUS
+    from bench.peers import expected
+
+    (mutation,) = [p.mutation for p in CORPUS if (p.mutation.model, p.mutation.name) ==
+                   (arch, name)]
+    known = expected(arch, lhs[0], rhs[0])
+    return (mutation, known, _corpus_traced(arch, *lhs), _corpus_traced(arch, *rhs))
+
+
+@pytest.mark.parametrize("case", CORPUS_FAST, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_corpus_mutation_is_found_alone_at_its_layer(case) -> None:
+    mutation, known, lhs, rhs = _corpus_case(*case)
+    found = [f for f in compare_structure(lhs, rhs).findings
+             if (f.code, f.op, f.attr) not in known]  # PyTorch's padding rows
+    assert len(found) == 1, [f.message for f in found]
+    assert structurally_located(found[0], mutation), (found[0].op, found[0].message)
+    report = compare(lhs, rhs, mode="numbers", options=FORWARD)
+    assert report.findings, "no numeric finding"
+    assert numerically_located(report.findings[0], mutation.numeric_ops), \
+        report.findings[0].message

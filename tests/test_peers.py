@@ -19,11 +19,29 @@ FAST = [
     ("opt", "flax", "tf"),         # equivalent: TF attends over [B*H, T, d]
     ("bert", "torch", "flax"),     # PyTorch's padding row: a training-only difference
     ("electra", "tf", "flax"),     # Flax ELECTRA's default token type 1
+    ("mistral", "tf", "flax"),     # Flax Mistral's diagonal mask (sliding_window=None)
+    ("resnet_v1", "tf", "torch"),  # a stride moved: TF ignores downsample_in_bottleneck
+]
+SLOW = [
+    ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps
+    ("llama_theta", "flax", "torch"),  # Flax's Llama builds its tables with theta 10000
 ]
 
 
-@pytest.mark.parametrize("pair", FAST, ids="-".join)
+@pytest.mark.parametrize("pair", [*FAST, *(pytest.param(p, marks=pytest.mark.slow)
+                                            for p in SLOW)], ids="-".join)
 def test_peer_pair_gets_the_right_verdict(pair: tuple[str, str, str]) -> None:
     outcome = run_pair(*pair)
     assert outcome.kind == "right", (outcome.exit, sorted(outcome.found), outcome.detail)
     assert outcome.found == expected(*pair)
+
+
+@pytest.mark.parametrize("model", sorted({f"{arch}_{fw}" for arch, lhs, rhs in FAST
+                                          for fw in (lhs, rhs)}))
+def test_peer_model_traces_with_no_opaque_node(model: str) -> None:
+    from specgraph.loading import trace
+    from specgraph.passes import canonicalize_model
+
+    traced = trace(f"bench/peer_models.py:{model}")
+    assert [n.origin for n in traced.graph.nodes if n.op == "opaque"] == []
+    assert [n for n in canonicalize_model(traced).graph.nodes if n.op == "opaque"] == []

@@ -102,6 +102,46 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
+_SIGNATURE = re.compile(r"^(\w+): (\w+) target='([^']*)'(?: persistent=(\w+))?", re.M)
+_SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+_FOLDED_KEY = "pkg.onnxscript.optimizer.folded_from"
+
+
+def _exported_weights(model: onnx.ModelProto) -> dict[str, bool]:
+    """Which initializers hold weights, as far as ``torch.onnx.export`` says.
+
+    The exporter records torch.export's graph signature (parameters, buffers and constant
+    tensors, each buffer persistent or not) and, for a tensor its optimizer folded, the
+    names of every value it was computed from. A weight is a parameter or a persistent
+    buffer (as the torch frontend takes them), or a tensor folded from one (a transposed
+    kernel); a tensor folded from nothing trainable (rotary tables computed from
+    ``arange``), a non-persistent buffer or a lifted constant is a constant. Initializers
+    the metadata says nothing about are absent from the answer.
+    """
+    graph = model.graph
+    text = next((p.value for p in graph.metadata_props if p.key == _SIGNATURE_KEY), None)
+    if text is None:
+        return {}
+    weights: set[str] = set()
+    known: set[str] = set()
+    for placeholder, kind, target, persistent in _SIGNATURE.findall(text):
+        known |= {placeholder, target}
+        if kind == "PARAMETER" or kind == "BUFFER" and persistent != "False":
+            weights |= {placeholder, target}
+    answer = {name: name in weights for name in known}
+    for info in (*graph.value_info, *graph.input, *graph.initializer):
+        folded = next((p.value for p in info.metadata_props if p.key == _FOLDED_KEY), None)
+        if folded is None or info.name in known:
+            continue
+        try:
+            sources = ast.literal_eval(folded)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(sources, (list, tuple, set)):
+            answer[info.name] = any(str(s) in weights for s in sources)
+    return answer
+
+
 # --- the walk ----------------------------------------------------------------------------
 class Converter(BaseConverter):
     """Walks the ONNX graph in order and builds the IR, one converter call per node.
@@ -133,14 +173,17 @@ class Converter(BaseConverter):
     def _sort_initializers(self) -> None:
         weight_slots = {n.input[i] for n in self.model.graph.node
                         for i in _WEIGHT_SLOTS.get(n.op_type, ()) if i < len(n.input)}
+        exported = _exported_weights(self.model)
         for tensor in self.model.graph.initializer:
             array = numpy_helper.to_array(tensor)
             dtype = ELEM_TYPES.get(tensor.data_type, "")
             if dtype == "bfloat16":
                 array = array.astype(np.float32)
-            generated = bool(_GENERATED_NAME.match(tensor.name))
-            if dtype.startswith(("float", "bfloat")) and (
-                    tensor.name in weight_slots or array.size > 1 and not generated):
+            weight = exported.get(tensor.name)
+            if weight is None:  # no word from the exporter: guess by its name and size
+                weight = array.size > 1 and not _GENERATED_NAME.match(tensor.name)
+            if dtype.startswith(("float", "bfloat")) and (tensor.name in weight_slots
+                                                          or weight):
                 self.inits[tensor.name] = array
                 self.init_dtypes[tensor.name] = dtype
             else:

@@ -32,6 +32,7 @@ from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends.torch import ops, shape_ops
+from specgraph.frontends.torch.complex_ops import ComplexPair, with_complex
 from specgraph.ir import Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops.dtypes import numpy_dtype
@@ -47,7 +48,7 @@ _DTYPES = {
 }
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_CONVERTERS = join(ops.CONVERTERS, shape_ops.CONVERTERS)
+_CONVERTERS = with_complex(join(ops.CONVERTERS, shape_ops.CONVERTERS))
 
 
 def accepts(model: Any) -> bool:
@@ -428,7 +429,12 @@ class _Converter(BaseConverter):
                 self.folded[arg.name] = self.b.constant(to_numpy(tensor),
                                                         dtype_name(tensor.dtype, self._at()))
             return self.folded[arg.name]
-        return self.env[arg.name]
+        found = self.env[arg.name]
+        if isinstance(found, ComplexPair):
+            raise TraceError(f"{self._at()}a complex tensor is read here; specgraph follows "
+                             "complex tensors through view_as_complex, polar, mul, add, sub "
+                             "and view_as_real only")
+        return found
 
     def operand(self, arg: Any, dtype: str) -> Value:
         """A tensor argument, or a Python scalar as a 0-d constant of ``dtype``."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SIGNIFICANT_DIGITS", "value_key", "same_value", "same_attrs"]
+__all__ = ["SIGNIFICANT_DIGITS", "value_key", "same_value", "same_attrs", "same_numbers"]
 
 SIGNIFICANT_DIGITS = 6
 
@@ -45,3 +45,19 @@ def same_value(a: Any, b: Any) -> bool:
 def same_attrs(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two attribute dicts have the same keys and the same value for each."""
     return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+
+
+def same_numbers(x: Any, y: Any) -> bool:
+    """Whether two constant tensors hold the same numbers, a float32 rounding apart."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+        return bool(np.array_equal(a, b))
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not np.array_equal(np.isfinite(a), np.isfinite(b)) or \
+            not np.array_equal(a[~finite], b[~finite]):
+        return False
+    scale = float(np.max(np.abs(a[finite]), initial=0.0))
+    return bool(np.allclose(a[finite], b[finite], rtol=1e-5, atol=1e-6 * scale))

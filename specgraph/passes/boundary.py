@@ -5,8 +5,11 @@ still starts with transposes to channels-first. Here such an input becomes chann
 itself, with the permutation recorded in ``TracedModel.input_layouts`` (and likewise for
 outputs), and a parameter read only through a reshape or transpose is stored in that layout
 (recorded in ``TracedModel.param_layouts``), so the same network from any framework is the
-same graph. A parameter of integer or boolean dtype (an index table kept as a buffer) is a
-constant of the graph, not a weight.
+same graph. An input read only through elementwise ops with fixed broadcast operands
+(rescaling and per-channel normalization before the first convolution) whose results all
+reach transposes by one permutation is transposed first and those ops run in its layout, so
+that the input itself takes it. A parameter of integer or boolean dtype (an index table kept
+as a buffer) is a constant of the graph, not a weight.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value, prune
 from specgraph.model import LazyOutputs, TracedModel
+from specgraph.ops import get_spec
 from specgraph.passes.manager import canonicalize
+from specgraph.passes.rewrite import Rewriter
+from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_operand
 
 __all__ = ["canonicalize_model"]
 
@@ -46,6 +52,90 @@ def _absorb_input_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, 
     return graph.replace(inputs=inputs, nodes=nodes, outputs=outputs), layouts
 
 
+def _fixed_values(graph: Graph) -> set[Value]:
+    """Values that depend on parameters and constants only."""
+    fixed = set(graph.params.values()) | set(graph.constants)
+    for node in graph.nodes:
+        if node.inputs and all(v in fixed for v in node.inputs):
+            fixed.update(node.outputs)
+    return fixed
+
+
+def _relayable(value: Value, perm: tuple[int, ...]) -> bool:
+    """Whether a broadcast operand reads in the layout ``perm`` makes by a reshape alone."""
+    full = (1,) * (len(perm) - value.rank) + value.shape
+    order = [i for i in perm if full[i] != 1]
+    return value.rank <= len(perm) and order == sorted(order)
+
+
+def _input_region(graph: Graph, x: Value, fixed: set[Value]
+                  ) -> tuple[list[Node], list[Node], tuple[int, ...]] | None:
+    """The elementwise ops between input ``x`` and the transposes by one permutation that
+    all their results reach, or None: each op reads values of the region (shaped as ``x``)
+    and fixed broadcast operands a reshape relays out, and nothing else reads the region."""
+    inside, ops, ends, perms = {x}, [], [], set()
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if not any(v in inside for v in node.inputs):
+            continue
+        if node.op == "transpose":
+            ends.append(node)
+            perms.add(node.attrs["perm"])
+            continue
+        out = node.outputs
+        if get_spec(node.op).category not in ELEMENTWISE or len(out) != 1 \
+                or out[0].shape != x.shape or out[0] in outputs:
+            return None
+        ops.append(node)
+        inside.add(out[0])
+    if not ops or len(perms) != 1 or x in outputs:
+        return None
+    (perm,) = perms
+    for node in ops:
+        for v in node.inputs:
+            if v not in inside and (v not in fixed or v.rank > x.rank
+                                    or not _relayable(v, perm)):
+                return None
+    return ops, ends, perm
+
+
+def _hoist_to_inputs(graph: Graph) -> Graph:
+    """Each input whose ``_input_region`` is found is read through one transpose: the
+    region's ops run in the transposed layout (the same arithmetic on each element, their
+    broadcast operands reshaped) and the transposes after them are dropped."""
+    fixed = _fixed_values(graph)
+    regions = {}
+    for x in graph.inputs:
+        found = _input_region(graph, x, fixed)
+        if found is not None:
+            regions[x] = found
+    if not regions:
+        return graph
+    rw = Rewriter(graph)
+    moved: dict[Value, Value] = {}
+    ops = {id(n): x for x, (region_ops, _, _) in regions.items() for n in region_ops}
+    ends = {id(n): x for x, (_, region_ends, _) in regions.items() for n in region_ends}
+    for node in graph.nodes:
+        x = ops.get(id(node)) or ends.get(id(node))
+        if x is None:
+            inputs = tuple(rw.resolve(v) for v in node.inputs)
+            rw.keep(node if inputs == node.inputs else node.replace(inputs=inputs))
+            continue
+        perm = regions[x][2]
+        if x not in moved:
+            moved[x] = rw.emit("transpose", [x], {"perm": perm}, like=node,
+                               shape=tuple(x.shape[p] for p in perm), dtype=x.dtype)
+        if node.op == "transpose":
+            rw.replace(node.outputs[0], moved[node.inputs[0]])
+            continue
+        inputs = [moved[v] if v in moved else
+                  relayout_operand(rw, v, inverse_perm(perm), x.rank, node)
+                  for v in node.inputs]
+        moved[node.outputs[0]] = rw.emit(node.op, inputs, dict(node.attrs), like=node,
+                                         shape=moved[x].shape, dtype=node.outputs[0].dtype)
+    return rw.finish()
+
+
 def _absorb_output_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
     layouts: dict[str, tuple[int, ...]] = {}
     outputs = list(graph.outputs)
@@ -64,7 +154,10 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
                         ) -> tuple[Graph, dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
     """A parameter read only through one reshape or transpose is stored in that layout (a
     Flax DenseGeneral kernel [d, h, k] read as [d, h·k] becomes a [d, h·k] parameter, TF's
-    [1, n] bias read as [n] an [n] one); one read with size-1 axes added is kept as is."""
+    [1, n] bias read as [n] an [n] one, TF's weight_norm g [k, 1, 1] read as [1, 1, k] a
+    [1, 1, k] one); one read with size-1 axes added is kept as is, unless a layer reads it as
+    its parameter in that shape (a weight norm's gain [k] read as [k, 1, 1], PyTorch's own
+    shape for it)."""
     steps: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     params = dict(graph.params)
     replaced: dict[Value, Value] = {}
@@ -77,8 +170,9 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
         if len(kinds) != 1:
             continue
         ((op, arg),) = kinds
-        if op == "reshape" and len(arg) >= v.rank and \
-                [d for d in arg if d != 1] == [d for d in v.shape if d != 1]:
+        if op == "reshape" and len(arg) > v.rank and \
+                [d for d in arg if d != 1] == [d for d in v.shape if d != 1] and \
+                not _read_as_layer_params(graph, [u.outputs[0] for u in users]):
             continue  # a broadcasting view ([C] read as [1, 1, C]): the layout is fine
         new = Value(users[0].outputs[0].shape, v.dtype)
         params[name] = new
@@ -93,6 +187,20 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
+
+
+def _read_as_layer_params(graph: Graph, values: list[Value]) -> bool:
+    """Whether every read of ``values`` is in a slot its op names as a parameter."""
+    for v in values:
+        readers = graph.consumers(v)
+        if not readers:
+            return False
+        for node in readers:
+            spec = get_spec(node.op)
+            names = spec.input_names(node.attrs, len(node.inputs))
+            if any(u is v and name not in spec.params for u, name in zip(node.inputs, names)):
+                return False
+    return True
 
 
 def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
@@ -131,7 +239,7 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
         for name, chain in steps.items():
             param_layouts[name] = param_layouts.get(name, ()) + chain
         graph = canonicalize(graph)
-    graph, in_layouts = _absorb_input_transposes(graph)
+    graph, in_layouts = _absorb_input_transposes(_hoist_to_inputs(graph))
     graph, out_layouts = _absorb_output_transposes(graph)
     if in_layouts or out_layouts:
         graph = canonicalize(graph)

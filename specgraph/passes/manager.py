@@ -1,5 +1,9 @@
 """The pass manager: ``run_passes`` runs passes to a fixed point, verifying the graph after
-every pass that changed it; ``canonicalize`` runs the default passes."""
+every pass that changed it; ``canonicalize`` runs the default passes to their fixed point,
+then the finishing passes (sums in one order), and again until neither changes the graph:
+a finishing pass reorders what the others must first have raised (a batch norm's
+``x * scale + shift`` added into a residual sum is one term once raised, three if sorted
+first)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
 
-__all__ = ["DEFAULT_PASSES", "Pass", "canonicalize", "run_passes"]
+__all__ = ["DEFAULT_PASSES", "FINISHING_PASSES", "Pass", "canonicalize", "run_passes"]
 
 Pass = Callable[[Graph], PassResult]
 
@@ -50,12 +54,14 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     SinkBatchReshapesPass(),
     RaiseAttentionPass(),
     FoldRepeatedHeadsPass(),
-    SortSumsPass(),
 )
 
+FINISHING_PASSES: tuple[Pass, ...] = (SortSumsPass(),)
 
-def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 8) -> Graph:
-    """Run ``passes`` in order, again and again until none changes the graph."""
+
+def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 32) -> Graph:
+    """Run ``passes`` in order, again and again until none changes the graph (each pass
+    sweeps the graph once, so a transpose sunk through a deep network takes a few rounds)."""
     for _ in range(max_rounds):
         changed = False
         for p in passes:
@@ -75,4 +81,10 @@ def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 8) -> 
 
 def canonicalize(graph: Graph) -> Graph:
     """The canonical form of ``graph``: no identities, layers raised, layouts absorbed."""
-    return run_passes(graph, DEFAULT_PASSES)
+    for _ in range(8):
+        graph = run_passes(graph, DEFAULT_PASSES)
+        finished = run_passes(graph, FINISHING_PASSES, max_rounds=1)
+        if finished is graph:
+            return graph
+        graph = finished
+    return graph

@@ -3,8 +3,9 @@ with its scale and causality. A constant mask, however written (a select, an add
 ``finfo.min``, TF GPT-2's ``w·b − 1e4·(1 − b)``), or an attention op's constant mask input,
 that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key (zeros
 added, an all-ones attention mask) goes away; the constant masks before any softmax over
-the keys become one additive mask of 0 and -inf; a constant multiplied into q or k before the
-attention (through the reshapes and transposes that split heads) folds into its scale
+the keys become one additive mask of 0 and -inf, and attention raised with another constant
+mask (a band, a diagonal) takes it as that one mask input; a constant multiplied into q or k
+before the attention (through the reshapes and transposes that split heads) folds into its scale
 (exact: the scores are bilinear in q and k). A key-padding mask built from an input
 (``input_masks``: HF's added ``(1 - m)·finfo.min``, ``masked_fill(m == 0, fill)``, Flax's
 ``where``) becomes the attention's mask operand in one form, ``where(K, 0, fill)`` added;
@@ -138,8 +139,8 @@ def _mask_effect(rw: Rewriter, shape: tuple[int, ...], masks: list[tuple[Node, V
 class _Match:
     """Attention written out: q and kᵀ (each a base and the transpose to apply), v, the
     scale, causality, the mask built from an input (if any), whether the rows that keep no
-    key are zeroed (a boolean mask), the boolean masks zeroing them and whether a ``where``
-    after the softmax tries to (``after``)."""
+    key are zeroed (a boolean mask), the boolean masks zeroing them, whether a ``where``
+    after the softmax tries to (``after``), and another constant mask (additive, 0/-inf)."""
 
     q: Value
     q_perm: tuple[int, ...] | None
@@ -152,6 +153,7 @@ class _Match:
     zeroed: bool = False
     zeroing: tuple[tuple[Value, InputMask], ...] = ()
     after: bool = False
+    mask: np.ndarray | None = None
 
 
 def _zeroed_softmax(rw: Rewriter, p: Value
@@ -190,14 +192,28 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     if zeroed and not zeroing and not np.isneginf([fed[0].on, fed[0].off]).any():
         zeroed = False  # no NaN to zero: a finite mask (PyTorch's exporter adds finfo.min)
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
-    causal = False
+    causal, mask = False, None
     if masks:  # proved below with the region: here only whether it can be causal
         effect = _mask_effect(rw, product.shape, masks)
         causal = effect is not None and _causal(effect)
-        if not causal and (effect is None or np.any(effect)):
-            return None  # a general constant mask: kept as written (no mask: all zeros)
+        if not causal and effect is not None and np.any(effect):
+            mask = _keys_kept(effect)  # another constant mask: one additive 0/-inf input
+            if mask is None or fed:
+                return None  # with a mask built from an input too: kept as written
     return _Match(q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal,
-                  fed[0] if fed else None, zeroed, zeroing, found is not None)
+                  fed[0] if fed else None, zeroed, zeroing, found is not None, mask)
+
+
+def _keys_kept(effect: np.ndarray) -> np.ndarray | None:
+    """The additive 0/-inf mask, as small as its repetitions allow, that a constant mask of
+    zeros and drowning values amounts to; None where a row keeps no key (its softmax then
+    depends on the fill) or a value neither keeps nor drowns its score."""
+    if np.any((effect != 0) & (effect > DROWN)):
+        return None
+    keep = effect == 0
+    if not np.all(np.any(keep, axis=-1)):
+        return None
+    return _smallest(np.where(keep, 0.0, -np.inf))
 
 
 def _apply(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
@@ -388,17 +404,20 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if nodes is None:
         return True
     spec = get_spec("attention")
+    mask = found.mask
     attrs = spec.normalize_attrs({"scale": float(f"{found.scale:.9g}"),
-                                  "causal": found.causal})
+                                  "causal": found.causal, "has_mask": mask is not None})
 
     def candidate(env):
         kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
-        return spec.reference(_apply(env[q], q_perm), kk, env[v], **attrs)
+        return spec.reference(_apply(env[q], q_perm), kk, env[v], mask, **attrs)
 
-    claim = ("attention", attrs, q_perm, kt_perm)
+    claim = ("attention", attrs, q_perm, kt_perm,
+             None if mask is None else (mask.tobytes(), mask.shape))
     if agrees(rw, nodes, y, [q, kt, v], candidate, claim=claim,
               batch=_heads(y, (q, q_perm), (kt, kt_perm), v)):
-        _emit(rw, node, found, attrs, [])
+        _emit(rw, node, found, attrs, [] if mask is None else
+              [rw.constant(mask.astype(y.dtype), y.dtype)])
     return True
 
 

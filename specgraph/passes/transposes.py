@@ -3,21 +3,23 @@
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
 moving each transpose past elementwise ops, reductions, slices, softmax and rotary
 embeddings (adjusting their axes and re-laying out broadcast constants and parameters) makes
-``T⁻¹ · T`` adjacent, and the identities pass removes them. A reshape that merges runs of axes followed by a transpose
-becomes the transpose of the runs then the merge (PyTorch flattens patches as
-``reshape[N, C, HW]·transpose``, Flax and Keras as ``transpose[N, H, W, C]·reshape``: one
-form), proved on random values. Where a transpose reads an elementwise op, a keepdims
-reduction, a pad or a softmax whose operands are mostly its inverse transposes (an NHWC
-residual add or squeeze-excitation between two NCHW convs, TF's zero pad of an NHWC
-tensor before a pool), it is hoisted above the op instead: the inverse pairs cancel there,
-the count of transposes never grows and every transpose moves toward the inputs (a tie,
-an NHWC residual whose NHWC input is also read elsewhere, goes the same way in every
-model), and the sinking rules never undo it: they move a transpose only when every
-operand carries it.
+``T⁻¹ · T`` adjacent, and the identities pass removes them. A reshape that merges runs of
+axes followed by a transpose becomes the transpose of the runs then the merge (PyTorch
+flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras as
+``transpose[N, H, W, C]·reshape``: one form), proved on random values. Where a transpose
+reads an elementwise op, a keepdims reduction, a pad or a softmax whose operands are mostly
+its inverse transposes (an NHWC residual add or squeeze-excitation between two NCHW convs,
+TF's zero pad of an NHWC tensor before a pool), it is hoisted above the op instead: the
+inverse pairs cancel there, the count of transposes never grows and every transpose moves
+toward the inputs (a tie, an NHWC residual whose NHWC input is also read elsewhere, goes the
+same way in every model), and the sinking rules never undo it: they move a transpose only
+when every operand carries it. A transpose reading a ``weight_norm`` moves onto its weight
+(and its gain is relaid out), so that the parameters take the layout the model reads.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
 reduction, slice, softmax or rotary embedding whose layout could absorb it, nor reads a reshape
-that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes.
+that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes,
+nor reads a ``weight_norm``.
 """
 
 from __future__ import annotations
@@ -31,14 +33,15 @@ from specgraph.ops import get_spec
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
-__all__ = ["SinkTransposesPass"]
+__all__ = ["SinkTransposesPass", "relayout_operand", "inverse_perm", "ELEMENTWISE"]
 
-_ELEMENTWISE = frozenset({"elementwise", "activation"})
+ELEMENTWISE = frozenset({"elementwise", "activation"})
 _REDUCTIONS = frozenset({"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
                          "reduce_var"})
 
 
-def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+def inverse_perm(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation undoing ``perm``."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -52,15 +55,17 @@ def _sinkable_transpose(rw: Rewriter, value: Value) -> Node | None:
     return None
 
 
-def _relayout_operand(rw: Rewriter, value: Value, perm: tuple[int, ...], rank: int,
-                      like: Node) -> Value | None:
-    """``value`` as it must be read after the transpose moves past: broadcast operand only."""
+def relayout_operand(rw: Rewriter, value: Value, perm: tuple[int, ...], rank: int,
+                     like: Node) -> Value | None:
+    """``value`` as it must be read after the transpose by ``perm`` moves past (from the
+    layout ``perm`` makes to the one it reads): a broadcast operand, reshaped; None where
+    it depends on an input or its non-unit axes would change order."""
     if value.rank == 0 or all(s == 1 for s in value.shape):
         return value
     if not rw.is_fixed(value):
         return None
     full = (1,) * (rank - value.rank) + value.shape
-    inv = _inverse(perm)
+    inv = inverse_perm(perm)
     target = tuple(full[inv[i]] for i in range(rank))
     order = [i for i in inv if full[i] != 1]
     if order != sorted(order):  # non-unit axes would change order: needs a real transpose
@@ -82,11 +87,11 @@ def _elementwise(rw: Rewriter, node: Node) -> bool:
         if t is not None and t.attrs["perm"] == perm:
             inputs.append(t.inputs[0])
             continue
-        moved = _relayout_operand(rw, value, perm, rank, node)
+        moved = relayout_operand(rw, value, perm, rank, node)
         if moved is None:
             return False
         inputs.append(moved)
-    inv = _inverse(perm)
+    inv = inverse_perm(perm)
     shape = tuple(node.outputs[0].shape[inv[i]] for i in range(rank))
     inner = rw.emit(node.op, inputs, dict(node.attrs), like=node, shape=shape,
                     dtype=node.outputs[0].dtype)
@@ -214,7 +219,7 @@ def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> st
     ``relayout`` (a fixed broadcast operand, reshaped), ``transpose`` (a new transpose), or
     None where none of these works."""
     t = rw.producer(value)
-    if t is not None and t.op == "transpose" and t.attrs["perm"] == _inverse(q):
+    if t is not None and t.op == "transpose" and t.attrs["perm"] == inverse_perm(q):
         return "inverse"
     if value.rank == 0 or all(s == 1 for s in value.shape):
         return "as-is"
@@ -225,6 +230,21 @@ def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> st
     return "transpose" if value.rank == rank else None
 
 
+def _weight_norm(rw: Rewriter, inner: Node, q: tuple[int, ...], out: Value) -> bool:
+    """transpose(weight_norm(v, g), q) as weight_norm(transpose(v, q), g relaid out) over
+    the axes q moves the norm's to: the same norms, gains and quotients, element by element
+    in another order (a weight kept as [k, in, out] and read as [out, in, k])."""
+    v, g = inner.inputs
+    gain = relayout_operand(rw, g, inverse_perm(q), len(q), inner)
+    if gain is None:
+        return False
+    axes = tuple(sorted(inverse_perm(q)[a] for a in inner.attrs["axes"]))
+    moved = rw.emit("transpose", [v], {"perm": q}, like=inner, shape=out.shape)
+    rw.replace(out, rw.emit("weight_norm", [moved, gain], {"axes": axes}, like=inner,
+                            shape=out.shape))
+    return True
+
+
 def _hoist(rw: Rewriter, node: Node) -> bool:
     """transpose(op(transpose(a, q⁻¹), ...), q) as op(a, ...) with its axes, pads or
     operands moved by q, where that adds no more transposes than it removes."""
@@ -233,9 +253,11 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
     if inner is None or rw.uses(x) != 1 or len(inner.outputs) != 1:
         return False
     rank, out = len(q), node.outputs[0]
+    if inner.op == "weight_norm":
+        return _weight_norm(rw, inner, q, out)
     if inner.op in _REDUCTIONS or inner.op in ("pad", "softmax", "log_softmax"):
         t = rw.producer(inner.inputs[0])
-        if t is None or t.op != "transpose" or t.attrs["perm"] != _inverse(q):
+        if t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q):
             return False
         if inner.op in _REDUCTIONS and not inner.attrs["keepdims"]:
             return False
@@ -245,13 +267,13 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
             attrs["pads"] = tuple(pads[p] for p in q) + tuple(pads[rank + p] for p in q)
         elif inner.op in _REDUCTIONS:
             axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(rank))
-            attrs["axes"] = tuple(sorted(_inverse(q)[a] for a in axes))
+            attrs["axes"] = tuple(sorted(inverse_perm(q)[a] for a in axes))
         else:
-            attrs["axis"] = _inverse(q)[attrs["axis"]]
+            attrs["axis"] = inverse_perm(q)[attrs["axis"]]
         rw.replace(out, rw.emit(inner.op, [source, *inner.inputs[1:]], attrs, like=inner,
                                 shape=out.shape))
         return True
-    if get_spec(inner.op).category not in _ELEMENTWISE or not inner.inputs:
+    if get_spec(inner.op).category not in ELEMENTWISE or not inner.inputs:
         return False
     kinds = [_hoist_kind(rw, v, q, rank) for v in inner.inputs]
     if None in kinds or "inverse" not in kinds:
@@ -266,7 +288,7 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
         elif kind == "as-is":
             operands.append(v)
         elif kind == "relayout":
-            operands.append(_relayout_operand(rw, v, _inverse(q), rank, inner))
+            operands.append(relayout_operand(rw, v, inverse_perm(q), rank, inner))
         else:
             operands.append(rw.emit("transpose", [v], {"perm": q}, like=node,
                                     shape=tuple(v.shape[p] for p in q)))
@@ -287,7 +309,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "rotary_embedding":
         return _rotary(rw, node)
     category = get_spec(node.op).category
-    if category in _ELEMENTWISE and node.inputs:
+    if category in ELEMENTWISE and node.inputs:
         return _elementwise(rw, node)
     return False
 

@@ -221,26 +221,17 @@ def keras_rotate_half():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-COMPLEX = ("TraceError: the torch frontend supports no complex dtype "
-           "(aten.view_as_complex.default makes complex64)")
-
 PAIRS = [
     # the half layout
     Pair(torch_computed, torch_tables),
     Pair(torch_computed, torch_inv_freq_buffer),
     Pair(torch_computed, torch_split_halves),
-    Pair(torch_computed, onnx_computed,
-         structure="the exporter's optimizer folds the tables into float initializers named "
-                   "cos and sin [5, 8], which the ONNX frontend takes for weights (only "
-                   "made-up names such as val_* count as constants)",
-         numbers="TransferError: no lhs parameter plays the role of cos [5, 8], sin [5, 8] "
-                 "(the folded tables are taken for weights)"),
+    Pair(torch_computed, onnx_computed),
     Pair(torch_computed, jax_rotate_half),
     Pair(torch_computed, keras_rotate_half),
     # the interleaved layout
     Pair(torch_pairs, torch_every_two),
-    Pair(torch_pairs, torch_complex,
-         structure=COMPLEX, numbers=COMPLEX),
+    Pair(torch_pairs, torch_complex),
     Pair(torch_pairs, jax_every_two,
          structure="the JAX frontend has no converter for the stack primitive (opaque)",
          numbers="RunnerError: the jax runner cannot execute the opaque stack"),

@@ -169,10 +169,6 @@ def keras_written():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-JAX_LAYOUT = ("the WIO->OIW transpose stays after the weight's computation (·div·transpose) "
-              "instead of moving onto v and g, so the parameters keep JAX's layout (v "
-              "[3, 4, 4], g [4]) and the reduction its axes (0, 1)")
-
 PAIRS = [
     Pair(torch_written, torch_parametrization),
     Pair(torch_written, torch_hooked),
@@ -182,21 +178,9 @@ PAIRS = [
          numbers="RunnerError: the torch runner cannot execute the opaque "
                  "aten.linalg_vector_norm.default"),
     Pair(torch_written, onnx_parametrization),
-    Pair(torch_written, jax_written, structure=JAX_LAYOUT,
-         numbers="TransferError: no lhs parameter plays the role of g [4], v [3, 4, 4] (the "
-                 "parameters keep JAX's layout)"),
-    Pair(torch_written_eps, linen_weight_norm,
-         structure=JAX_LAYOUT.replace("g [4]", "scale [4]") + "; Flax squares v as v·v "
-                   "(lhs: pow(v, 2)) and multiplies v·rsqrt(Σv² + eps) by the scale after, "
-                   "where lhs multiplies g·v first",
-         numbers="TransferError: no lhs parameter plays the role of params.conv.kernel "
-                 "[3, 4, 4], params.norm.conv/kernel/scale [4] (the parameters keep Flax's "
-                 "layout)"),
-    Pair(torch_written, keras_written,
-         structure="tf.nn.conv1d is traced as reshape·conv(2-D)·reshape with transposes "
-                   "around the conv that are not moved to the input, which stays NWC "
-                   "[2, 6, 4]; the weight keeps TF's layout (v [3, 4, 4])",
-         numbers="InputMismatchError: the NWC input of tf.nn.conv1d is not moved to NCW"),
+    Pair(torch_written, jax_written),
+    Pair(torch_written_eps, linen_weight_norm),
+    Pair(torch_written, keras_written),
 ]
 
 

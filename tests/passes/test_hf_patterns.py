@@ -37,8 +37,16 @@ def test_hf_attention_with_stable_softmax_and_its_causal_mask_is_attention(mask:
     _same(g, c)
 
 
-def test_a_mask_that_is_not_causal_stays_written_out():
-    assert "attention" not in _ops(canonicalize(_attention("upper")))
+def test_a_constant_mask_that_is_not_causal_is_the_attention_s_one_mask_input():
+    g = _attention("upper")
+    c = canonicalize(g)
+    (att,) = [n for n in c.nodes if n.op == "attention"]
+    assert att.attrs["has_mask"] and not att.attrs["causal"]
+    mask = np.asarray(c.constants[att.inputs[3]]).reshape(5, 5)  # [1, 1, 5, 5]
+    keep_upper = np.triu(np.ones((5, 5), bool))
+    assert np.array_equal(mask == 0, keep_upper)
+    assert np.all(np.isneginf(mask[~keep_upper]))
+    _same(g, c)
 
 
 def test_softmax_of_shifted_logits_drops_only_a_shift_along_its_axis():

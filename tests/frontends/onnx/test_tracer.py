@@ -334,6 +334,48 @@ def test_external_data_outside_the_folder_is_refused(tmp_path, where: str) -> No
         onnx_frontend.trace_file(path, reference=str(path))
 
 
+# --- which initializers are weights -------------------------------------------------------
+_SIGNATURE = """
+# inputs
+p_bias: PARAMETER target='bias'
+p_w: PARAMETER target='w'
+b_table: BUFFER target='table' persistent=False
+b_stats: BUFFER target='stats' persistent=True
+x: USER_INPUT
+"""
+
+
+def _signed(signature: bool) -> onnx.ModelProto:
+    """x · wᵀ (wᵀ folded by the exporter) + bias + stats, times a table folded from
+    ``arange`` and times a non-persistent buffer: what ``torch.onnx.export`` records."""
+    nodes = [N("MatMul", ["x", "val_0"], ["h"]), N("Add", ["h", "bias"], ["b"]),
+             N("Add", ["b", "stats"], ["s"]), N("Mul", ["s", "cos"], ["c"]),
+             N("Mul", ["c", "table"], ["y"])]
+    model = _model(nodes, {"x": (2, 3)}, {"val_0": _w(3, 4), "bias": _w(4), "stats": _w(4),
+                                          "cos": _w(2, 4), "table": _w(2, 4)})
+    if signature:
+        key = "pkg.torch.export.ExportedProgram.graph_signature"
+        model.graph.metadata_props.add(key=key, value=_SIGNATURE)
+        for name, sources in (("val_0", "['w']"), ("cos", "['arange', 'mul', 'val_3']")):
+            info = model.graph.value_info.add(name=name)
+            info.metadata_props.add(key="pkg.onnxscript.optimizer.folded_from", value=sources)
+    return model
+
+
+def test_exported_initializers_are_weights_as_the_graph_signature_says() -> None:
+    """Parameters, persistent buffers and what the exporter folded from a parameter are
+    weights; tables folded from nothing trainable and non-persistent buffers constants."""
+    traced = onnx_frontend.trace_model(_signed(True), (_w(2, 3),))
+    assert sorted(traced.graph.params) == ["bias", "stats", "val_0"]
+    assert sorted(v.shape for v in traced.graph.constants) == [(2, 4), (2, 4)]
+    _check_faithful(traced)
+
+
+def test_initializers_without_exporter_metadata_are_weights_by_size_and_name() -> None:
+    traced = onnx_frontend.trace_model(_signed(False), (_w(2, 3),))
+    assert sorted(traced.graph.params) == ["bias", "cos", "stats", "table", "val_0"]
+
+
 # --- models exported from PyTorch --------------------------------------------------------
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):

@@ -129,14 +129,27 @@ class ScalarsAndMasks(nn.Module):
         return torch.cat([y, y.new_ones(y.shape)], dim=-1)[..., 0].unsqueeze(0)
 
 
+class ComplexArithmetic(nn.Module):
+    """Pairs as complex numbers: a product with a constant ``polar`` (folded), one with a
+    ``polar`` of the input, a real factor, a complex and a real sum, back to real pairs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.view_as_complex(x.reshape(2, 3, 2))
+        turn = torch.polar(torch.ones(3), torch.arange(3.0) * 0.7)
+        w = z * turn * torch.polar(x[0, :3].abs() + 1, x[1, :3]) * 0.5
+        w = (w + z - 2.0) * torch.arange(1.0, 4.0)
+        return torch.view_as_real(w - z * 1j).flatten(1)
+
+
 @pytest.mark.parametrize(
     ("module", "inputs"),
     [
         (InPlace, (torch.randn(3, 4),)),
         (TiedWeights, (torch.randint(0, 11, (2, 3)),)),
         (ScalarsAndMasks, (torch.randn(2, 5, 5),)),
+        (ComplexArithmetic, (torch.randn(2, 6),)),
     ],
-    ids=["in_place", "tied_weights", "scalars_and_masks"],
+    ids=["in_place", "tied_weights", "scalars_and_masks", "complex_arithmetic"],
 )
 def test_awkward_models_are_faithful(module, inputs) -> None:
     torch.manual_seed(0)
