@@ -408,10 +408,22 @@ def _attention_written_out(q, k, v, mask, scale, causal):
     if causal:
         keep = jnp.tril(jnp.ones(scores.shape[-2:], dtype=bool))
         scores = jnp.where(keep, scores, -jnp.inf)
+    if mask is not None and mask.dtype == jnp.bool_:
+        rows = _kept_rows(mask, scores.shape, causal)
+        scores = jnp.where(rows, jnp.where(mask, scores, -jnp.inf), 0.0)
+        return jnp.matmul(jnp.where(rows, jax.nn.softmax(scores, axis=-1), 0.0), v)
     if mask is not None:
-        scores = (jnp.where(mask, scores, -jnp.inf) if mask.dtype == jnp.bool_
-                  else scores + mask)
+        scores = scores + mask
     return jnp.matmul(jax.nn.softmax(scores, axis=-1), v)
+
+
+def _kept_rows(mask, shape, causal):
+    """Whether each query row of scores ``shape`` [..., L, S] keeps a key under the boolean
+    ``mask`` (and causality): a row that keeps none gives zeros."""
+    keep = mask & jnp.ones(shape, dtype=bool)
+    if causal:
+        keep = keep & jnp.tril(jnp.ones(shape[-2:], dtype=bool))
+    return jnp.any(keep, axis=-1, keepdims=True)
 
 
 def _attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
@@ -421,11 +433,13 @@ def _attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     if not fits:
         return _attention_written_out(q, k, v, mask, scale, causal)
     boolean = mask is not None and mask.dtype == jnp.bool_
-    out = jax.nn.dot_product_attention(
+    out = jnp.swapaxes(jax.nn.dot_product_attention(
         jnp.swapaxes(q, 1, 2), jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2),
         bias=None if boolean else mask, mask=mask if boolean else None, scale=scale,
-        is_causal=causal)
-    return jnp.swapaxes(out, 1, 2)
+        is_causal=causal), 1, 2)
+    if boolean:  # it averages a row that keeps no key; the op gives zeros
+        out = jnp.where(_kept_rows(mask, q.shape[:-1] + k.shape[-2:-1], causal), out, 0.0)
+    return out
 
 
 def _rotate_half(x):

@@ -87,6 +87,13 @@ def _variadic(cx: Any, node: Any) -> Any:
     return acc if acc is not values[0] else cx.emit("identity", [acc])
 
 
+@_reg("IsNaN")
+def _isnan(cx: Any, node: Any) -> Any:
+    """NaN is the one value not equal to itself (JAX's ``isnan`` is written so, too)."""
+    x = cx.value(node.input[0])
+    return cx.emit("not_equal", [x, x])
+
+
 @_reg("Where")
 def _where(cx: Any, node: Any) -> Any:
     return cx.emit("where", [cx.value(name) for name in node.input[:3]])

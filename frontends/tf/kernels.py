@@ -495,13 +495,21 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
         v = tf.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
     scores = tf.linalg.matmul(q, k, transpose_b=True) * scale
     blocked = tf.constant(-math.inf, dtype=scores.dtype)
+    tril = tf.constant(np.tril(np.ones(scores.shape[-2:], dtype=bool)))
     if causal:
-        keep = np.tril(np.ones(scores.shape[-2:], dtype=bool))
-        scores = tf.where(tf.constant(keep), scores, blocked)
-    if mask is not None:
-        scores = (tf.where(mask, scores, blocked) if mask.dtype == tf.bool
-                  else scores + tf.cast(mask, scores.dtype))
-    return tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v)
+        scores = tf.where(tril, scores, blocked)
+    rows = None
+    if mask is not None and mask.dtype == tf.bool:  # a row keeping no key gives zeros
+        keep = tf.logical_and(mask, tril) if causal else mask
+        rows = tf.reduce_any(keep & tf.ones_like(scores, dtype=tf.bool), axis=-1,
+                             keepdims=True)
+        scores = tf.where(rows, tf.where(mask, scores, blocked), tf.zeros_like(scores))
+    elif mask is not None:
+        scores = scores + tf.cast(mask, scores.dtype)
+    weights = tf.nn.softmax(scores, axis=-1)
+    if rows is not None:
+        weights = tf.where(rows, weights, tf.zeros_like(weights))
+    return tf.linalg.matmul(weights, v)
 
 
 def _rotate_half(x):

@@ -427,8 +427,14 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
         mask = mask & keep if mask.dtype == torch.bool else torch.where(keep, mask, -math.inf)
         causal = False
     gqa = q.ndim >= 3 and k.shape[-3] != q.shape[-3]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                          scale=scale, enable_gqa=gqa)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                         scale=scale, enable_gqa=gqa)
+    if mask is not None and mask.dtype != torch.bool:
+        # SDPA gives zeros where an additive mask blocks a whole row; its softmax gives NaN
+        empty = torch.isneginf(mask).all(dim=-1, keepdim=True)
+        out = torch.where(empty, torch.full((), math.nan, dtype=out.dtype, device=out.device),
+                          out)
+    return out
 
 
 def _rotate_half(x):

@@ -476,14 +476,17 @@ def _attention_eq(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     attrs={
         "scale": Attr("float", doc="multiplies q·kᵀ; the usual 1/sqrt(head_dim) is explicit"),
         "causal": Attr("bool", False, doc="query i sees keys j <= i (top-left aligned)"),
-        "has_mask": Attr("bool", False, doc="a mask input: boolean (True keeps) or additive"),
+        "has_mask": Attr("bool", False, doc="a mask input: boolean (True keeps; a query "
+                         "row that keeps no key gives zeros, as PyTorch's SDPA) or additive"),
     },
     equation=_attention_eq,
     category="layer",
     onnx="Attention",
 )
 def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
-    """softmax(scale·q·kᵀ + mask)·v over [..., L, E]; k/v heads repeat for grouped queries."""
+    """softmax(scale·q·kᵀ + mask)·v over [..., L, E]; k/v heads repeat for grouped queries.
+    With a boolean mask, a query that keeps no key gets zeros (PyTorch's SDPA, and the
+    exported ``IsNaN``·``Where`` after its softmax); an additive mask of -inf gives NaN."""
     q, k, v = (np.asarray(t) for t in (q, k, v))
     if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
         rep = q.shape[-3] // k.shape[-3]
@@ -494,7 +497,20 @@ def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):
     if causal:
         keep = np.tril(np.ones((length, source), dtype=bool))
         scores = np.where(keep, scores, -np.inf)
+    rows = None
     if mask is not None:
         mask = np.asarray(mask)
-        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask
-    return np.matmul(_softmax(scores, -1), v)
+        if mask.dtype == bool:
+            keep = mask & np.ones(scores.shape, dtype=bool)
+            if causal:
+                keep = keep & np.tril(np.ones((length, source), dtype=bool))
+            rows = np.any(keep, axis=-1, keepdims=True)
+            scores = np.where(mask & rows, scores, -np.inf)  # an empty row: zeros, below
+            scores = np.where(rows, scores, 0.0)
+        else:
+            scores = scores + mask
+    with np.errstate(invalid="ignore"):  # a row an additive mask blocks: NaN, as softmax
+        weights = _softmax(scores, -1)
+    if rows is not None:
+        weights = np.where(rows, weights, 0.0)
+    return np.matmul(weights, v)

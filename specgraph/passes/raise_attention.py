@@ -4,40 +4,52 @@ with its scale and causality. A constant mask, however written (a select, an add
 that keeps exactly the keys j <= i becomes ``causal``; one that keeps every key (zeros
 added, an all-ones attention mask) goes away; the constant masks before any softmax over
 the keys become one additive mask of 0 and -inf, and attention raised with another constant
-mask (a band, a diagonal) takes it as that one mask input; a constant multiplied into q or k before the
-attention (through the reshapes and transposes that split heads) folds into its scale
-(exact: the scores are bilinear in q and k).
+mask (a band, a diagonal) takes it as that one mask input; a constant multiplied into q or k
+before the attention (through the reshapes and transposes that split heads) folds into its scale
+(exact: the scores are bilinear in q and k). A key-padding mask built from an input
+(``input_masks``: HF's added ``(1 - m)·finfo.min``, ``masked_fill(m == 0, fill)``, Flax's
+``where``) becomes the attention's mask operand in one form, ``where(K, 0, fill)`` added;
+where the rows that keep no key are zeroed after the softmax (Keras' masked ``Softmax``, an
+exported ``IsNaN``·``Where`` after a -inf mask), the boolean K, as SDPA's.
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
-random q, k, v in float64 (``regions.agrees``); a different scale or mask does not match.
+random q, k, v in float64 (``regions.agrees``; with an input's mask, ``input_masks.proved``
+on random ones and zeros for it); a different scale, mask or fill does not match.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.passes.input_masks import (SATURATES, FedMask, InputMask, fed_mask, is_select,
+                                          keep_mask, proved, read_mask, select)
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["RaiseAttentionPass"]
 
+DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
 
-def _peel_scores(rw: Rewriter, s: Value
-                 ) -> tuple[Value, list[float], list[tuple[Node, Value]]] | None:
-    """Walk back from the softmax input to the q·kᵀ product: its scalar scales and the nodes
-    masking it with constants (added, subtracted, multiplied in, or selected), last first."""
+
+def _peel_scores(rw: Rewriter, s: Value, limit: float = SATURATES
+                 ) -> tuple[Value, list[float], list[tuple[Node, Value]], list[FedMask]] | None:
+    """Walk back from the softmax input to the q·kᵀ product: its scalar scales, the nodes
+    masking it with constants (added, subtracted, multiplied in, or selected), last first,
+    and those masking it with a mask built from an input (selecting fills up to ``limit``)."""
     scales: list[float] = []
     masks: list[tuple[Node, Value]] = []  # each with the scores it reads
+    fed: list[FedMask] = []
     for _ in range(8):
         node = rw.producer(s)
         if node is None:
             return None
         if node.op == "matmul":
-            return s, scales, masks
+            return s, scales, masks, fed
         consts = [rw.constant_value(v) is not None for v in node.inputs]
         scalar = [rw.scalar(v) is not None for v in node.inputs]
         if node.op in ("mul", "div") and any(scalar):
@@ -50,9 +62,12 @@ def _peel_scores(rw: Rewriter, s: Value
         elif node.op == "sub" and consts == [False, True]:
             s = node.inputs[0]
             masks.append((node, s))
-        elif node.op == "where" and consts == [True, False, True]:
-            s = node.inputs[1]
+        elif node.op == "where" and consts in ([True, False, True], [True, True, False]):
+            s = node.inputs[consts.index(False)]
             masks.append((node, s))
+        elif (found := fed_mask(rw, node, limit)) is not None:
+            fed.append(found)
+            s = found.scores
         else:
             return None
     return None
@@ -120,15 +135,62 @@ def _mask_effect(rw: Rewriter, shape: tuple[int, ...], masks: list[tuple[Node, V
     return effect
 
 
-def _pattern(rw: Rewriter, node: Node) -> tuple | None:
+@dataclass(frozen=True)
+class _Match:
+    """Attention written out: q and kᵀ (each a base and the transpose to apply), v, the
+    scale, causality, the mask built from an input (if any), whether the rows that keep no
+    key are zeroed (a boolean mask), the boolean masks zeroing them, whether a ``where``
+    after the softmax tries to (``after``), and another constant mask (additive, 0/-inf)."""
+
+    q: Value
+    q_perm: tuple[int, ...] | None
+    kt: Value
+    kt_perm: tuple[int, ...] | None
+    v: Value
+    scale: float
+    causal: bool
+    fed: FedMask | None = None
+    zeroed: bool = False
+    zeroing: tuple[tuple[Value, InputMask], ...] = ()
+    after: bool = False
+    mask: np.ndarray | None = None
+
+
+def _zeroed_softmax(rw: Rewriter, p: Value
+                    ) -> tuple[Value, tuple[tuple[Value, InputMask], ...]] | None:
+    """``p`` as a softmax with the rows that keep no key zeroed after it: Keras' masked
+    ``where(C, softmax, 0)`` (C a mask built from an input) or the ONNX export of SDPA's
+    boolean mask, ``where(isnan(softmax), 0, softmax)``; the softmax output and the masks."""
+    node = rw.producer(p)
+    if node is None or node.op != "where":
+        return None
+    cond, a, b = node.inputs
+    if rw.uniform(b) == 0.0 and rw.constant_value(a) is None:
+        mask = read_mask(rw, cond) if cond.dtype == "bool" else None
+        return (a, ((cond, mask),)) if mask is not None and mask.on is True else None
+    test = rw.producer(cond)
+    if rw.uniform(a) == 0.0 and test is not None and test.op == "not_equal" and \
+            test.inputs[0] is b and test.inputs[1] is b:
+        return b, ()
+    return None
+
+
+def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     p, v = node.inputs
+    zeroing, zeroed = (), False
+    if (found := _zeroed_softmax(rw, p)) is not None:
+        (p, zeroing), zeroed = found, True
     sm = rw.producer(p)
     if sm is None or sm.op != "softmax" or sm.attrs["axis"] != p.rank - 1:
         return None
-    peeled = _peel_scores(rw, sm.inputs[0])
+    peeled = _peel_scores(rw, sm.inputs[0], DROWN if zeroing else SATURATES)
     if peeled is None:
         return None
-    product, scales, masks = peeled
+    product, scales, masks, fed = peeled
+    if len(fed) > 1 or (zeroed and not fed):
+        return None
+    if zeroed and not zeroing and not np.isneginf([fed[0].on, fed[0].off]).any():
+        zeroed = False  # no NaN to zero: a finite mask (PyTorch's exporter adds finfo.min)
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
     causal, mask = False, None
     if masks:  # proved below with the region: here only whether it can be causal
@@ -136,9 +198,10 @@ def _pattern(rw: Rewriter, node: Node) -> tuple | None:
         causal = effect is not None and _causal(effect)
         if not causal and effect is not None and np.any(effect):
             mask = _keys_kept(effect)  # another constant mask: one additive 0/-inf input
-            if mask is None:
-                return None
-    return q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal, mask
+            if mask is None or fed:
+                return None  # with a mask built from an input too: kept as written
+    return _Match(q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal,
+                  fed[0] if fed else None, zeroed, zeroing, found is not None, mask)
 
 
 def _keys_kept(effect: np.ndarray) -> np.ndarray | None:
@@ -203,7 +266,6 @@ def _constant_mask(rw: Rewriter, node: Node) -> bool:
 
 
 _LAYOUT = ("reshape", "transpose")
-DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
 
 
 def _mask_chain(rw: Rewriter, s: Value) -> tuple[Value, list[tuple[Node, Value]]]:
@@ -217,8 +279,8 @@ def _mask_chain(rw: Rewriter, s: Value) -> tuple[Value, list[tuple[Node, Value]]
             nxt = node.inputs[consts.index(False)]
         elif node.op == "sub" and consts == [False, True]:
             nxt = node.inputs[0]
-        elif node.op == "where" and consts == [True, False, True]:
-            nxt = node.inputs[1]
+        elif node.op == "where" and consts in ([True, False, True], [True, True, False]):
+            nxt = node.inputs[consts.index(False)]  # masked_fill selects the scores third
         else:
             break
         masks.append((node, nxt))
@@ -324,7 +386,7 @@ def _fold_scale(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "attention":
-        return _constant_mask(rw, node) or _fold_scale(rw, node)
+        return _constant_mask(rw, node) or _fed_operand(rw, node) or _fold_scale(rw, node)
     if node.op == "softmax":
         return _canonical_mask(rw, node)
     if node.op != "matmul":
@@ -332,15 +394,19 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     found = _pattern(rw, node)
     if found is None:
         return False
-    q, q_perm, kt, kt_perm, v, scale, causal, mask = found
-    y = node.outputs[0]
     rw.keep(node)  # the root must be visible to the region walk
+    if found.fed is not None:
+        _raise_masked(rw, node, found)
+        return True
+    q, q_perm, kt, kt_perm, v = found.q, found.q_perm, found.kt, found.kt_perm, found.v
+    y = node.outputs[0]
     nodes = region(rw, y, [q, kt, v])
     if nodes is None:
         return True
     spec = get_spec("attention")
-    attrs = spec.normalize_attrs({"scale": float(f"{scale:.9g}"), "causal": causal,
-                                  "has_mask": mask is not None})
+    mask = found.mask
+    attrs = spec.normalize_attrs({"scale": float(f"{found.scale:.9g}"),
+                                  "causal": found.causal, "has_mask": mask is not None})
 
     def candidate(env):
         kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
@@ -348,23 +414,76 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 
     claim = ("attention", attrs, q_perm, kt_perm,
              None if mask is None else (mask.tobytes(), mask.shape))
-    if not agrees(rw, nodes, y, [q, kt, v], candidate, claim=claim,
-                  batch=_heads(y, (q, q_perm), (kt, kt_perm), v)):
-        return True
-    if q_perm is not None:
-        q = rw.emit("transpose", [q], {"perm": q_perm}, like=node,
-                    shape=tuple(q.shape[i] for i in q_perm))
+    if agrees(rw, nodes, y, [q, kt, v], candidate, claim=claim,
+              batch=_heads(y, (q, q_perm), (kt, kt_perm), v)):
+        _emit(rw, node, found, attrs, [] if mask is None else
+              [rw.constant(mask.astype(y.dtype), y.dtype)])
+    return True
+
+
+def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -> None:
+    """attention(q, k, v[, mask]) in place of ``node``, q and k transposed as ``m`` says."""
+    q, kt, y = m.q, m.kt, node.outputs[0]
+    if m.q_perm is not None:
+        q = rw.emit("transpose", [q], {"perm": m.q_perm}, like=node,
+                    shape=tuple(q.shape[i] for i in m.q_perm))
     rank = y.rank
     swap = tuple(range(rank - 2)) + (rank - 1, rank - 2)
-    k_perm = tuple((kt_perm or tuple(range(rank)))[i] for i in swap)  # kᵀ = T(kt_base)
+    k_perm = tuple((m.kt_perm or tuple(range(rank)))[i] for i in swap)  # kᵀ = T(kt_base)
     k = kt
     if k_perm != tuple(range(rank)):
         k = rw.emit("transpose", [kt], {"perm": k_perm}, like=node,
                     shape=tuple(kt.shape[i] for i in k_perm))
-    operands = [q, k, v]
-    if mask is not None:
-        operands.append(rw.constant(mask.astype(y.dtype), y.dtype))
-    rw.replace(y, rw.emit("attention", operands, attrs, like=node, shape=y.shape))
+    rw.replace(y, rw.emit("attention", [q, k, m.v, *mask], attrs, like=node, shape=y.shape))
+
+
+def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
+    """Attention masked with a mask built from an input: the additive mask ``where(K, on,
+    off)`` it amounts to, or, where the rows that keep no key are zeroed, the boolean K
+    (as SDPA's boolean mask); proved on random q, k, v and random ones and zeros for the
+    input (each row keeping a key, and with the zeroed form one row keeping none)."""
+    fed, y = m.fed, node.outputs[0]
+    masks = {fed.operand: fed.mask, **dict(m.zeroing)}
+    free = list(dict.fromkeys([m.q, m.kt, m.v, *masks]))
+    nodes = region(rw, y, free)
+    if nodes is None:
+        return
+    spec = get_spec("attention")
+    attrs = spec.normalize_attrs({"scale": float(f"{m.scale:.9g}"), "causal": m.causal,
+                                  "has_mask": True})
+
+    def candidate(env, keep):
+        mask = keep if m.zeroed else np.where(keep, fed.on, fed.off)
+        kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
+        return spec.reference(_apply(env[m.q], m.q_perm), kk, env[m.v], mask, **attrs)
+
+    if not proved(rw, nodes, y, free, masks, candidate,
+                  empty_rows=(False, True) if m.after else (False, False)):
+        return
+    mask = (keep_mask(rw, fed.mask, node) if m.zeroed
+            else select(rw, fed.mask, fed.on, fed.off, fed.scores.dtype, node))
+    _emit(rw, node, m, attrs, [mask])
+
+
+def _fed_operand(rw: Rewriter, node: Node) -> bool:
+    """attention whose mask operand is built from an input, written otherwise than in the
+    one form (``input_masks``): the same attention with that form (``read_mask`` proved
+    the operand equal to it on every draw of ones and zeros)."""
+    if not node.attrs["has_mask"] or rw.is_fixed(node.inputs[3]):
+        return False
+    operand = node.inputs[3]
+    mask = read_mask(rw, operand)
+    if mask is None or is_select(rw, operand, mask):
+        return False
+    if operand.dtype == "bool":
+        if mask.on is not True:
+            return False
+        canonical = keep_mask(rw, mask, node)
+    else:
+        canonical = select(rw, mask, mask.on, mask.off, operand.dtype, node)
+    y = node.outputs[0]
+    rw.replace(y, rw.emit("attention", [*node.inputs[:3], canonical], dict(node.attrs),
+                          like=node, shape=y.shape))
     return True
 
 

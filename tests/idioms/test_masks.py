@@ -8,7 +8,9 @@ the masked probabilities), as old BERT adds (-1e4), or as a boolean mask handed 
 
 Genuine differences stay different: a mask that drops a key against none, a causal window
 one key wider, and on a fully masked row the fill values part (-inf gives NaN, -1e4 leaves
-the scores' softmax, ``finfo.min`` a uniform average, PyTorch's SDPA zeros).
+the scores' softmax, ``finfo.min`` a uniform average, PyTorch's SDPA zeros, and so does
+Keras' masked ``Softmax``; SDPA's boolean mask exported to ONNX adds ``finfo.min``, and
+averages).
 """
 
 from __future__ import annotations
@@ -362,13 +364,6 @@ def keras_hf_1e4():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-NOT_RAISED = "so attention is not raised (matmul·div·where·softmax·matmul)"
-FILL_THIRD = ("masked_fill(mask, fill) is where(mask, fill, scores), scores third: "
-              "raise_attention peels only where(mask, scores, fill)")
-Q_SCALED = ("q's division by sqrt(D) sinks to the scores as a mul by 0.5 where lhs divides "
-            "them by 2.0: a division by a constant has no normal form")
-PADDING = "an input-built key-padding mask is kept as written (attention is not raised)"
-
 PAIRS = [
     # a mask that keeps every key is no mask
     Pair(torch_sdpa, torch_sdpa_ones),
@@ -378,50 +373,26 @@ PAIRS = [
     Pair(torch_sdpa, keras_ones),
     # causal masks
     Pair(torch_sdpa_causal, torch_sdpa_tril),
-    Pair(torch_sdpa_causal, torch_buffer,
-         structure="the causal buffer folds to a constant, but masked_fill(bias == 0, -inf) "
-                   "is where(mask, -inf, scores); " + FILL_THIRD + ", " + NOT_RAISED),
+    Pair(torch_sdpa_causal, torch_buffer),
     Pair(torch_sdpa_causal, torch_triu_inf),
-    Pair(torch_sdpa_causal, torch_triu_finfo, structure=FILL_THIRD + ", " + NOT_RAISED),
+    Pair(torch_sdpa_causal, torch_triu_finfo),
     Pair(torch_sdpa_causal, torch_arange_1e4),
     Pair(torch_sdpa_causal, onnx_sdpa_causal),
-    Pair(torch_sdpa_causal, onnx_buffer,
-         structure="the exported masked_fill is Where(mask, -inf, scores); " + FILL_THIRD
-                   + ", " + NOT_RAISED),
+    Pair(torch_sdpa_causal, onnx_buffer),
     Pair(torch_sdpa_causal, jax_tril_finfo),
     Pair(torch_sdpa_causal, linen_causal),
     Pair(torch_sdpa_causal, keras_band_part),
     # key-padding masks from an attention_mask input, the same fill spelled otherwise
-    Pair(torch_hf_finfo, torch_fill_finfo,
-         structure=PADDING + ": HF's cast·sub·mul·add (added (1 - m) * finfo.min) against "
-                   "masked_fill's equal·where (finfo.min selected)"),
+    Pair(torch_hf_finfo, torch_fill_finfo),
     Pair(torch_hf_finfo, onnx_hf_finfo),
-    Pair(torch_hf_finfo, jax_padding_finfo,
-         structure=PADDING + ": Flax's cast·expand·where(mask, scores, finfo.min) against "
-                   "HF's cast·sub·mul·add; " + Q_SCALED),
-    Pair(torch_hf_finfo, linen_padding,
-         structure=PADDING + ": make_attention_mask's mul·reshape·not_equal·expand·where "
-                   "against HF's cast·sub·mul·add; " + Q_SCALED),
-    Pair(torch_fill_inf, jax_padding_inf,
-         structure=PADDING + ": where(m > 0, scores, -inf) against masked_fill's "
-                   "where(m == 0, -inf, scores) (condition negated, branches swapped); "
-                   + Q_SCALED),
-    Pair(torch_fill_inf, keras_where_inf,
-         structure=PADDING + ": tf.where(cast(m, bool), scores, -inf) against masked_fill's "
-                   "where(m == 0, -inf, scores) (condition negated, branches swapped)",
-         numbers="numeric-divergence between lhs's equal(m, 0) and rhs's cast(m, bool), "
-                 "which the alignment pairs though one is the other's negation (outputs "
-                 "agree to 2e-07)"),
+    Pair(torch_hf_finfo, jax_padding_finfo),
+    Pair(torch_hf_finfo, linen_padding),
+    Pair(torch_hf_finfo, onnx_sdpa_padding),  # the exporter adds finfo.min (see below)
+    Pair(torch_fill_inf, jax_padding_inf),
+    Pair(torch_fill_inf, keras_where_inf),
     Pair(torch_bert_1e4, jax_bert_1e4),
     Pair(torch_bert_1e4, keras_hf_1e4),
-    Pair(torch_sdpa_padding, keras_softmax_mask,
-         structure="Keras' masked Softmax is where(m, s, -1e9)·softmax·where(m, p, 0), not "
-                   "raised to attention with a mask as SDPA's boolean mask is"),
-    Pair(torch_sdpa_padding, onnx_sdpa_padding,
-         structure="the exporter writes SDPA's boolean mask as Where(m, 0, -inf) + scores, "
-                   "Softmax, then IsNaN·Where zeroing fully masked rows; IsNaN has no "
-                   "converter (opaque) and the pattern is not raised to attention",
-         numbers="RunnerError: the onnx runner cannot execute the opaque IsNaN"),
+    Pair(torch_sdpa_padding, keras_softmax_mask),
 ]
 
 
@@ -462,3 +433,18 @@ def test_fill_values_stay_different(lhs, rhs) -> None:
         torch_side(TorchAttention(t.native.how), X, EMPTY_ROW, name=f"{t.reference}_empty")
         for t in (left, right)]
     assert_reported_different(*with_empty_row, mode="numbers", codes=["numeric-divergence"])
+
+
+def test_the_exported_sdpa_boolean_mask_averages_a_fully_masked_row() -> None:
+    """``torch.onnx.export`` writes SDPA's boolean mask as ``Where(m, 0, finfo.min)`` added
+    to the scores (then ``IsNaN``·``Where``, which finds no NaN to zero): a fully masked row
+    averages the values where SDPA gives zeros. It is HF's added ``finfo.min`` (a pair
+    above), and stays apart from SDPA's boolean mask."""
+    assert not isomorphic(canonical(torch_sdpa_padding()).graph,
+                          canonical(onnx_sdpa_padding()).graph)
+    module = TorchAttention("sdpa-padding")
+    assert_reported_different(
+        torch_side(module, X, EMPTY_ROW, name="torch_sdpa_padding_empty"),
+        onnx_side(module, X, EMPTY_ROW, name="onnx_sdpa_padding_empty"),
+        mode="numbers", codes=["numeric-divergence"])
+

@@ -159,3 +159,15 @@ case("attention", "causal_and_bool_mask", [(1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4,
 case("attention", "causal_and_float_mask", [(1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3), (4, 4)],
      {"scale": 0.7, "causal": True, "has_mask": True})
 case("attention", "no_head_axis", [(2, 5, 4), (2, 6, 4), (2, 6, 3)], {"scale": 0.5})
+case("attention", "bool_mask_empty_row",  # the query keeping no key gives zeros (SDPA)
+     [(1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4),
+      A([[True, False, True], [False, False, False], [True, True, True]], dtype=bool)],
+     {"scale": 0.5, "has_mask": True})
+case("attention", "causal_and_bool_mask_empty_row",  # row 0 keeps key 0 only, masked
+     [(1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4),
+      A([[False, True, True], [True, True, False], [True, False, True]], dtype=bool)],
+     {"scale": 0.7, "causal": True, "has_mask": True})
+case("attention", "float_mask_blocked_row",  # an additive -inf row: its softmax is NaN
+     [(1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4),
+      A([[0.0, -np.inf, 0.0], [-np.inf, -np.inf, -np.inf], [0.0, 0.0, 0.0]])],
+     {"scale": 0.5, "has_mask": True})

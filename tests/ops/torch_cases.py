@@ -285,6 +285,10 @@ expr("attention-grouped_kv_causal", _sdpa(0.5, is_causal=True, enable_gqa=True))
 expr("attention-causal_and_bool_mask", _causal_and(lambda m, keep: m & keep))
 expr("attention-causal_and_float_mask", _causal_and(lambda m, keep: m.masked_fill(~keep, -INF)))
 expr("attention-no_head_axis", _sdpa(0.5))
+expr("attention-bool_mask_empty_row", _sdpa(0.5))
+expr("attention-causal_and_bool_mask_empty_row", _causal_and(lambda m, keep: m & keep))
+expr("attention-float_mask_blocked_row",  # SDPA zeros a blocked row: written out, it is NaN
+     lambda q, k, v, m: torch.softmax(q @ k.transpose(-1, -2) * 0.5 + m, dim=-1) @ v)
 
 # -- convolutions and pools, spelled from the case's attributes ------------------------------
 

@@ -380,12 +380,16 @@ def _attention(ex: Exporter, node: Node) -> None:
     if a["causal"]:
         keep = np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool))
         scores = ex.emit("Where", [ex.const(keep, "bool"), scores, minus_inf])
-    if mask:
-        if mask[0].dtype == "bool":
-            scores = ex.emit("Where", [ex.name(mask[0]), scores, minus_inf])
-        else:
-            scores = ex.emit("Add", [scores, ex.operand(mask[0], dtype)])
-    ex.emit("MatMul", [ex.emit("Softmax", [scores], axis=-1), vals], ex.out())
+    boolean = bool(mask) and mask[0].dtype == "bool"
+    if boolean:
+        scores = ex.emit("Where", [ex.name(mask[0]), scores, minus_inf])
+    elif mask:
+        scores = ex.emit("Add", [scores, ex.operand(mask[0], dtype)])
+    weights = ex.emit("Softmax", [scores], axis=-1)
+    if boolean:  # a row keeping no key: NaN from the softmax, zeros as PyTorch's exporter
+        weights = ex.emit("Where", [ex.emit("IsNaN", [weights]), _scalar(ex, 0.0, dtype),
+                                    weights])
+    ex.emit("MatMul", [weights, vals], ex.out())
 
 
 @RULES.register("rotary_embedding")

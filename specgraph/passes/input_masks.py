@@ -1,0 +1,333 @@
+"""Masks built from a model input: what a mask tensor holds where an ``attention_mask`` of
+ones and zeros is one and where it is zero, its one written form, and the random draws that
+prove a rewrite reading it.
+
+Libraries write the same key-padding mask many ways: HF's ``(1 - m[:, None, None, :]) *
+finfo.min``, ``m == 0`` for ``masked_fill``, ``m > 0``, ``m.astype(bool)``, Flax's
+``make_attention_mask`` (``ones[:, :, None] * m[:, None, :] != 0``, expanded). Over an input
+that holds ones and zeros, as every library's ``attention_mask`` does, each is an
+elementwise function of the input laid out by reshapes and broadcasts: ``where(K, on, off)``
+with ``K = cast(reshape(m), bool)``, the input's axes where the mask has them and ones
+elsewhere. ``read_mask`` finds ``on``, ``off`` and that layout by running the mask's cone on
+inputs of zeros, of ones and of random ones and zeros (the fp64 references); ``keep_mask``
+and ``select`` write the one form.
+
+That an input holds ones and zeros is assumed of an integer or boolean input that serves as
+a mask and nothing else (``_only_masks``: never looked up, summed or returned, as ids,
+positions or token types are); over other integers HF's ``(1 - m)·finfo.min`` and
+``m == 0`` part, so the assumption is what makes them one.
+
+Requires: a graph whose constants are folded. Ensures: a mask is read only where its cone is
+elementwise arithmetic and layout over one such input, and agrees with ``where(K, on, off)``
+on every draw of ones and zeros.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specgraph.ir import Node, Value
+from specgraph.ops.dtypes import numpy_dtype
+from specgraph.passes.regions import random_env, run_region
+from specgraph.passes.rewrite import Rewriter
+
+__all__ = ["InputMask", "FedMask", "SATURATES", "read_mask", "fed_mask", "keep_mask", "select",
+           "is_select", "draw_keep", "proved"]
+
+_ELEMENTWISE = frozenset({
+    "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
+    "greater", "greater_equal", "less", "less_equal", "logical_not", "logical_and",
+    "logical_or", "where"})
+_LAYOUT = frozenset({"reshape", "expand", "unsqueeze", "squeeze"})
+_LIMIT = 16
+_SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
+_APPLIED = frozenset({"add", "sub", "mul", "where", "attention"})
+
+
+@dataclass(frozen=True)
+class InputMask:
+    """A mask tensor read as ``broadcast(where(reshape(source, shape) != 0, on, off))``.
+
+    Attributes:
+        source: the graph input the mask is built from (its ones and zeros).
+        shape: the source reshaped: its axes where the mask has them, ones elsewhere (the
+            mask's rank).
+        on / off: what the mask holds where the source is one / zero (bool or float).
+    """
+
+    source: Value
+    shape: tuple[int, ...]
+    on: float | bool
+    off: float | bool
+
+
+def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
+    """The one input and the elementwise/layout nodes computing ``value`` from it and from
+    constants; None for anything else."""
+    sources: set[Value] = set()
+    found: dict[int, Node] = {}
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v in seen or rw.constant_value(v) is not None:
+            continue
+        seen.add(v)
+        node = rw.producer(v)
+        if node is None:
+            if rw.is_param(v):
+                return None
+            sources.add(v)
+            continue
+        if node.op not in _ELEMENTWISE | _LAYOUT or len(found) >= _LIMIT:
+            return None
+        found[id(node)] = node
+        stack.extend(node.inputs)
+    if len(sources) != 1:
+        return None
+    (source,) = sources
+    if source.dtype not in _SOURCE_DTYPES or source.size == 0 or not _only_masks(rw, source):
+        return None
+    return source, rw.in_order(found.values())
+
+
+def _only_masks(rw: Rewriter, source: Value) -> bool:
+    """Whether the input ``source`` serves as a mask and nothing else: every value computed
+    from it alone (elementwise, laid out) is read only by such nodes or applied to other
+    tensors (added, multiplied, selected with, an attention's mask); never looked up, summed
+    or returned, as ids, positions or token types are."""
+    graph = rw.graph
+    pure, stack = {source}, [source]
+    while stack:
+        for node in graph.consumers(stack.pop()):
+            alone = all(u in pure or u in graph.constants for u in node.inputs)
+            if alone and node.op in _ELEMENTWISE | _LAYOUT:
+                fresh = [out for out in node.outputs if out not in pure]
+                pure.update(fresh)
+                stack.extend(fresh)
+            elif node.op not in _APPLIED:
+                return False
+    return not pure & set(graph.outputs)
+
+
+def _uniform(array: np.ndarray) -> float | bool | None:
+    """The one value every element of ``array`` holds (NaN counts as one value), or None."""
+    flat = np.asarray(array).reshape(-1)
+    if flat.size == 0 or not np.array_equal(flat, np.full_like(flat, flat[0]),
+                                            equal_nan=flat.dtype.kind == "f"):
+        return None
+    return bool(flat[0]) if flat.dtype == bool else float(flat[0])
+
+
+def _layouts(source: Value, target: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every placement of the source's non-unit axes, in order, on axes of ``target`` of the
+    same sizes: the source reshaped to ``target``'s rank with ones elsewhere."""
+    sizes = [s for s in source.shape if s != 1]
+    out = []
+    for places in itertools.combinations(range(len(target)), len(sizes)):
+        if all(target[p] == s for p, s in zip(places, sizes)):
+            shape = [1] * len(target)
+            for p, s in zip(places, sizes):
+                shape[p] = s
+            out.append(tuple(shape))
+    return out
+
+
+def _select_array(keep: np.ndarray, on, off, shape, dtype: str) -> np.ndarray:
+    out = np.broadcast_to(np.where(keep, on, off), shape)
+    return out.astype(bool) if dtype == "bool" else out.astype(np.float64)
+
+
+def read_mask(rw: Rewriter, value: Value) -> InputMask | None:
+    """``value`` as an elementwise function of one input holding ones and zeros, laid out
+    by reshapes and broadcasts (see the module docstring); None if it is not one."""
+    if value.dtype != "bool" and value.dtype not in ("float16", "bfloat16", "float32",
+                                                     "float64"):
+        return None
+    cone = _cone(rw, value)
+    if cone is None:
+        return None
+    source, nodes = cone
+    kind = numpy_dtype(source.dtype)
+
+    def run(m: np.ndarray) -> np.ndarray | None:
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(run_region(rw, nodes, {source: m.astype(kind)}, value))
+        except (KeyError, ValueError, TypeError, IndexError):
+            return None
+
+    zeros, ones = (run(np.full(source.shape, b)) for b in (0, 1))
+    if zeros is None or ones is None:
+        return None
+    off, on = _uniform(zeros), _uniform(ones)
+    if on is None or off is None or on == off:
+        return None
+    if value.dtype != "bool":  # -0.0 (HF's (1 - 1)·finfo.min) is the zero it adds
+        on, off = on + 0.0, off + 0.0
+    rng = np.random.default_rng(4321)
+    draws = [rng.random(source.shape) < 0.5 for _ in range(3)]
+    for shape in _layouts(source, value.shape):
+        if all(_matches(run(d), _select_array(d.reshape(shape), on, off, value.shape,
+                                                value.dtype)) for d in draws):
+            return InputMask(source, shape, on, off)
+    return None
+
+
+def _matches(got: np.ndarray | None, want: np.ndarray) -> bool:
+    if got is None or got.shape != want.shape:
+        return False
+    if want.dtype == bool:
+        return bool(np.array_equal(got.astype(bool), want))
+    return bool(np.array_equal(np.asarray(got, np.float64), want, equal_nan=True))
+
+
+# --- masks applied to attention scores ------------------------------------------------------
+@dataclass(frozen=True)
+class FedMask:
+    """A node masking the scores with a mask built from an input: the scores it reads, the
+    mask tensor, how that reads the input, and what it adds to the scores where the input
+    is one and where it is zero."""
+
+    node: Node
+    scores: Value
+    operand: Value
+    mask: InputMask
+    on: float
+    off: float
+
+
+SATURATES = -1e30  # a selected fill at or below this is the added one: s + fill rounds to it
+
+
+def fed_mask(rw: Rewriter, node: Node, limit: float = SATURATES) -> FedMask | None:
+    """``s + A`` with A an additive mask built from an input, or ``where(C, s, fill)`` /
+    ``where(C, fill, s)`` (``masked_fill``) with C a boolean one and fill -inf or a number
+    so large that adding it is selecting it (``finfo.min``; up to ``limit``), read as what
+    it adds; None for anything else."""
+    if node.op == "add":
+        for scores, operand in (node.inputs, node.inputs[::-1]):
+            mask = None if operand.dtype == "bool" else read_mask(rw, operand)
+            if mask is not None:
+                return FedMask(node, scores, operand, mask, float(mask.on), float(mask.off))
+        return None
+    if node.op != "where" or node.inputs[0].dtype != "bool":
+        return None
+    cond, a, b = node.inputs
+    fills = [rw.uniform(a), rw.uniform(b)]
+    if fills.count(None) != 1:
+        return None
+    fill = next(f for f in fills if f is not None)
+    if not fill <= limit:
+        return None
+    mask = read_mask(rw, cond)
+    if mask is None:
+        return None
+    scores = a if fills[0] is None else b
+    added = [0.0 if (a if picks else b) is scores else fill for picks in (mask.on, mask.off)]
+    return FedMask(node, scores, cond, mask, *added)
+
+
+# --- the one written form ------------------------------------------------------------------
+def keep_mask(rw: Rewriter, mask: InputMask, like: Node) -> Value:
+    """``cast(reshape(source, shape), bool)``: True where the source is one."""
+    x = mask.source
+    if x.shape != mask.shape:
+        x = rw.emit("reshape", [x], {"shape": mask.shape}, like=like, shape=mask.shape,
+                    dtype=x.dtype)
+    if x.dtype != "bool":
+        x = rw.emit("cast", [x], {"dtype": "bool"}, like=like, shape=mask.shape, dtype="bool")
+    return x
+
+
+def select(rw: Rewriter, mask: InputMask, on: float, off: float, dtype: str, like: Node
+           ) -> Value:
+    """``where(keep_mask, on, off)`` in ``dtype``: an additive mask."""
+    storage = np.float32 if dtype == "bfloat16" else numpy_dtype(dtype)
+    values = [rw.constant(np.array(c, dtype=storage), dtype) for c in (on, off)]
+    return rw.emit("where", [keep_mask(rw, mask, like), *values], like=like, shape=mask.shape,
+                   dtype=dtype)
+
+
+def _is_keep(rw: Rewriter, value: Value, mask: InputMask) -> bool:
+    """Whether ``value`` is what ``keep_mask`` writes for ``mask``."""
+    if value.dtype != "bool" or value.shape != mask.shape:
+        return False
+    node = rw.producer(value)
+    if mask.source.dtype != "bool":
+        if node is None or node.op != "cast":
+            return False
+        value = node.inputs[0]
+        node = rw.producer(value)
+    if value is mask.source:
+        return True
+    return node is not None and node.op == "reshape" and node.inputs[0] is mask.source
+
+
+def is_select(rw: Rewriter, value: Value, mask: InputMask) -> bool:
+    """Whether ``value`` is already the one form of ``mask``: ``keep_mask`` itself for a
+    boolean mask holding True where the source is one, ``select`` for a float one."""
+    if value.dtype == "bool":
+        return mask.on is True and _is_keep(rw, value, mask)
+    node = rw.producer(value)
+    if node is None or node.op != "where" or value.shape != mask.shape:
+        return False
+    cond, a, b = node.inputs
+    return (_is_keep(rw, cond, mask) and rw.scalar(a) is not None and rw.scalar(b) is not None
+            and _same(rw.scalar(a), mask.on) and _same(rw.scalar(b), mask.off))
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal as stored: NaN is NaN, and -0.0 is not 0.0."""
+    return bool(np.array_equal(np.float64(a), np.float64(b), equal_nan=True)
+                and np.signbit(a) == np.signbit(b))
+
+
+# --- proofs --------------------------------------------------------------------------------
+def draw_keep(mask: InputMask, rng: np.random.Generator, *, empty_row: bool) -> np.ndarray:
+    """Random ones and zeros for the source, laid out as ``mask.shape``, as booleans: the
+    first key of every row kept, or (``empty_row``) the first row keeping none."""
+    keep = rng.random(mask.shape) < 0.6
+    keep[..., 0] = True
+    if empty_row:
+        keep.reshape(-1, mask.shape[-1])[0] = False
+    return keep
+
+
+def proved(rw: Rewriter, nodes: Sequence[Node], output: Value, free: Sequence[Value],
+           masks: Mapping[Value, InputMask],
+           candidate: Callable[[Mapping[Value, np.ndarray], np.ndarray], np.ndarray], *,
+           empty_rows: Sequence[bool] = (False, False), rtol: float = 1e-6) -> bool:
+    """Whether the region ``nodes`` and ``candidate`` agree on random ``free`` values, the
+    mask tensors among them drawn from one random source (``masks``: each mask tensor and
+    how it reads the source; they share it), once per entry of ``empty_rows``.
+    ``candidate(env, keep)`` gets the draws and the source's keep mask."""
+    sources = {m.source for m in masks.values()}
+    if len(sources) != 1 or len({m.shape for m in masks.values()}) != 1:
+        return False
+    plain = [v for v in free if v not in masks]
+    for trial, empty in enumerate(empty_rows):
+        rng = np.random.default_rng(2024 + trial)
+        env = random_env(plain, seed=1234 + trial)
+        keep = draw_keep(next(iter(masks.values())), rng, empty_row=empty)
+        for v, m in masks.items():
+            env[v] = _select_array(keep, m.on, m.off, v.shape, v.dtype)
+        try:
+            with np.errstate(all="ignore"):
+                want = run_region(rw, nodes, env, output)
+                got = np.asarray(candidate(env, keep))
+        except (KeyError, ValueError, TypeError, IndexError, FloatingPointError):
+            return False
+        if got.shape != want.shape:
+            return False
+        finite = np.isfinite(want)
+        if not np.array_equal(finite, np.isfinite(got)):
+            return False
+        scale = max(float(np.max(np.abs(want[finite]), initial=0.0)), 1e-30)
+        if np.max(np.abs(got[finite] - want[finite]), initial=0.0) > rtol * scale:
+            return False
+    return True
+
