@@ -181,6 +181,12 @@ ARCHS: dict[str, Arch] = {
                                                         num_labels=10),
                      {"keras": "ResNet50", "torch": "ResNetForImageClassification"}, _vision,
                      keras={"classes": 10, "classifier_activation": None}),
+    # ConvNeXt-T: Keras keeps the residual stream NHWC and transposes each depthwise conv's
+    # input, HF's PyTorch port keeps it NCHW and transposes each block's branch back
+    "convnext_tiny": Arch("vision", lambda t: t.ConvNextConfig(num_labels=10),
+                          {"keras": "ConvNeXtTiny", "torch": "ConvNextForImageClassification"},
+                          _vision, keras={"classes": 10, "classifier_activation": None,
+                                          "include_preprocessing": False}),
     # --- audio ------------------------------------------------------------------------
     "wav2vec2": Arch("audio", lambda t: t.Wav2Vec2Config(
         **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),

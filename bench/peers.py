@@ -90,6 +90,11 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "by BatchNorm) leaves out"),
     Discovery("resnet50", "keras", "attr-mismatch", "batch_norm", "eps",
               "Keras' ResNet50 uses BatchNorm eps 1.001e-5 where HF's ResNet uses 1e-5"),
+    Discovery("convnext_tiny", "torch", "attr-mismatch", "layer_norm", "eps",
+              "HF's ConvNeXt normalizes the pooled features with config.layer_norm_eps, "
+              "1e-12 by default, where Keras' ConvNeXt, like the paper's code, uses 1e-6 as "
+              "for every other LayerNorm (HF's own LayerNorms inside the network hard-code "
+              "1e-6; modeling_convnext.py)"),
 )
 
 

@@ -24,6 +24,7 @@ FAST = [
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps
+    ("convnext_tiny", "keras", "torch"),  # HF's pooled LayerNorm eps 1e-12; layouts converge
     ("llama_theta", "flax", "torch"),  # Flax's Llama builds its tables with theta 10000
 ]
 

@@ -11,14 +11,15 @@ __all__ = ["arithmetic_cone", "inputs_to_try"]
 _ARITHMETIC = frozenset({"elementwise", "activation", "reduction"})
 
 
-def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
+def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_shared: bool = False
                     ) -> tuple[list[Value], list[Node]] | None:
     """The free tensors and the nodes of the elementwise/reduction cone that computes ``output``.
 
     The walk goes back through elementwise ops, activations and reductions and stops at any
     other producer, graph input, parameter or constant. Free tensors are the stopping values
     that are neither parameters nor constants, in first-seen order. Returns None past
-    ``limit`` nodes.
+    ``limit`` nodes. With ``stop_at_shared`` the walk also stops at a value some other
+    kind of layer reads too (a residual stream that convolutions read between its adds).
     """
     free: list[Value] = []
     nodes: dict[int, Node] = {}
@@ -42,7 +43,8 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
             stack.extend(node.inputs)
             continue
         if node is None or get_spec(node.op).category not in _ARITHMETIC or (
-                node.op in ("cast",)):
+                node.op in ("cast",)) or (stop_at_shared and v is not output
+                                          and _read_elsewhere(rw, v)):
             if v not in free:
                 free.append(v)
             continue
@@ -53,6 +55,11 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16
             stack.extend(reversed(node.inputs))
     return free, rw.in_order(nodes.values())
 
+
+def _read_elsewhere(rw: Rewriter, value: Value) -> bool:
+    """Whether a layer other than elementwise arithmetic reads ``value`` in the graph."""
+    return any(get_spec(n.op).category not in _ARITHMETIC
+               for n in rw.graph.consumers(value))
 
 
 def _unit_reshape(node: Node) -> bool:

@@ -17,6 +17,7 @@ from specgraph.passes.duplicates import MergeDuplicatesPass
 from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.grouped_heads import FoldRepeatedHeadsPass
 from specgraph.passes.identities import DropIdentitiesPass
+from specgraph.passes.layouts import UnifyLayoutsPass
 from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
 from specgraph.passes.raise_activations import RaiseActivationsPass
@@ -44,6 +45,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     MergeDuplicatesPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
+    UnifyLayoutsPass(),
     FoldPaddingPass(),
     DropIdentitiesPass(),
     RaiseActivationsPass(),

@@ -226,7 +226,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if not is_float(node.outputs[0].dtype):
         return False
     rw.keep(node)
-    cone = arithmetic_cone(rw, node.outputs[0], limit=20)
+    cone = arithmetic_cone(rw, node.outputs[0], limit=20) or arithmetic_cone(
+        rw, node.outputs[0], limit=20, stop_at_shared=True)  # past a long residual stream
     if cone is None:
         return True
     free, nodes = cone
