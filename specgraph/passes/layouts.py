@@ -54,7 +54,40 @@ def _is_op(graph: Graph, fixed: set[Value], node: Node) -> bool:
     if get_spec(node.op).category not in ELEMENTWISE or node.outputs[0] in fixed:
         return False
     rank = node.outputs[0].rank
+    if _bias_add(graph, fixed, node):
+        return False
     return all(v in fixed or v.rank == rank for v in node.inputs)
+
+
+_WEIGHTED = ("conv", "conv_transpose", "linear")
+
+
+def _bias_add(graph: Graph, fixed: set[Value], node: Node) -> bool:
+    """A layer's bias added to its output (seen through a transpose, as Flax's and Keras'
+    channels-last convolutions write it): the layer's own, which raising a linear layer
+    folds into it, not a stretch's op to relay out (moving it would undo what sinking the
+    transpose below it did, round after round)."""
+    if node.op != "add" or len(node.inputs) != 2:
+        return False
+    for v, other in (node.inputs, node.inputs[::-1]):
+        if other not in fixed or graph.param_name(other) is None and not any(
+                graph.param_name(x) is not None for x in _above(graph, other)):
+            continue
+        p = graph.producer(v)
+        if p is not None and p.op == "transpose":
+            p = graph.producer(p.inputs[0])
+        if p is not None and p.op in _WEIGHTED:
+            return True
+    return False
+
+
+def _above(graph: Graph, v: Value) -> list[Value]:
+    """The inputs of the views (reshapes, transposes) that make ``v``."""
+    p = graph.producer(v)
+    while p is not None and p.op in ("reshape", "transpose"):
+        v = p.inputs[0]
+        p = graph.producer(v)
+    return [v]
 
 
 def _fixed(graph: Graph) -> set[Value]:

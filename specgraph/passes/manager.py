@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specgraph.errors import GraphError
-from specgraph.ir import Graph
+from specgraph.ir import Graph, Value
 from specgraph.passes.batch_reshapes import SinkBatchReshapesPass
 from specgraph.passes.constants import FoldConstantsPass
 from specgraph.passes.duplicates import MergeDuplicatesPass
@@ -64,6 +64,7 @@ FINISHING_PASSES: tuple[Pass, ...] = (SortSumsPass(),)
 def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 32) -> Graph:
     """Run ``passes`` in order, again and again until none changes the graph (each pass
     sweeps the graph once, so a transpose sunk through a deep network takes a few rounds)."""
+    seen: set[int] = set()
     for _ in range(max_rounds):
         changed = False
         for p in passes:
@@ -78,7 +79,26 @@ def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 32) ->
                 changed = True
         if not changed:
             return graph
+        state = _fingerprint(graph)
+        if state in seen:  # passes undoing each other: a round that ends where one ended
+            return graph
+        seen.add(state)
     return graph
+
+
+def _fingerprint(graph: Graph) -> int:
+    """The graph's structure (ops, attributes, wiring by position, leaves by shape), as a
+    hash: two rounds that end in the same structure end the run."""
+    where: dict[Value, tuple] = {v: ("in", i) for i, v in enumerate(graph.inputs)}
+    where.update((v, ("param", k)) for k, v in graph.params.items())
+    where.update((v, ("const", v.shape, v.dtype)) for v in graph.constants)
+    parts = []
+    for i, node in enumerate(graph.nodes):
+        for k, v in enumerate(node.outputs):
+            where[v] = ("node", i, k)
+        parts.append((node.op, repr(sorted(node.attrs.items())),
+                      tuple(where.get(v, ("?", v.shape)) for v in node.inputs)))
+    return hash((tuple(parts), tuple(where.get(v) for v in graph.outputs)))
 
 
 def canonicalize(graph: Graph) -> Graph:

@@ -31,3 +31,28 @@ def test_isomorphism_ignores_names_but_not_attributes() -> None:
     changed = a.replace(nodes=[n.replace(op="gelu", attrs={"approximate": "none"})
                                if n.op == "relu" else n for n in a.nodes])
     assert not isomorphic(a, changed)
+
+
+def test_passes_that_undo_each_other_stop_where_a_round_ended_before() -> None:
+    from specgraph.ir import GraphBuilder
+    from specgraph.passes import run_passes
+    from specgraph.passes.rewrite import PassResult
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 3), "float32")
+    b.output("y", b.add("relu", [x], shape=(2, 3), dtype="float32"))
+    graph = b.build()
+    calls = []
+
+    def swap(to: str):
+        def run(g):  # relu -> to; the other pass turns it back
+            calls.append(to)
+            (node,) = g.nodes
+            if node.op == to:
+                return PassResult(g, False)
+            return PassResult(g.replace(nodes=[node.replace(op=to)]), True)
+        return run
+
+    out = run_passes(graph, [swap("sigmoid"), swap("relu")], max_rounds=32)
+    assert [n.op for n in out.nodes] == ["relu"]
+    assert len(calls) <= 6  # two rounds, then the repeated state ends the run
