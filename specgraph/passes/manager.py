@@ -26,6 +26,7 @@ from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
+from specgraph.passes.unpacking import NormalizeUnpackingPass
 
 __all__ = ["DEFAULT_PASSES", "Pass", "canonicalize", "run_passes"]
 
@@ -38,6 +39,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     SinkScalarsPass(),
     DropIdentitiesPass(),
     MergeDuplicatesPass(),
+    NormalizeUnpackingPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
     FoldPaddingPass(),
