@@ -241,9 +241,7 @@ PAIRS = [
     Pair(torch_pairs, torch_every_two),
     Pair(torch_pairs, torch_complex,
          structure=COMPLEX, numbers=COMPLEX),
-    Pair(torch_pairs, jax_every_two,
-         structure="the JAX frontend has no converter for the stack primitive (opaque)",
-         numbers="RunnerError: the jax runner cannot execute the opaque stack"),
+    Pair(torch_pairs, jax_every_two),
 ]
 
 

@@ -176,11 +176,7 @@ JAX_LAYOUT = ("the WIO->OIW transpose stays after the weight's computation (·di
 PAIRS = [
     Pair(torch_written, torch_parametrization),
     Pair(torch_written, torch_hooked),
-    Pair(torch_written, torch_written_norm,
-         structure="the torch frontend has no converter for aten.linalg_vector_norm.default "
-                   "(opaque)",
-         numbers="RunnerError: the torch runner cannot execute the opaque "
-                 "aten.linalg_vector_norm.default"),
+    Pair(torch_written, torch_written_norm),
     Pair(torch_written, onnx_parametrization),
     Pair(torch_written, jax_written, structure=JAX_LAYOUT,
          numbers="TransferError: no lhs parameter plays the role of g [4], v [3, 4, 4] (the "
