@@ -21,6 +21,7 @@ from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
+from specgraph.passes.reciprocals import DivisionsAsProductsPass
 from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
@@ -34,6 +35,7 @@ Pass = Callable[[Graph], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
+    DivisionsAsProductsPass(),
     RaiseLookupsPass(),
     LowerEinsumPass(),
     SinkScalarsPass(),

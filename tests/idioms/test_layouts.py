@@ -196,8 +196,6 @@ def linen_preprocess_nhwc():
 STUCK = ("the transpose to NCHW that the frontend puts before the conv is not sunk through "
          "the elementwise preprocessing ({ops} with per-channel [3] constants) to the input, "
          "so the input stays NHWC")
-RECIPROCAL = ("x * (1/255) and x / 255 stay mul and div of different constants: a division "
-              "by a constant has no normal form")
 
 PAIRS = [
     Pair(torch_oihw, torch_hwio),
@@ -207,7 +205,7 @@ PAIRS = [
     Pair(torch_oihw, linen_nhwc_inside),
     Pair(torch_oihw, keras_permute_inside),
     Pair(torch_oihw, keras_channels_last),
-    Pair(torch_preprocess_constants, torch_preprocess_reciprocal, structure=RECIPROCAL),
+    Pair(torch_preprocess_constants, torch_preprocess_reciprocal),
     Pair(torch_preprocess_constants, torch_preprocess_buffers),
     Pair(torch_preprocess_constants, keras_preprocess_layers,
          structure=STUCK.format(ops="Rescaling's mul, Normalization's sub·div")
