@@ -88,6 +88,18 @@ def _concatenate(cx: Any, eqn: Any) -> Any:
                    {"axis": int(eqn.params["dimension"])})
 
 
+@_reg("stack")
+def _stack(cx: Any, eqn: Any) -> Any:
+    """``jnp.stack``: each operand given a size-1 axis at ``axis``, then joined along it."""
+    axis = int(eqn.params["axis"])
+    parts = []
+    for v in eqn.invars:
+        x = cx.value(v)
+        shape = x.shape[:axis] + (1,) + x.shape[axis:]
+        parts.append(cx.emit("unsqueeze", [x], {"axes": (axis,)}, out=(shape, x.dtype)))
+    return cx.emit("concat", parts, {"axis": axis})
+
+
 @_reg("split")
 def _split(cx: Any, eqn: Any) -> Any:
     sizes = tuple(int(s) for s in eqn.params["sizes"])

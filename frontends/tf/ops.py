@@ -8,12 +8,12 @@ emits canonical nodes with ``cx.emit``. Raising ``Unsupported`` makes the op opa
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
 import numpy as np
 
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
+from specgraph.frontends._common.einsum import explicit_einsum
 from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
@@ -213,31 +213,10 @@ def _matmul(cx: Any, op: Any) -> Any:
     return cx.emit("matmul", [a, b])
 
 
-def _explicit_einsum(equation: str, ranks: list[int]) -> str:
-    """``equation`` without ellipses and with its output spelled out."""
-    equation = equation.replace(" ", "")
-    lhs, arrow, rhs = equation.partition("->")
-    terms = lhs.split(",")
-    used = set(equation) - set(".,->")
-    spare = [c for c in string.ascii_letters if c not in used]
-    widest = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t),
-                 default=0)
-    fill = "".join(spare[:widest])
-    terms = [t.replace("...", fill[widest - (r - len(t.replace("...", ""))):]) if "..." in t
-             else t for t, r in zip(terms, ranks)]
-    if arrow:
-        rhs = rhs.replace("...", fill)
-    else:
-        letters = "".join(terms)
-        rhs = fill + "".join(sorted(c for c in set(letters) - set(fill)
-                                    if letters.count(c) == 1))
-    return ",".join(terms) + "->" + rhs
-
-
 @_reg("Einsum")
 def _einsum(cx: Any, op: Any) -> Any:
     ranks = [len(cx.shape(t)) for t in op.inputs]
-    equation = _explicit_einsum(cx.attr("equation"), ranks)
+    equation = explicit_einsum(cx.attr("equation"), ranks)
     return cx.emit("einsum", [cx.value(t) for t in op.inputs], {"equation": equation})
 
 

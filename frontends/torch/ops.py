@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from specgraph.errors import TraceError
+from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
 from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
@@ -438,6 +439,22 @@ def _addmm(cx: Any, node: Any) -> Any:
     return cx.emit("add", [base, prod])
 
 
+@_reg("aten.einsum.default")
+def _einsum(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    operands = list(a["tensors"])
+    equation = explicit_einsum(a["equation"], [rank_of(t) for t in operands])
+    return cx.emit("einsum", [cx.value(t) for t in operands], {"equation": equation})
+
+
+@_reg("aten.tensordot.default")
+def _tensordot(cx: Any, node: Any) -> Any:
+    a = cx.bind(node)
+    x, y = a["self"], a["other"]
+    equation = tensordot_equation(rank_of(x), rank_of(y), a["dims_self"], a["dims_other"])
+    return cx.emit("einsum", [cx.value(x), cx.value(y)], {"equation": equation})
+
+
 def _axes(dims: Any, rank: int) -> tuple[int, ...] | None:
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return None
@@ -522,6 +539,34 @@ def _var(cx: Any, node: Any) -> Any:
         var = cx.emit("reduce_var", [cx.value(x)], attrs)
         return cx.emit("sqrt", [var])
     return cx.emit("reduce_var", [cx.value(x)], attrs)
+
+
+@_reg("aten.linalg_vector_norm.default")
+def _vector_norm(cx: Any, node: Any) -> Any:
+    """‖x‖_p over ``dim`` written out as the formula (p = 2: √Σx², as
+    ``v.pow(2).sum().sqrt()`` traces; 1: Σ|x|; ±inf: max or min |x|; another p > 0:
+    (Σ|x|^p)^(1/p))."""
+    a = cx.bind(node)
+    shape, dtype = cx.meta(node)[0]
+    x = cx.value(a["self"])
+    if x.dtype != dtype:
+        x = cx.emit("cast", [x], {"dtype": dtype}, out=(x.shape, dtype))
+    p = float(a["ord"])
+    attrs = {"axes": _axes(a["dim"], x.rank), "keepdims": bool(a["keepdim"])}
+    if abs(p) == math.inf:
+        return cx.emit("reduce_max" if p > 0 else "reduce_min",
+                       [cx.emit("abs", [x], out=(x.shape, dtype))], attrs)
+    if not p > 0:
+        return cx.opaque(node)  # p = 0 counts nonzeros; p < 0 is no norm
+    if p == 2:
+        terms = cx.emit("pow", [x, cx.operand(2.0, dtype)], out=(x.shape, dtype))
+        return cx.emit("sqrt", [cx.emit("reduce_sum", [terms], attrs, out=(shape, dtype))])
+    terms = cx.emit("abs", [x], out=(x.shape, dtype))
+    if p == 1:
+        return cx.emit("reduce_sum", [terms], attrs)
+    terms = cx.emit("pow", [terms, cx.operand(p, dtype)], out=(x.shape, dtype))
+    total = cx.emit("reduce_sum", [terms], attrs, out=(shape, dtype))
+    return cx.emit("pow", [total, cx.operand(1.0 / p, dtype)])
 
 
 @_reg("aten.cumsum.default")

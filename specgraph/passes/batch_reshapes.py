@@ -7,7 +7,9 @@ network is one graph.
 A merge keeps the last ``k`` axes as they are and regroups the ones before them into fewer.
 It moves below an elementwise op or activation (whose other operands are merged the same way
 or broadcast over the kept axes only), a softmax or normalization over kept axes, a linear
-layer, a transpose of the kept axes, and a product of two operands merged the same way.
+layer, a transpose of the kept axes, a product of two operands merged the same way, and
+attention whose query, key and value are merged the same way (a mask broadcast over the kept
+axes only).
 
 Requires: a verified graph. Ensures: none of those ops reads a merging reshape; exact (the
 same values, in the same order, row by row).
@@ -79,7 +81,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return False
     spec = get_spec(node.op)
     elementwise = spec.category in ("elementwise", "activation")
-    found = _unmerged(rw, node, len(node.inputs) if elementwise or node.op == "matmul" else 1)
+    data = len(node.inputs) if elementwise or node.op == "matmul" else (
+        3 if node.op == "attention" else 1)
+    found = _unmerged(rw, node, data)
     if found is None:
         return False
     inputs, x0, k = found
@@ -107,6 +111,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                                                         for p in perm[lead:])
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     if node.op == "matmul" and k >= 2 and all(v.rank == x0.rank for v in inputs):
+        return _emit_merged(rw, node, inputs, x0, k, attrs)
+    if node.op == "attention" and k >= 2 and all(v.rank == x0.rank for v in inputs[:3]) \
+            and all(v.rank <= k for v in inputs[3:]):
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     return False
 

@@ -26,11 +26,13 @@ from specgraph.passes.raise_linear import RaiseLinearPass
 from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
+from specgraph.passes.reciprocals import DivisionsAsProductsPass
 from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
 from specgraph.passes.sums import SortSumsPass
 from specgraph.passes.transposes import SinkTransposesPass
+from specgraph.passes.unpacking import NormalizeUnpackingPass
 
 __all__ = ["DEFAULT_PASSES", "FINISHING_PASSES", "Pass", "canonicalize", "run_passes"]
 
@@ -38,11 +40,13 @@ Pass = Callable[[Graph], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
+    DivisionsAsProductsPass(),
     RaiseLookupsPass(),
     LowerEinsumPass(),
     SinkScalarsPass(),
     DropIdentitiesPass(),
     MergeDuplicatesPass(),
+    NormalizeUnpackingPass(),
     NormalizePoolsPass(),
     SinkTransposesPass(),
     UnifyLayoutsPass(),

@@ -274,28 +274,12 @@ def keras_products_einsum():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-EINSUM = ("the torch frontend has no converter for aten.einsum.default: it stays an opaque "
-          "node (+ add), where lhs has linear")
-EINSUM_TRANSFER = ("TransferError: no lhs parameter plays the role of weight [6, 8], bias [6] "
-                   "(the opaque aten.einsum.default is no linear)")
-TENSORDOT = ("the torch frontend has no converter for aten.tensordot.default: it stays an "
-             "opaque node (+ add), where lhs has linear")
-TENSORDOT_TRANSFER = ("TransferError: no lhs parameter plays the role of weight [6, 8], bias "
-                      "[6] (the opaque aten.tensordot.default is no linear)")
-EINSUM_PRODUCTS = ("the torch frontend has no converter for aten.einsum.default: "
-                   "opaque·mul·softmax·opaque where lhs has attention")
-EINSUM_PRODUCTS_RUN = ("RunnerError: the torch runner cannot execute the opaque "
-                       "aten.einsum.default")
-EINSUM_BTHD = ("the torch frontend has no converter for aten.einsum.default, so the [B, T, H, "
-               "D] inputs are not moved to [B, H, T, D] as lhs's are: InputMismatchError")
-
 PAIRS = [
     Pair(torch_layer, torch_functional),
     Pair(torch_layer, torch_at),
     Pair(torch_layer, torch_matmul),
-    Pair(torch_layer, torch_einsum, structure=EINSUM, numbers=EINSUM_TRANSFER),
-    Pair(torch_layer, torch_tensordot, structure=TENSORDOT,
-         numbers=TENSORDOT_TRANSFER),
+    Pair(torch_layer, torch_einsum),
+    Pair(torch_layer, torch_tensordot),
     Pair(torch_layer, torch_addmm),
     Pair(torch_layer, onnx_einsum),
     Pair(torch_layer, onnx_addmm),
@@ -311,10 +295,8 @@ PAIRS = [
     Pair(torch_layer, keras_einsum),
     Pair(torch_layer, keras_tensordot),
     Pair(torch_layer, keras_matmul),
-    Pair(torch_products_matmul, torch_products_einsum, structure=EINSUM_PRODUCTS,
-         numbers=EINSUM_PRODUCTS_RUN),
-    Pair(torch_products_matmul, torch_products_einsum_bthd, structure=EINSUM_BTHD,
-         numbers=EINSUM_BTHD),
+    Pair(torch_products_matmul, torch_products_einsum),
+    Pair(torch_products_matmul, torch_products_einsum_bthd),
     Pair(torch_products_matmul, onnx_products_einsum_bthd),
     Pair(torch_products_matmul, jax_products_einsum),
     Pair(torch_products_matmul, linen_dot_product_attention),

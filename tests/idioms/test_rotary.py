@@ -232,9 +232,7 @@ PAIRS = [
     # the interleaved layout
     Pair(torch_pairs, torch_every_two),
     Pair(torch_pairs, torch_complex),
-    Pair(torch_pairs, jax_every_two,
-         structure="the JAX frontend has no converter for the stack primitive (opaque)",
-         numbers="RunnerError: the jax runner cannot execute the opaque stack"),
+    Pair(torch_pairs, jax_every_two),
 ]
 
 

@@ -188,35 +188,21 @@ def keras_index():
 
 
 # --- the pairs -----------------------------------------------------------------------------
-GATHER = ("indexing qkv[i] stays 3 gather(axis=0) where unpacking, unbind, split and chunk "
-          "become split(axis=0, sizes=(1, 1, 1)) + 3 reshape: nothing rewrites the gathers "
-          "of constant indices 0..n-1 into that split")
-ONNX_GATHER = ("the exporter writes the unpacking as 3 Gather(axis=0) of constant indices, "
-               "which stay gather where lhs's unbind is split(axis=0, sizes=(1, 1, 1)) + 3 "
-               "reshape")
-SPLIT_FEATURES = ("splitting the projection's features first gives split(axis=2, "
-                  "sizes=(8, 8, 8)) then reshape + transpose per part, where lhs does one "
-                  "reshape + transpose then split(axis=0): the split is not moved past them")
-SPLIT_BEFORE_TRANSPOSE = ("splitting the stacked axis before the heads transpose gives "
-                          "split(axis=2) + a transpose per part, where lhs transposes once "
-                          "and splits axis 0: the per-part transposes are not merged above "
-                          "the split")
-
 PAIRS = [
-    Pair(torch_tuple, torch_index, structure=GATHER),
+    Pair(torch_tuple, torch_index),
     Pair(torch_tuple, torch_unbind),
     Pair(torch_tuple, torch_split),
     Pair(torch_tuple, torch_chunk),
-    Pair(torch_tuple, torch_split_features, structure=SPLIT_FEATURES),
-    Pair(torch_tuple, onnx_tuple, structure=ONNX_GATHER),
-    Pair(torch_tuple, onnx_index, structure=GATHER),
-    Pair(torch_tuple, jax_index, structure=GATHER),
+    Pair(torch_tuple, torch_split_features),
+    Pair(torch_tuple, onnx_tuple),
+    Pair(torch_tuple, onnx_index),
+    Pair(torch_tuple, jax_index),
     Pair(torch_tuple, jax_split),
-    Pair(torch_tuple, jax_tuple, structure=GATHER),
-    Pair(torch_tuple, linen_split, structure=SPLIT_BEFORE_TRANSPOSE),
+    Pair(torch_tuple, jax_tuple),
+    Pair(torch_tuple, linen_split),
     Pair(torch_tuple, keras_unstack),
     Pair(torch_tuple, keras_split),
-    Pair(torch_tuple, keras_index, structure=GATHER),
+    Pair(torch_tuple, keras_index),
 ]
 
 

@@ -172,11 +172,7 @@ def keras_written():
 PAIRS = [
     Pair(torch_written, torch_parametrization),
     Pair(torch_written, torch_hooked),
-    Pair(torch_written, torch_written_norm,
-         structure="the torch frontend has no converter for aten.linalg_vector_norm.default "
-                   "(opaque)",
-         numbers="RunnerError: the torch runner cannot execute the opaque "
-                 "aten.linalg_vector_norm.default"),
+    Pair(torch_written, torch_written_norm),
     Pair(torch_written, onnx_parametrization),
     Pair(torch_written, jax_written),
     Pair(torch_written_eps, linen_weight_norm),

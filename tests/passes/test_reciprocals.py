@@ -1,0 +1,56 @@
+"""A division by a constant is a multiplication by its reciprocal, computed in float64 from
+the constant as stored; divisions by zero, by non-constants and integer divisions stay."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specgraph.graph_nx import isomorphic
+from specgraph.passes import canonicalize
+from tests.passes.test_raising import B, _ops, _same
+
+
+def _scaled(op: str, value) -> B:
+    f = B(2, 3)
+    return f.build(f("tanh", f(op, f.x, f.c(value))))
+
+
+def test_dividing_by_a_constant_is_multiplying_by_its_reciprocal():
+    c = canonicalize(_scaled("div", np.sqrt(8.0)))
+    assert _ops(c) == ["mul", "tanh"]
+    (data,) = c.constants.values()
+    assert c.nodes[0].inputs[1].dtype == "float32"
+    assert data == 1.0 / np.float64(np.float32(np.sqrt(8.0)))
+    assert isomorphic(c, canonicalize(_scaled("mul", 8.0 ** -0.5)))
+    _same(_scaled("div", np.sqrt(8.0)), c)
+
+
+def test_per_channel_divisors_become_per_channel_reciprocals():
+    """Normalization's (x - mean) / std over channels."""
+    f = B(2, 3, 4, 4)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+    g = f.build(f("div", f("sub", f.x, f.c(np.full((3, 1, 1), 0.5))), f.c(std)))
+    c = canonicalize(g)
+    assert "div" not in _ops(c)
+    _same(g, c)
+
+
+def test_what_is_no_division_by_a_nonzero_constant_stays():
+    f = B(2, 3)
+    g = f.build(f("div", f.x, f.c([1.0, 0.0, 2.0])))
+    assert _ops(canonicalize(g)) == ["div"]
+    f = B(2, 3)
+    g = f.build(f("div", f.c(2.0), f("tanh", f.x)))
+    assert _ops(canonicalize(g)) == ["tanh", "div"]
+    f = B(2, 3)
+    g = f.build(f("div", f.x, f.c(3.0), rounding="floor"))
+    assert _ops(canonicalize(g)) == ["div"]
+
+
+def test_a_shared_divisor_gives_one_shared_reciprocal():
+    f = B(2, 3)
+    c = f.c(3.0)
+    g = f.build(f("add", f("div", f.x, c), f("div", f("tanh", f.x), c)))
+    canonical = canonicalize(g)
+    assert "div" not in _ops(canonical) and len(canonical.constants) == 1
+    _same(g, canonical)
