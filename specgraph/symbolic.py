@@ -112,12 +112,23 @@ def equations(graph: Graph) -> list[Equation]:
         exprs[v] = _constant_expr(np.asarray(data), i)
     outputs = {v: n for n, v in zip(graph.output_names, graph.outputs)}
     pending: dict[Value, list[int]] = {}  # merged values -> nodes merged into them
+    picks = _picks(graph)
     lines: list[Equation] = []
     counter = 0
     for i, node in enumerate(graph.nodes):
+        if i in picks:  # a split into pieces of one, each read as one index: said there
+            for v in node.outputs:
+                pending[v] = [i]
+            continue
         merged = sorted({j for v in node.inputs for j in pending.pop(v, [])} | {i})
-        args = [exprs[v] for v in node.inputs]
-        expr = _apply(node, args)
+        piece = picks.get(graph.index(graph.producer(node.inputs[0]))) \
+            if node.inputs and graph.producer(node.inputs[0]) is not None else None
+        if piece is not None:  # x[:, k] as the model wrote it
+            split = graph.producer(node.inputs[0])
+            k = split.outputs.index(node.inputs[0])
+            expr = call("gather", exprs[split.inputs[0]], literal(k), axis=piece)
+        else:
+            expr = _apply(node, [exprs[v] for v in node.inputs])
         if len(node.outputs) == 1 and node.output not in outputs and _mergeable(node, graph):
             exprs[node.output] = expr
             pending[node.output] = merged
@@ -135,6 +146,23 @@ def equations(graph: Graph) -> list[Equation]:
                               f"{lhs} = {to_text(expr)}",
                               f"{', '.join(_latex_name(n) for n in names)} = {to_latex(expr)}"))
     return lines
+
+
+def _picks(graph: Graph) -> dict[int, int]:
+    """Splits into pieces of one along an axis whose every piece is read only by a reshape
+    that drops that axis (``x[:, 0], x[:, 1]``, unpacking, ``unbind``): node index -> axis.
+    Their equations say each piece as the index it takes."""
+    out: dict[int, int] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.op != "split" or any(s != 1 for s in node.attrs.get("sizes", ())):
+            continue
+        axis = node.attrs["axis"] % node.inputs[0].rank
+        dropped = tuple(d for a, d in enumerate(node.inputs[0].shape) if a != axis)
+        readers = [graph.consumers(v) for v in node.outputs]
+        if all(len(r) == 1 and r[0].op == "reshape" and r[0].outputs[0].shape == dropped
+               for r in readers):
+            out[i] = axis
+    return out
 
 
 def _mergeable(node: Node, graph: Graph) -> bool:
