@@ -113,6 +113,7 @@ def equations(graph: Graph) -> list[Equation]:
     outputs = {v: n for n, v in zip(graph.output_names, graph.outputs)}
     pending: dict[Value, list[int]] = {}  # merged values -> nodes merged into them
     picks = _picks(graph)
+    depths: dict[Value, int] = {}  # how many ops are merged into a value's expression
     lines: list[Equation] = []
     counter = 0
     for i, node in enumerate(graph.nodes):
@@ -129,7 +130,10 @@ def equations(graph: Graph) -> list[Equation]:
             expr = call("gather", exprs[split.inputs[0]], literal(k), axis=piece)
         else:
             expr = _apply(node, [exprs[v] for v in node.inputs])
-        if len(node.outputs) == 1 and node.output not in outputs and _mergeable(node, graph):
+        depth = 1 + max((depths.get(v, 0) for v in node.inputs), default=0)
+        if len(node.outputs) == 1 and node.output not in outputs and depth < _DEPTH and \
+                _mergeable(node, graph):
+            depths[node.output] = depth
             exprs[node.output] = expr
             pending[node.output] = merged
             continue
@@ -146,6 +150,9 @@ def equations(graph: Graph) -> list[Equation]:
                               f"{lhs} = {to_text(expr)}",
                               f"{', '.join(_latex_name(n) for n in names)} = {to_latex(expr)}"))
     return lines
+
+
+_DEPTH = 32  # ops merged into one expression at most: a longer chain gets named values
 
 
 def _picks(graph: Graph) -> dict[int, int]:

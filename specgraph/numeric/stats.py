@@ -158,7 +158,10 @@ def reduction_size(node: Node) -> int:
     ins = node.inputs
     op = node.op
     if op in ("linear", "matmul") and len(ins) >= 2 and ins[1].rank:
-        return int(ins[1].shape[0] if op == "linear" else ins[1].shape[-2])
+        if op == "linear":
+            return int(ins[1].shape[0])
+        # matmul's contracted axis: a vector's only axis, else the second to last (NumPy's)
+        return int(ins[1].shape[0] if ins[1].rank == 1 else ins[1].shape[-2])
     if op in ("conv", "conv_transpose") and len(ins) >= 2:
         return int(np.prod(ins[1].shape[1:]))
     if op == "attention" and ins:

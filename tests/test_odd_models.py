@@ -1,0 +1,91 @@
+"""Odd but valid models get a verdict, not a crash: a chain of hundreds of elementwise ops, a
+matrix times a vector, an attribute that is infinite."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from specgraph.cli import main  # noqa: E402
+
+MODELS = '''
+import torch
+
+
+class Chain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.fc(x)
+        for i in range(400):
+            x = torch.sin(x) + 0.5 if i % 2 else x * 1.01
+        return x
+
+
+class MatVec(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return x @ self.v
+
+
+class Clamp(torch.nn.Module):
+    def __init__(self, high):
+        super().__init__()
+        self.high = high
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.clamp(self.fc(x), max=self.high)
+
+
+def chain():
+    torch.manual_seed(0)
+    return Chain(), (torch.randn(2, 4),)
+
+
+def matvec():
+    torch.manual_seed(0)
+    return MatVec(), (torch.randn(3, 4),)
+
+
+def clamp_inf():
+    torch.manual_seed(0)
+    return Clamp(float("inf")), (torch.randn(3, 4),)
+
+
+def clamp_6():
+    torch.manual_seed(0)
+    return Clamp(6.0), (torch.randn(3, 4),)
+'''
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "odd.py"
+    path.write_text(MODELS)
+    return path
+
+
+def test_a_chain_of_hundreds_of_ops_prints_its_equations(models, capsys):
+    assert main(["show", f"{models}:chain"]) == 0
+    equations = capsys.readouterr().out.split("Equations")[1]
+    assert "output = " in equations and "h2 = " in equations  # named values, not one expression
+    assert main(["show", f"{models}:chain", "--format", "latex"]) == 0
+
+
+def test_a_matrix_times_a_vector_is_compared(models, capsys):
+    assert main(["diff", f"{models}:matvec", f"{models}:matvec"]) == 0
+    assert "EQUIVALENT" in capsys.readouterr().out
+
+
+def test_an_infinite_bound_is_not_close_to_a_finite_one(models, capsys):
+    assert main(["diff", f"{models}:clamp_inf", f"{models}:clamp_6"]) == 1
+    out = capsys.readouterr().out
+    assert "[attr-mismatch] clip max is inf in lhs" in out and "but 6 in rhs" in out
+    assert main(["diff", f"{models}:clamp_inf", f"{models}:clamp_inf"]) == 0
