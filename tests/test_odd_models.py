@@ -44,6 +44,20 @@ class Clamp(torch.nn.Module):
         return torch.clamp(self.fc(x), max=self.high)
 
 
+class Sqrt(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.sqrt(self.fc(x))
+
+
+def sqrt():
+    torch.manual_seed(0)
+    return Sqrt(), (torch.randn(3, 4),)
+
+
 def chain():
     torch.manual_seed(0)
     return Chain(), (torch.randn(2, 4),)
@@ -89,3 +103,9 @@ def test_an_infinite_bound_is_not_close_to_a_finite_one(models, capsys):
     out = capsys.readouterr().out
     assert "[attr-mismatch] clip max is inf in lhs" in out and "but 6 in rhs" in out
     assert main(["diff", f"{models}:clamp_inf", f"{models}:clamp_inf"]) == 0
+
+
+def test_nan_both_sides_make_alike_is_no_difference(models, capsys):
+    # sqrt of negative values: NaN forward and NaN gradients, the same on both sides
+    assert main(["diff", f"{models}:sqrt", f"{models}:sqrt"]) == 0
+    assert "nan-introduced" not in capsys.readouterr().out

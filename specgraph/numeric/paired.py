@@ -283,7 +283,7 @@ class PairedRun:
         s, rec = self.s, self.record
         i = self.p.r2l.get(j)
         kept = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
-        self._check_backward_nan(node, octs, kept)
+        self._check_backward_nan(node, octs, kept, i)
         if i is None:  # a node lhs lacks sends gradients lhs does not have
             rec.shares_agree.update((v, False) for v, h in zip(node.inputs, kept)
                                     if h is not None)
@@ -335,13 +335,24 @@ class PairedRun:
                     return swapped
         return st
 
-    def _check_backward_nan(self, node: Node, octs: Sequence[Any],
-                               kept: list[Any]) -> None:
+    def _check_backward_nan(self, node: Node, octs: Sequence[Any], kept: list[Any],
+                            i: int | None) -> None:
         if "rhs-backward" in self.localizer.nan:
             return
-        if any(h is not None and not self.ax.nan_free(h) for h in kept):
-            if all(c is None or self.ax.nan_free(self.ax.keep(self.s.rrun, c)) for c in octs):
-                self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
+        bad = [slot for slot, h in enumerate(kept) if h is not None and not self.ax.nan_free(h)]
+        if not bad or not all(c is None or self.ax.nan_free(self.ax.keep(self.s.rrun, c))
+                              for c in octs):
+            return
+        if i is not None and all(self._lhs_nan_too(i, node, slot) for slot in bad):
+            return  # both sides make the same NaN gradients (sqrt of a negative): one program
+        self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
+
+    def _lhs_nan_too(self, i: int, node: Node, slot: int) -> bool:
+        """Whether lhs's counterpart gradient at ``slot`` has NaN or Inf as well."""
+        if slot >= len(self.p.lhs.nodes[i].inputs):
+            return False
+        key = self.lhs.share_key(i, slot, node.inputs[slot])
+        return key is not None and key in self.lhs and not self.ax.nan_free(self.lhs.get(key))
 
     def _compare_gradient(self, name: str, grad: Any) -> None:
         """A parameter's whole gradient, against lhs's, once rhs has finished it."""
