@@ -34,10 +34,16 @@ def parse_reference(reference: str) -> tuple[Path, str]:
             f"model reference {reference!r}: file {path_text} does not exist; "
             f"pass {_FORMS}"
         )
-    if path.suffix != ".py":
+    if path.suffix != ".py" or not path.is_file():
         raise ModelReferenceError(
             f"model reference {reference!r}: {path_text} is not a Python file; pass {_FORMS}"
         )
+    try:
+        path.open("rb").close()
+    except OSError as err:
+        raise ModelReferenceError(
+            f"model reference {reference!r}: {path_text} cannot be read ({err.strerror}); "
+            "check its permissions") from err
     if not factory:
         names = ", ".join(_public_functions(path)) or "none"
         raise ModelReferenceError(
@@ -202,4 +208,9 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
     kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)
-    return frontends.tracer(kind)(*items, reference=reference)
+    traced = frontends.tracer(kind)(*items, reference=reference)
+    if not traced.graph.outputs:
+        raise ModelReferenceError(
+            f"model reference {reference!r}: the model returns no tensor (its forward "
+            "returned None or an empty structure); return the outputs to compare")
+    return traced

@@ -58,6 +58,14 @@ def sqrt():
     return Sqrt(), (torch.randn(3, 4),)
 
 
+def nothing():
+    class Nothing(torch.nn.Module):
+        def forward(self, x):
+            return None
+
+    return Nothing(), (torch.randn(2),)
+
+
 def chain():
     torch.manual_seed(0)
     return Chain(), (torch.randn(2, 4),)
@@ -109,3 +117,15 @@ def test_nan_both_sides_make_alike_is_no_difference(models, capsys):
     # sqrt of negative values: NaN forward and NaN gradients, the same on both sides
     assert main(["diff", f"{models}:sqrt", f"{models}:sqrt"]) == 0
     assert "nan-introduced" not in capsys.readouterr().out
+
+
+def test_a_model_that_returns_nothing_is_refused_in_one_sentence(models, capsys):
+    assert main(["show", f"{models}:nothing"]) == 2
+    assert "returns no tensor" in capsys.readouterr().err
+
+
+def test_a_directory_named_like_a_python_file_is_refused(tmp_path, capsys):
+    (tmp_path / "model.py").mkdir()
+    for reference in (f"{tmp_path}/model.py", f"{tmp_path}/model.py:make"):
+        assert main(["show", reference]) == 2
+        assert "is not a Python file" in capsys.readouterr().err
