@@ -229,16 +229,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("input", str(err), EXIT_ERROR)
     except KeyboardInterrupt:
         return fail("interrupted", "interrupted", EXIT_INTERRUPTED)
-    except SystemExit as err:  # the user's code called sys.exit (or argparse) on import
+    except SystemExit as err:  # the user's code called sys.exit outside the guarded steps
         return fail("input", f"the code specgraph {args.command} ran called sys.exit("
-                    f"{err.code!r}){_during(progress)}; guard that call with "
-                    "if __name__ == '__main__' so that importing the file does not run it",
-                    EXIT_ERROR)
+                    f"{err.code!r}){_during(progress)}; a model file, its factory and its "
+                    "forward must not exit (guard a script's own sys.exit with "
+                    "if __name__ == '__main__')", EXIT_ERROR)
     except Exception as err:  # noqa: BLE001  (whatever escapes is a specgraph bug)
         return fail("internal", f"specgraph {args.command} failed with {type(err).__name__}: "
                     f"{first_line(err)}{_during(progress)}; this is a bug in specgraph, "
                     "not in your code: rerun with --debug for the traceback and report it",
                     EXIT_INTERNAL)
+    except BaseException as err:  # noqa: BLE001  (a user's BaseException, GeneratorExit)
+        return fail("input", f"the code specgraph {args.command} ran raised "
+                    f"{type(err).__name__} (a BaseException): {first_line(err)}"
+                    f"{_during(progress)}; user code must raise Exceptions, not stop the "
+                    "run: rerun with --debug for the traceback", EXIT_ERROR)
     sys.stdout.write(text)
     return code
 

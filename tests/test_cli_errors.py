@@ -183,8 +183,103 @@ def test_interrupted_is_130(repo_root, capsys, monkeypatch) -> None:
 
 def test_a_factory_that_calls_sys_exit_is_the_users_mistake(capsys, models) -> None:
     code, out, err = _run(capsys, "show", f"{models}:exits", "--format", "json")
-    assert code == 2 and "called sys.exit(3)" in _error(out)["message"]
-    assert "if __name__ == '__main__'" in err
+    assert code == 2 and "the factory exits called sys.exit(3)" in _error(out)["message"]
+    assert err.endswith("specgraph: error: " + _error(out)["message"] + "\n")
+
+
+HOSTILE = '''
+import sys
+import torch
+
+
+class Stop(BaseException):
+    pass
+
+
+class Net(torch.nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 3)
+        self.how = how
+
+    def forward(self, x):
+        print("forward prints")
+        if self.how == "exit":
+            sys.exit(0)
+        if self.how == "base":
+            raise Stop("stopped in forward")
+        return torch.relu(self.fc(x))
+
+
+def fine():
+    return Net("fine"), (torch.ones(4, 2),)
+
+
+def factory_exits():
+    print("factory prints")
+    sys.exit(0)
+
+
+def factory_stops():
+    print("factory prints")
+    raise Stop("stopped in the factory")
+
+
+def forward_exits():
+    return Net("exit"), (torch.ones(4, 2),)
+
+
+def forward_stops():
+    return Net("base"), (torch.ones(4, 2),)
+'''
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    path = tmp_path / "hostile.py"
+    path.write_text(HOSTILE)
+    return path
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+@pytest.mark.parametrize("factory, said", [
+    ("factory_exits", "the factory factory_exits called sys.exit(0)"),
+    ("factory_stops", "the factory factory_stops raised Stop (a BaseException): stopped in "
+                      "the factory"),
+    ("forward_exits", "the model, while specgraph traced it, called sys.exit(0)"),
+    ("forward_stops", "the model, while specgraph traced it, raised Stop (a BaseException): "
+                      "stopped in forward"),
+])
+def test_user_code_that_exits_or_raises_a_base_exception_is_exit_2(capsys, hostile, command,
+                                                                   factory, said) -> None:
+    args = [f"{hostile}:{factory}"] if command == "show" else [f"{hostile}:fine",
+                                                                f"{hostile}:{factory}"]
+    code, out, err = _run(capsys, command, *args, "--format", "json")
+    error = _error(out)  # stdout is the error object alone: no prints ahead of it
+    assert code == 2 and error["kind"] == "input" and said in error["message"]
+    assert "prints" in err and "Traceback" not in err
+    assert err.endswith("specgraph: error: " + error["message"] + "\n")
+    code, out, err = _run(capsys, command, *args)
+    assert (code, out) == (2, "") and said in err
+
+
+@pytest.mark.parametrize("top", ["print('module prints')\nimport sys\nsys.exit(0)\n",
+                                 "print('module prints')\nraise GeneratorExit('odd')\n"])
+def test_a_model_file_that_exits_on_import_is_exit_2_in_a_real_process(tmp_path,
+                                                                        top) -> None:
+    """Through a real process, where sys.exit(0) would otherwise end it with 0 and no
+    output: stdout holds only the JSON error, stderr the user's print and one sentence."""
+    path = tmp_path / "exits.py"
+    path.write_text(top + "def f():\n    pass\n")
+    root = Path(__file__).resolve().parent.parent
+    for command in (["show", f"{path}:f"], ["diff", f"{path}:f", f"{path}:f"]):
+        proc = subprocess.run([sys.executable, "-m", "specgraph", *command, "--format",
+                               "json"], capture_output=True, text=True, cwd=root)
+        assert proc.returncode == 2, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["kind"] == "input" and f"importing {path}" in error["message"]
+        assert "module prints" in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.count("specgraph: error:") == 1
 
 
 def test_the_installed_command_exits_3_on_an_internal_error(tmp_path: Path) -> None:
