@@ -297,3 +297,49 @@ def test_the_installed_command_exits_3_on_an_internal_error(tmp_path: Path) -> N
     assert json.loads(proc.stdout)["error"]["kind"] == "internal"
     assert proc.stderr.count("specgraph: internal error:") == 1 and "Traceback" not in \
         proc.stderr
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--rtol", "nan", "'nan': a tolerance is a finite number from 0"),
+    ("--rtol", "inf", "'inf': a tolerance is a finite number from 0"),
+    ("--rtol", "-1", "'-1': a tolerance is a finite number from 0"),
+    ("--atol", "nan", "'nan': a tolerance is a finite number from 0"),
+    ("--atol", "-1e-9", "'-1e-9': a tolerance is a finite number from 0"),
+    ("--atol", "-inf", "'-inf': a tolerance is a finite number from 0"),
+    ("--seed", "0-100000000000", "seeds are numbers from 0 to 4294967295"),
+    ("--seed", "0-4000000000", "'0-4000000000' names 4,000,000,001 seeds; at most 10,000"),
+    ("--seed", "0-5000,0-5000", "names 10,002 seeds; at most 10,000 run in one call"),
+    ("--seed", "9-3", "names no seed"),
+    ("--batch", "100000000000", "100,000,000,000 examples: a batch holds from 1 to 65,536"),
+    ("--batch", "0", "0 examples: a batch holds from 1 to 65,536 examples"),
+    ("--repeat", "0", "--repeat runs every layer from 1 to 1,000 times"),
+])
+def test_options_out_of_range_are_refused_with_one_sentence(capsys, option, value,
+                                                            said) -> None:
+    code, out, err = _run(capsys, "diff", XOR, XOR, f"{option}={value}", "--format", "json")
+    error = _error(out)
+    assert code == 2 and error["kind"] == "usage" and said in error["message"]
+    assert f"argument {option}: " in error["message"]
+
+
+def test_the_largest_allowed_seed_list_and_batch_parse() -> None:
+    from specgraph.cli import MAX_BATCH, MAX_SEEDS, _parser
+
+    args = _parser().parse_args(["diff", XOR, XOR, "--seed", f"0-{MAX_SEEDS - 1}",
+                                 "--batch", str(MAX_BATCH), "--rtol", "0", "--atol", "1e-3"])
+    assert len(args.seed) == MAX_SEEDS and args.batch == MAX_BATCH
+    assert (args.rtol, args.atol) == (0.0, 1e-3)
+
+
+@pytest.mark.parametrize("target", ["report.txt", "report.txt/sub"])
+def test_repro_onto_a_file_is_refused_before_anything_runs(capsys, tmp_path, hostile,
+                                                           target) -> None:
+    (tmp_path / "report.txt").write_text("keep me")
+    repro = tmp_path / target
+    code, out, err = _run(capsys, "diff", f"{hostile}:fine", f"{hostile}:fine", "--repro",
+                          str(repro), "--format", "json")
+    error = _error(out)
+    assert code == 2 and error["message"].startswith(f"--repro {repro}: ")
+    assert "--repro names a folder" in error["message"]
+    assert "forward prints" not in err  # refused before either model ran
+    assert (tmp_path / "report.txt").read_text() == "keep me"
