@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -102,20 +103,71 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
+MAX_SEED = 2**32 - 1  # what every framework's generator takes
+MAX_BATCH = 65_536  # examples per input; the inputs are repeated rows, the activations not
+
+
 def _seeds(text: str) -> tuple[int, ...]:
-    """``3``, ``0-19`` or ``1,5,9``."""
+    """``3``, ``0-19`` or ``1,5,9``: at most MAX_SEEDS seeds, each from 0 to MAX_SEED."""
     try:
-        out: list[int] = []
+        parts = []
         for part in text.split(","):
             low, sep, high = part.partition("-")
-            out.extend(range(int(low), int(high) + 1) if sep else [int(low)])
+            parts.append((int(low), int(high) if sep else int(low)))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is no seed list; pass a number, a range like 0-19 or a list like 1,5,9"
         ) from None
-    if not out or min(out) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: seeds are numbers from 0")
-    return tuple(out)
+    if not parts or min(min(p) for p in parts) < 0 or max(max(p) for p in parts) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds are numbers from 0 to {MAX_SEED}")
+    count = sum(max(0, high - low + 1) for low, high in parts)
+    if count > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names {count:,} seeds; at most {MAX_SEEDS:,} run in one call (each "
+            "runs both models, forward and backward)")
+    out = tuple(s for low, high in parts for s in range(low, high + 1))
+    if not out:
+        raise argparse.ArgumentTypeError(f"{text!r} names no seed; a range goes from low to "
+                                         "high, like 0-19")
+    return out
+
+
+def _tolerance(text: str) -> float:
+    """A finite number from 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is no number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a tolerance is a finite number from 0 (nan would pass every "
+            "comparison, a negative one fail every one)")
+    return value
+
+
+def _batch(text: str) -> int:
+    """A whole number from 1 to MAX_BATCH."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
+    if not 1 <= value <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(
+            f"{value:,} examples: a batch holds from 1 to {MAX_BATCH:,} examples (the inputs "
+            "and every activation grow with it)")
+    return value
+
+
+def _repeat(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value:,}: --repeat runs every layer from 1 to "
+                                         "1,000 times")
+    return value
 
 
 def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +188,7 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
                      help="feed every rhs layer lhs's inputs, to measure each layer alone")
     num.add_argument("--seed", type=_seeds, default=(0,), metavar="SEEDS",
                      help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
-    num.add_argument("--batch", type=int, default=None, metavar="N",
+    num.add_argument("--batch", type=_batch, default=None, metavar="N",
                      help="trace both models with their example inputs resized to N examples")
     num.add_argument("--device", choices=DEVICES, default=None, help="device for both sides")
     num.add_argument("--mode", choices=MODES, default=None,
@@ -147,18 +199,18 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
                      help="lhs's device,mode,dtype, e.g. cpu,eager (over the flags above)")
     num.add_argument("--rhs-context", default="", metavar="CTX",
                      help="rhs's device,mode,dtype, e.g. cpu,compiled")
-    num.add_argument("--repeat", type=int, default=1, metavar="N",
+    num.add_argument("--repeat", type=_repeat, default=1, metavar="N",
                      help="run every layer N times; results must agree bit for bit")
-    num.add_argument("--rtol", type=float, default=None,
+    num.add_argument("--rtol", type=_tolerance, default=None,
                      help="relative tolerance (default: by precision and reduction size)")
-    num.add_argument("--atol", type=float, default=None, help="absolute tolerance")
+    num.add_argument("--atol", type=_tolerance, default=None, help="absolute tolerance")
     num.add_argument("--repro", default=None, metavar="DIR",
                      help="write standalone scripts that reproduce the first divergence")
 
 
 def _numeric_options(args: argparse.Namespace) -> NumericOptions:
     base = Context(device=args.device or "auto", mode=args.mode or "eager",
-                   dtype=args.dtype or "float32", repeat=max(1, args.repeat))
+                   dtype=args.dtype or "float32", repeat=args.repeat)
     return NumericOptions(
         seeds=args.seed, transfer=not args.no_transfer, isolated=args.isolated,
         backward=not args.no_backward, lhs_context=Context.parse(args.lhs_context, base),
@@ -171,6 +223,8 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     from specgraph.check import compare
     from specgraph.renderers import get_renderer
 
+    if args.repro is not None:
+        _check_repro_folder(Path(args.repro))
     rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
@@ -180,6 +234,18 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
         progress.step(line)
     text = get_renderer(args.format, color=color, full=args.full).render(report)
     return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), text
+
+
+def _check_repro_folder(folder: Path) -> None:
+    """Refuse a --repro target that cannot become a folder, before anything runs."""
+    there = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not there.is_dir():
+        what = "a file of that name exists" if there == folder else f"{there} is a file"
+        raise SpecgraphError(f"--repro {folder}: {what}; --repro names a folder to write the "
+                             "scripts into (created if missing)")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise SpecgraphError(f"--repro {folder}: {there} is not writable; name a folder you "
+                             "can write into")
 
 
 def _show(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
@@ -229,16 +295,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("input", str(err), EXIT_ERROR)
     except KeyboardInterrupt:
         return fail("interrupted", "interrupted", EXIT_INTERRUPTED)
-    except SystemExit as err:  # the user's code called sys.exit (or argparse) on import
+    except SystemExit as err:  # the user's code called sys.exit outside the guarded steps
         return fail("input", f"the code specgraph {args.command} ran called sys.exit("
-                    f"{err.code!r}){_during(progress)}; guard that call with "
-                    "if __name__ == '__main__' so that importing the file does not run it",
-                    EXIT_ERROR)
+                    f"{err.code!r}){_during(progress)}; a model file, its factory and its "
+                    "forward must not exit (guard a script's own sys.exit with "
+                    "if __name__ == '__main__')", EXIT_ERROR)
     except Exception as err:  # noqa: BLE001  (whatever escapes is a specgraph bug)
         return fail("internal", f"specgraph {args.command} failed with {type(err).__name__}: "
                     f"{first_line(err)}{_during(progress)}; this is a bug in specgraph, "
                     "not in your code: rerun with --debug for the traceback and report it",
                     EXIT_INTERNAL)
+    except BaseException as err:  # noqa: BLE001  (a user's BaseException, GeneratorExit)
+        return fail("input", f"the code specgraph {args.command} ran raised "
+                    f"{type(err).__name__} (a BaseException): {first_line(err)}"
+                    f"{_during(progress)}; user code must raise Exceptions, not stop the "
+                    "run: rerun with --debug for the traceback", EXIT_ERROR)
     sys.stdout.write(text)
     return code
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.errors import FactoryError, ModelReferenceError, first_line
+from specgraph.errors import FactoryError, ModelReferenceError, TraceError, first_line
 from specgraph.model import TracedModel
 
 __all__ = ["trace", "call_factory", "parse_reference"]
@@ -76,6 +76,24 @@ def _script_directory(path: Path) -> Iterator[None]:
             sys.path.remove(folder)
 
 
+@contextlib.contextmanager
+def contained(reference: str, what: str, fix: str, error: type[FactoryError | TraceError]
+              = FactoryError) -> Iterator[None]:
+    """Run the user's code meanwhile: ``sys.exit`` and any other ``BaseException`` it raises
+    (``KeyboardInterrupt`` aside, which stays an interruption) become ``error``, one
+    sentence naming ``what`` ran and ``fix``. ``Exception``s pass for the caller to word."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except SystemExit as err:
+        raise error(f"model reference {reference!r}: {what} called sys.exit({err.code!r}); "
+                    f"{fix}") from err
+    except BaseException as err:  # noqa: BLE001  (GeneratorExit, a user's BaseException)
+        raise error(f"model reference {reference!r}: {what} raised {type(err).__name__} "
+                    f"(a BaseException): {first_line(err)}; {fix}") from err
+
+
 def _import_file(path: Path, reference: str) -> Any:
     resolved = path.resolve()
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
@@ -88,10 +106,14 @@ def _import_file(path: Path, reference: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up here
     try:
-        with _script_directory(path):
+        with _script_directory(path), contained(
+                reference, f"importing {path}", "guard that code with "
+                "if __name__ == '__main__' so that importing the file does not run it"):
             spec.loader.exec_module(module)
-    except Exception as err:
+    except BaseException as err:
         del sys.modules[name]
+        if not isinstance(err, Exception) or isinstance(err, FactoryError):
+            raise
         raise FactoryError(
             f"model reference {reference!r}: importing {path} raised "
             f"{type(err).__name__}: {first_line(err)}; fix the file or pass --debug for the "
@@ -125,8 +147,12 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
             "arguments and returns the model and its example inputs"
         )
     try:
-        with _script_directory(path):
+        with _script_directory(path), contained(
+                reference, f"the factory {factory_name}", "a factory returns the model and "
+                "its example inputs; run it directly or pass --debug for the traceback"):
             result = factory()
+    except FactoryError:
+        raise
     except Exception as err:
         raise FactoryError(
             f"model reference {reference!r}: the factory raised {type(err).__name__}: "
@@ -208,7 +234,9 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
     kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)
-    traced = frontends.tracer(kind)(*items, reference=reference)
+    with contained(reference, "the model, while specgraph traced it,", "a model's forward "
+                   "computes its outputs; pass --debug for the traceback", TraceError):
+        traced = frontends.tracer(kind)(*items, reference=reference)
     if not traced.graph.outputs:
         raise ModelReferenceError(
             f"model reference {reference!r}: the model returns no tensor (its forward "

@@ -183,8 +183,103 @@ def test_interrupted_is_130(repo_root, capsys, monkeypatch) -> None:
 
 def test_a_factory_that_calls_sys_exit_is_the_users_mistake(capsys, models) -> None:
     code, out, err = _run(capsys, "show", f"{models}:exits", "--format", "json")
-    assert code == 2 and "called sys.exit(3)" in _error(out)["message"]
-    assert "if __name__ == '__main__'" in err
+    assert code == 2 and "the factory exits called sys.exit(3)" in _error(out)["message"]
+    assert err.endswith("specgraph: error: " + _error(out)["message"] + "\n")
+
+
+HOSTILE = '''
+import sys
+import torch
+
+
+class Stop(BaseException):
+    pass
+
+
+class Net(torch.nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 3)
+        self.how = how
+
+    def forward(self, x):
+        print("forward prints")
+        if self.how == "exit":
+            sys.exit(0)
+        if self.how == "base":
+            raise Stop("stopped in forward")
+        return torch.relu(self.fc(x))
+
+
+def fine():
+    return Net("fine"), (torch.ones(4, 2),)
+
+
+def factory_exits():
+    print("factory prints")
+    sys.exit(0)
+
+
+def factory_stops():
+    print("factory prints")
+    raise Stop("stopped in the factory")
+
+
+def forward_exits():
+    return Net("exit"), (torch.ones(4, 2),)
+
+
+def forward_stops():
+    return Net("base"), (torch.ones(4, 2),)
+'''
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    path = tmp_path / "hostile.py"
+    path.write_text(HOSTILE)
+    return path
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+@pytest.mark.parametrize("factory, said", [
+    ("factory_exits", "the factory factory_exits called sys.exit(0)"),
+    ("factory_stops", "the factory factory_stops raised Stop (a BaseException): stopped in "
+                      "the factory"),
+    ("forward_exits", "the model, while specgraph traced it, called sys.exit(0)"),
+    ("forward_stops", "the model, while specgraph traced it, raised Stop (a BaseException): "
+                      "stopped in forward"),
+])
+def test_user_code_that_exits_or_raises_a_base_exception_is_exit_2(capsys, hostile, command,
+                                                                   factory, said) -> None:
+    args = [f"{hostile}:{factory}"] if command == "show" else [f"{hostile}:fine",
+                                                                f"{hostile}:{factory}"]
+    code, out, err = _run(capsys, command, *args, "--format", "json")
+    error = _error(out)  # stdout is the error object alone: no prints ahead of it
+    assert code == 2 and error["kind"] == "input" and said in error["message"]
+    assert "prints" in err and "Traceback" not in err
+    assert err.endswith("specgraph: error: " + error["message"] + "\n")
+    code, out, err = _run(capsys, command, *args)
+    assert (code, out) == (2, "") and said in err
+
+
+@pytest.mark.parametrize("top", ["print('module prints')\nimport sys\nsys.exit(0)\n",
+                                 "print('module prints')\nraise GeneratorExit('odd')\n"])
+def test_a_model_file_that_exits_on_import_is_exit_2_in_a_real_process(tmp_path,
+                                                                        top) -> None:
+    """Through a real process, where sys.exit(0) would otherwise end it with 0 and no
+    output: stdout holds only the JSON error, stderr the user's print and one sentence."""
+    path = tmp_path / "exits.py"
+    path.write_text(top + "def f():\n    pass\n")
+    root = Path(__file__).resolve().parent.parent
+    for command in (["show", f"{path}:f"], ["diff", f"{path}:f", f"{path}:f"]):
+        proc = subprocess.run([sys.executable, "-m", "specgraph", *command, "--format",
+                               "json"], capture_output=True, text=True, cwd=root)
+        assert proc.returncode == 2, proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["kind"] == "input" and f"importing {path}" in error["message"]
+        assert "module prints" in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.count("specgraph: error:") == 1
 
 
 def test_the_installed_command_exits_3_on_an_internal_error(tmp_path: Path) -> None:
@@ -202,3 +297,49 @@ def test_the_installed_command_exits_3_on_an_internal_error(tmp_path: Path) -> N
     assert json.loads(proc.stdout)["error"]["kind"] == "internal"
     assert proc.stderr.count("specgraph: internal error:") == 1 and "Traceback" not in \
         proc.stderr
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--rtol", "nan", "'nan': a tolerance is a finite number from 0"),
+    ("--rtol", "inf", "'inf': a tolerance is a finite number from 0"),
+    ("--rtol", "-1", "'-1': a tolerance is a finite number from 0"),
+    ("--atol", "nan", "'nan': a tolerance is a finite number from 0"),
+    ("--atol", "-1e-9", "'-1e-9': a tolerance is a finite number from 0"),
+    ("--atol", "-inf", "'-inf': a tolerance is a finite number from 0"),
+    ("--seed", "0-100000000000", "seeds are numbers from 0 to 4294967295"),
+    ("--seed", "0-4000000000", "'0-4000000000' names 4,000,000,001 seeds; at most 10,000"),
+    ("--seed", "0-5000,0-5000", "names 10,002 seeds; at most 10,000 run in one call"),
+    ("--seed", "9-3", "names no seed"),
+    ("--batch", "100000000000", "100,000,000,000 examples: a batch holds from 1 to 65,536"),
+    ("--batch", "0", "0 examples: a batch holds from 1 to 65,536 examples"),
+    ("--repeat", "0", "--repeat runs every layer from 1 to 1,000 times"),
+])
+def test_options_out_of_range_are_refused_with_one_sentence(capsys, option, value,
+                                                            said) -> None:
+    code, out, err = _run(capsys, "diff", XOR, XOR, f"{option}={value}", "--format", "json")
+    error = _error(out)
+    assert code == 2 and error["kind"] == "usage" and said in error["message"]
+    assert f"argument {option}: " in error["message"]
+
+
+def test_the_largest_allowed_seed_list_and_batch_parse() -> None:
+    from specgraph.cli import MAX_BATCH, MAX_SEEDS, _parser
+
+    args = _parser().parse_args(["diff", XOR, XOR, "--seed", f"0-{MAX_SEEDS - 1}",
+                                 "--batch", str(MAX_BATCH), "--rtol", "0", "--atol", "1e-3"])
+    assert len(args.seed) == MAX_SEEDS and args.batch == MAX_BATCH
+    assert (args.rtol, args.atol) == (0.0, 1e-3)
+
+
+@pytest.mark.parametrize("target", ["report.txt", "report.txt/sub"])
+def test_repro_onto_a_file_is_refused_before_anything_runs(capsys, tmp_path, hostile,
+                                                           target) -> None:
+    (tmp_path / "report.txt").write_text("keep me")
+    repro = tmp_path / target
+    code, out, err = _run(capsys, "diff", f"{hostile}:fine", f"{hostile}:fine", "--repro",
+                          str(repro), "--format", "json")
+    error = _error(out)
+    assert code == 2 and error["message"].startswith(f"--repro {repro}: ")
+    assert "--repro names a folder" in error["message"]
+    assert "forward prints" not in err  # refused before either model ran
+    assert (tmp_path / "report.txt").read_text() == "keep me"

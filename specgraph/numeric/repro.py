@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import dis
 import inspect
+import math
+import re
 import sys
 import textwrap
 import types
@@ -29,7 +31,7 @@ from specgraph.ir import Node
 from specgraph.numeric.oracle import directional_derivative, reference_outputs
 
 __all__ = ["ReproCase", "ReproWriter", "ScriptWriter", "write_repro", "python_script",
-           "function_source", "global_names", "TOLERANCE"]
+           "function_source", "global_names", "comment", "literal", "TOLERANCE"]
 
 TOLERANCE = 1e-4
 
@@ -114,21 +116,23 @@ def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCas
     """
     body = function_source(fn)
     attrs = {k: v for k, v in node.attrs.items()}
+    layer = f"{node.op} at {node.scope or '<model>'}"
     lines = [
-        f'"""Reproduces a {case.kind} divergence of {node.op} at {node.scope or "<model>"} '
-        f"in {framework}.",
+        f'"""Reproduces a {case.kind} divergence of one layer in {framework} (LAYER below).',
         "",
         f"Runs the layer alone on the inputs captured in case.npz (seed {case.seed}) and "
         "compares with the",
         "float64 truth; exits 1 when the framework is off by more than the tolerance.",
         '"""',
+        f"# layer: {comment(layer)}",
         "",
         "import sys",
         "from pathlib import Path",
         "",
         body,
         "",
-        f"ATTRS = {attrs!r}",
+        f"LAYER = {layer!r}",
+        f"ATTRS = {literal(attrs)}",
         f"TOLERANCE = {TOLERANCE!r}",
         f"fn = {fn.__name__}",
         "",
@@ -153,7 +157,7 @@ def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCas
             f"    truth = data[f'{side}_output{{k}}'].astype(np.float64)",
             "    scale = max(float(np.sqrt(np.mean(np.square(truth)))), 1e-30)",
             "    worst = max(worst, float(np.max(np.abs(to_numpy(out) - truth))) / scale)",
-            f"print(f'{framework} {node.op}: max error {{worst:.3e}} of the values\\' scale "
+            f"print(f'{framework} {{LAYER}}: max error {{worst:.3e}} of the values\\' scale "
             "(tolerance {TOLERANCE:.0e})')",
         ]
     else:
@@ -166,11 +170,44 @@ def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCas
             "f'direction{i}' in data)",
             f"truth = float(data['{side}_directional'])",
             "worst = abs(got - truth) / max(abs(truth), 1e-30)",
-            f"print(f'{framework} {node.op} backward: <gradient, u> = {{got:.9g}}, float64 "
+            f"print(f'{framework} {{LAYER}} backward: <gradient, u> = {{got:.9g}}, float64 "
             "truth {truth:.9g}, relative error {worst:.3e} (tolerance {TOLERANCE:.0e})')",
         ]
     lines += ["sys.exit(1 if worst > TOLERANCE else 0)", ""]
     return "\n".join(lines)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def comment(text: str) -> str:
+    """``text`` fit for a ``#`` comment of a generated script: control characters (newlines
+    among them) replaced by spaces, so that a name cannot end the comment."""
+    return _CONTROL.sub(" ", text)
+
+
+def literal(value: Any) -> str:
+    """``value`` (attributes: numbers, strings, booleans, None, tuples, lists, dicts of them)
+    as a Python expression; infinities and NaN as ``float('inf')`` and ``float('nan')``,
+    strings as escaped literals, anything else refused."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, np.ndarray):
+        return f"np.array({literal(value.tolist())}, dtype={str(value.dtype)!r})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, (tuple, frozenset)):
+        value = tuple(sorted(value, key=repr)) if isinstance(value, frozenset) else value
+        return "(" + "".join(f"{literal(v)}, " for v in value) + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    raise SpecgraphError(f"a repro script cannot hold the attribute value {type(value).__name__}"
+                         f" {comment(repr(value))[:80]}; only numbers, strings and their "
+                         "tuples, lists and dicts")
 
 
 @dataclass(frozen=True, eq=False)
