@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from specgraph.renderers.base import Renderer
 from specgraph.summary import ModelSummary
-from specgraph.symbolic import group_by_scope
+from specgraph.symbolic import escape_latex, group_by_scope
+from specgraph.terminal import strip_controls
 
 __all__ = ["LatexRenderer"]
-
-
-def _escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
-                 ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
-        text = text.replace(a, b)
-    return text
 
 
 class LatexRenderer(Renderer):
@@ -22,9 +16,10 @@ class LatexRenderer(Renderer):
     format = "latex"
 
     def _render_ModelSummary(self, s: ModelSummary) -> str:
-        out = [f"% {s.reference} ({s.framework}, {s.param_count} parameters)"]
+        reference = strip_controls(s.reference.replace("\n", " "))  # one comment line
+        out = [f"% {reference} ({s.framework}, {s.param_count} parameters)"]
         for scope, lines in group_by_scope(list(s.equations)):
-            out.append(f"% {_escape(scope or '<model>')}")
+            out.append(f"% {escape_latex(scope or '<model>')}")
             out.append(r"\begin{align*}")
             body = [e.latex.replace(" = ", " &= ", 1) for e in lines]
             out.append(" \\\\\n".join(body))

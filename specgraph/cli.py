@@ -23,7 +23,7 @@ from specgraph import __version__
 from specgraph.errors import SpecgraphError, first_line
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
-from specgraph.terminal import quiet_frameworks, stdout_to_stderr
+from specgraph.terminal import quiet_frameworks, stdout_to_stderr, strip_controls
 
 __all__ = ["main", "Progress", "UsageError"]
 
@@ -310,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{type(err).__name__} (a BaseException): {first_line(err)}"
                     f"{_during(progress)}; user code must raise Exceptions, not stop the "
                     "run: rerun with --debug for the traceback", EXIT_ERROR)
+    if args.format == "text":  # names from a model reach the terminal as text, not commands
+        text = strip_controls(text, color=color)
     sys.stdout.write(text)
     return code
 
@@ -341,7 +343,8 @@ class _Failure:
     def __call__(self, kind: str, message: str, exit_code: int) -> int:
         if self.debug and sys.exc_info()[0] is not None:
             traceback.print_exc()
-        print(f"{self._PREFIX.get(kind, 'specgraph: error: ')}{message}", file=sys.stderr)
+        print(f"{self._PREFIX.get(kind, 'specgraph: error: ')}{strip_controls(message)}",
+              file=sys.stderr)
         if self.json:
             error = {"kind": kind, "message": message, "exit_code": exit_code,
                      "command": self.command}

@@ -29,7 +29,7 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops._sym import call, literal
 
-__all__ = ["Equation", "equations", "to_text", "to_latex"]
+__all__ = ["Equation", "equations", "to_text", "to_latex", "escape_latex"]
 
 _MERGE_INTO = frozenset({"elementwise", "activation"})
 _NORMS = frozenset({"batch_norm", "layer_norm", "group_norm", "rms_norm"})
@@ -260,7 +260,7 @@ class _LatexPrinter(LatexPrinter):
 
     def _print_Function(self, expr: Any, exp: Any = None) -> str:
         attrs = getattr(type(expr), "sg_attrs", ())
-        name = expr.func.__name__.replace("_", r"\_")
+        name = escape_latex(expr.func.__name__)
         args = ", ".join(self._print(a) for a in expr.args)
         if attrs:
             shown = ", ".join(rf"\mathrm{{{k.replace('_', '-')}}}={_fmt(v, _LATEX_TIMES, k)}"
@@ -277,15 +277,35 @@ _LATEX_TIMES = r" \times "
 _GREEK = {"γ": r"\gamma", "β": r"\beta", "μ": r"\mu", "σ²": r"\sigma^2"}
 
 
+# Every character LaTeX reads as markup, as something that prints it, in text and in math
+# mode alike (``\text`` is amsmath's, which ``align*`` needs anyway); control characters
+# (a newline would end a ``%`` comment) become spaces.
+_LATEX_ESCAPES = str.maketrans({
+    "\\": r"\text{\textbackslash}", "{": r"\{", "}": r"\}", "$": r"\$", "%": r"\%",
+    "&": r"\&", "#": r"\#", "_": r"\_", "^": r"\text{\textasciicircum}",
+    "~": r"\text{\textasciitilde}",
+    **{chr(c): " " for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}})
+
+
+def escape_latex(text: str) -> str:
+    """``text`` (a name from a model) as LaTeX that prints it: ``\\ { } $ % & # _ ^ ~``
+    escaped, control characters as spaces.
+
+    >>> escape_latex(r"a_b\\input{x}")
+    'a\\\\_b\\\\text{\\\\textbackslash}input\\\\{x\\\\}'
+    """
+    return text.translate(_LATEX_ESCAPES)
+
+
 def _latex_name(name: str) -> str:
     base, sep, sub = name.partition("_")
-    base = _GREEK.get(base, base)
-    if len(base) > 1 and not base.startswith("\\"):
+    greek = _GREEK.get(base)
+    base = greek or escape_latex(base)
+    if len(base) > 1 and greek is None:
         base = rf"\mathrm{{{base}}}"
     if not sep:
         return base
-    sub = sub.replace("_", r"\_")
-    return rf"{base}_{{\mathrm{{{sub}}}}}"
+    return rf"{base}_{{\mathrm{{{escape_latex(sub)}}}}}"
 
 
 _TEXT = _TextPrinter({"order": "none"})

@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["quiet_frameworks", "stdout_to_stderr", "NOISE"]
+__all__ = ["quiet_frameworks", "stdout_to_stderr", "strip_controls", "NOISE"]
 
 # Lines frameworks write to the terminal that say nothing about the user's models: absl's
 # C++ INFO and WARNING lines (TF_CPP_MIN_LOG_LEVEL=2 drops the same ones once absl is up),
@@ -40,6 +40,22 @@ NOISE = re.compile(
     rb"installed"
     rb"|.*\b(?:is|are) deprecated and will be removed\b)"
 )
+
+# Control characters a name from a model could carry to the terminal (a carriage return
+# that overwrites the line, an escape sequence that moves the cursor or sets the title),
+# and, kept apart, the colour sequences specgraph writes itself.
+_CONTROLS = re.compile(r"\x1b\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def strip_controls(text: str, *, color: bool = False) -> str:
+    """``text`` for the terminal: control characters other than newline and tab replaced
+    by ``?``; colour sequences (``ESC [ ... m``) kept with ``color``, else replaced too.
+
+    >>> strip_controls("fc\\x1b]0;pwned\\x07\\rok")
+    'fc?]0;pwned??ok'
+    """
+    return _CONTROLS.sub(lambda m: m.group() if color and len(m.group()) > 1 else "?", text)
+
 
 # Set before the user's file is imported; a value the user set wins.
 _ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "GRPC_VERBOSITY": "ERROR"}

@@ -98,3 +98,36 @@ def test_show_on_a_keras_model_keeps_tensorflows_startup_off_stderr(tmp_path: Pa
                  "Warning"):
         assert said not in proc.stderr, proc.stderr
     assert proc.stderr == "the factory speaks\n"  # the user's own line still shows
+
+
+def test_control_characters_in_names_do_not_reach_the_terminal() -> None:
+    from specgraph.terminal import strip_controls
+
+    hostile = "fc\x1b]0;title\x07\r\x1b[2Jok\x00\x9b\u2028"
+    assert strip_controls(hostile) == "fc?]0;title???[2Jok???"
+    assert strip_controls("a\tb\nc") == "a\tb\nc"
+    assert strip_controls("\x1b[1mbold\x1b[0m", color=True) == "\x1b[1mbold\x1b[0m"
+    assert strip_controls("\x1b[1mbold\x1b[0m") == "?bold?"
+
+
+def test_the_text_report_strips_control_characters_from_names(capsys, tmp_path) -> None:
+    import pytest
+
+    pytest.importorskip("torch")
+    from specgraph.cli import main
+
+    model = tmp_path / "names.py"
+    model.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.add_module('fc\\x1b]0;pwned\\x07\\rX', torch.nn.Linear(2, 3))\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(getattr(self, 'fc\\x1b]0;pwned\\x07\\rX')(x))\n"
+        "def f():\n"
+        "    return Net(), (torch.ones(4, 2),)\n")
+    assert main(["show", f"{model}:f"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "fc?]0;pwned??X" in out
