@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from specgraph.renderers.base import Renderer
@@ -19,6 +20,19 @@ def _tensor(t: TensorInfo) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
+    return value
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float written as the string ``"inf"``, ``"-inf"`` or
+    ``"nan"`` (an attribute such as ``clamp(max=inf)``, an unbounded error): JSON has no such
+    numbers, and a reader tells the strings apart from every finite number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
     return value
 
 
@@ -48,7 +62,8 @@ class JsonRenderer(Renderer):
             "equations": [{"scope": e.scope, "lhs": e.lhs, "text": e.text, "latex": e.latex,
                            "nodes": list(e.nodes)} for e in s.equations],
         }
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(_finite(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def _render_DiffReport(self, r: DiffReport) -> str:
-        return json.dumps(r.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(_finite(r.to_dict()), indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"

@@ -129,3 +129,14 @@ def test_a_directory_named_like_a_python_file_is_refused(tmp_path, capsys):
     for reference in (f"{tmp_path}/model.py", f"{tmp_path}/model.py:make"):
         assert main(["show", reference]) == 2
         assert "is not a Python file" in capsys.readouterr().err
+
+
+def test_an_infinite_attribute_is_json(models, capsys):
+    import json
+
+    assert main(["diff", f"{models}:clamp_inf", f"{models}:clamp_6", "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    (finding,) = report["findings"]
+    assert (finding["attr"], finding["lhs"]["value"], finding["rhs"]["value"]) == ("max", "inf", 6.0)
+    assert main(["show", f"{models}:clamp_inf", "--format", "json"]) == 0
+    assert "inf" in json.dumps(json.loads(capsys.readouterr().out))
