@@ -1,8 +1,9 @@
 """The ONNX frontend.
 
-- ``tracer``: an ONNX file or ModelProto loaded (external data confined to the model's
-  folder), run in onnxruntime for its values, and walked by ``convert`` onto the shared IR
+- ``tracer``: an ONNX file or ModelProto loaded, run in onnxruntime for its values, and walked by ``convert`` onto the shared IR
   with the operator converters in ``ops`` and ``shape_ops``;
+- ``external``: every external-data reference in a model (graphs, subgraphs, attributes,
+  sparse tensors, local functions) read by specgraph, confined to the model's folder;
 - ``runner``: ``OnnxRunner``, each canonical node exported alone and run in onnxruntime
   (forward only);
 - ``export``: the way back, a Graph as an ONNX model (``to_onnx``), one rule per op;

@@ -16,7 +16,7 @@ none knows becomes ``opaque``. The walk itself is in ``specgraph.frontends.onnx.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ import onnxruntime as ort
 
 from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.table import join
-from specgraph.frontends.onnx import ops, shape_ops
+from specgraph.frontends.onnx import external, ops, shape_ops
 from specgraph.frontends.onnx.convert import ELEM_TYPES, NUMPY_TYPES, Converter
 from specgraph.model import TracedModel
 
@@ -47,7 +47,8 @@ def trace_file(path: Path, *, reference: str, inputs: Mapping[str, Any] | None =
                ) -> TracedModel:
     """Trace the ONNX model in ``path`` into a TracedModel.
 
-    External data is read only from files inside the model's own folder. Example inputs are
+    External data, wherever it is referenced in the model, is read by ``external.load`` and
+    only from files inside the model's own folder. Example inputs are
     made by ``make_inputs`` unless ``inputs`` gives some of them by input name.
 
     Raises:
@@ -63,7 +64,7 @@ def trace_file(path: Path, *, reference: str, inputs: Mapping[str, Any] | None =
     if not model.HasField("graph") or model.ir_version == 0 or not model.graph.output:
         raise TraceError(f"{reference} is not a valid ONNX model: it has no graph with "
                          "outputs; export it again or pass the right file")
-    _load_external_data(model, path.parent, reference)
+    external.load(model, path.parent, reference)
     return _trace(model, dict(inputs or {}), reference)
 
 
@@ -80,9 +81,10 @@ def trace_model(model: Any, example_inputs: Any = None, *, reference: str = "<mo
     if not accepts(model):
         raise FactoryError(f"{reference}: expected an onnx.ModelProto, got "
                            f"{type(model).__name__}")
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in _tensors(model.graph)):
-        raise TraceError(f"{reference}: the model keeps tensors in external files; load it "
-                         "with onnx.load(path) or pass the .onnx path instead")
+    refs = external.external(model)
+    if refs:
+        raise TraceError(f"{reference}: the model keeps tensors in external files ({refs[0][0]} "
+                         "first); load it with onnx.load(path) or pass the .onnx path instead")
     return _trace(model, _named_inputs(model, example_inputs, reference), reference)
 
 
@@ -97,60 +99,6 @@ def _named_inputs(model: onnx.ModelProto, given: Any, reference: str) -> dict[st
         raise FactoryError(f"{reference}: {len(items)} example inputs for a model with "
                            f"{len(names)} inputs ({', '.join(names)}); pass one per input")
     return dict(zip(names, items))
-
-
-def _tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
-    """Every tensor stored in ``graph``: initializers and attributes, subgraphs included."""
-    found = list(graph.initializer)
-    found += [t for s in graph.sparse_initializer for t in (s.values, s.indices)]
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                found.append(attr.t)
-            found.extend(attr.tensors)
-            for sub in [attr.g] * attr.HasField("g") + list(attr.graphs):
-                found.extend(_tensors(sub))
-    return found
-
-
-def _load_external_data(model: onnx.ModelProto, folder: Path, reference: str) -> None:
-    """Read external tensor data, only from files inside ``folder`` (hostile paths refused)."""
-    root = folder.resolve()
-    for tensor in _tensors(model.graph):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in tensor.external_data}
-        target = _confined(root, info.get("location", ""), tensor.name, reference)
-        offset, length = int(info.get("offset") or 0), info.get("length")
-        size = target.stat().st_size
-        end = size if length is None else offset + int(length)
-        if offset < 0 or end > size:
-            raise TraceError(f"{reference}: external data of tensor {tensor.name!r} reaches "
-                             f"past the end of {target.name}; export the model again")
-        with open(target, "rb") as handle:
-            handle.seek(offset)
-            tensor.raw_data = handle.read(end - offset)
-        del tensor.external_data[:]
-        tensor.data_location = onnx.TensorProto.DEFAULT
-
-
-def _confined(root: Path, location: str, tensor: str, reference: str) -> Path:
-    posix, windows = PurePosixPath(location), PureWindowsPath(location)
-    escapes = (not location or posix.is_absolute() or windows.is_absolute()
-               or bool(windows.drive) or ".." in posix.parts or ".." in windows.parts)
-    try:
-        target = (root / location).resolve()
-    except (OSError, ValueError):  # a loop of links, a NUL byte
-        escapes = True
-    if escapes or not target.is_relative_to(root):
-        raise TraceError(
-            f"{reference}: tensor {tensor!r} keeps its data in {location!r}, outside the "
-            "model's folder; specgraph reads external data only from files next to the model "
-            "(relative paths without '..' or links leading out)")
-    if not target.is_file():
-        raise TraceError(f"{reference}: external data file {location!r} of tensor {tensor!r} "
-                         "does not exist next to the model; copy it there")
-    return target
 
 
 # --- example inputs and onnxruntime ------------------------------------------------------
