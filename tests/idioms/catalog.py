@@ -29,7 +29,7 @@ from specgraph.testing import assert_equivalent
 
 __all__ = ["Pair", "side", "rand", "torch_side", "onnx_side", "jax_side", "linen_side",
            "keras_side", "canonical", "assert_same_canonical", "assert_same_numbers",
-           "assert_reported_different", "structure_cases", "numbers_cases"]
+           "assert_reported_different", "structure_cases", "numbers_cases", "pair_tests"]
 
 Side = Callable[[], TracedModel]
 
@@ -188,3 +188,19 @@ def structure_cases(pairs: Iterable[Pair]) -> list[Any]:
 def numbers_cases(pairs: Iterable[Pair]) -> list[Any]:
     """One pytest param per pair for the numbers test, xfail where it fails today."""
     return _cases(pairs, lambda p: p.numbers)
+
+
+def pair_tests(pairs: Sequence[Pair]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A family module's two tests over its ``pairs``: ``test_canonical_form`` and
+    ``test_numbers`` (``test_canonical_form, test_numbers = pair_tests(PAIRS)``)."""
+    import pytest
+
+    @pytest.mark.parametrize("pair", structure_cases(pairs))
+    def test_canonical_form(pair: Pair) -> None:
+        assert_same_canonical(pair.lhs(), pair.rhs())
+
+    @pytest.mark.parametrize("pair", numbers_cases(pairs))
+    def test_numbers(pair: Pair) -> None:
+        assert_same_numbers(pair.lhs(), pair.rhs(), pair.seeds)
+
+    return test_canonical_form, test_numbers

@@ -12,10 +12,8 @@ import numpy as np
 import pytest
 
 from specgraph.check import InputMismatchError
-from tests.idioms.catalog import (Pair, assert_reported_different, assert_same_canonical,
-                                  assert_same_numbers, canonical, jax_side, keras_side,
-                                  linen_side, numbers_cases, onnx_side, rand, side,
-                                  structure_cases, torch_side)
+from tests.idioms.catalog import (Pair, assert_reported_different, canonical, jax_side, keras_side,
+                                 linen_side, onnx_side, pair_tests, rand, side, torch_side)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -238,14 +236,7 @@ PAIRS = [
 ]
 
 
-@pytest.mark.parametrize("pair", structure_cases(PAIRS))
-def test_canonical_form(pair: Pair) -> None:
-    assert_same_canonical(pair.lhs(), pair.rhs())
-
-
-@pytest.mark.parametrize("pair", numbers_cases(PAIRS))
-def test_numbers(pair: Pair) -> None:
-    assert_same_numbers(pair.lhs(), pair.rhs(), pair.seeds)
+test_canonical_form, test_numbers = pair_tests(PAIRS)
 
 
 # --- genuine differences -------------------------------------------------------------------
