@@ -208,6 +208,7 @@ def _numeric_lines(n: Any) -> list[str]:
             ["lhs layer", "rhs layer", "forward", "isolated", "backward"], rows)]
         if len(parted) > 12:
             out.append(f"  ... and {len(parted) - 12} more layers that part")
+    out += [f"  note: {note}" for note in n.notes]
     out.append("")
     return out
 

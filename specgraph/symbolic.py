@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,14 +205,15 @@ def _shown_attrs(node: Node) -> dict[str, Any]:
 _SIZES = frozenset({"shape", "kernel", "stride", "dilation", "out", "sizes"})
 
 
-def _fmt(value: Any, times: str = "×", key: str = "shape") -> str:
+def _fmt(value: Any, times: str = "×", key: str = "shape",
+         escape: Callable[[str], str] = str) -> str:
     if isinstance(value, tuple):
         if key not in _SIZES or not value:
-            return "(" + ", ".join(_fmt(v, times) for v in value) + ")"
-        return times.join(_fmt(v, times) for v in value)
+            return "(" + ", ".join(_fmt(v, times, escape=escape) for v in value) + ")"
+        return times.join(_fmt(v, times, escape=escape) for v in value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value)
+    return escape(str(value))
 
 
 class _TextPrinter(StrPrinter):
@@ -263,8 +265,8 @@ class _LatexPrinter(LatexPrinter):
         name = escape_latex(expr.func.__name__)
         args = ", ".join(self._print(a) for a in expr.args)
         if attrs:
-            shown = ", ".join(rf"\mathrm{{{k.replace('_', '-')}}}={_fmt(v, _LATEX_TIMES, k)}"
-                              for k, v in attrs)
+            shown = ", ".join(rf"\mathrm{{{escape_latex(k.replace('_', '-'))}}}="
+                              rf"{_fmt(v, _LATEX_TIMES, k, _latex_text)}" for k, v in attrs)
             args = f"{args};\\ {shown}" if args else shown
         out = rf"\operatorname{{{name}}}\left({args}\right)"
         return f"{out}^{{{exp}}}" if exp else out
@@ -295,6 +297,12 @@ def escape_latex(text: str) -> str:
     'a\\\\_b\\\\text{\\\\textbackslash}input\\\\{x\\\\}'
     """
     return text.translate(_LATEX_ESCAPES)
+
+
+def _latex_text(text: str) -> str:
+    """An attribute's words (a mode, an opaque node's string attribute) as upright text."""
+    return rf"\text{{{escape_latex(text)}}}" if any(c.isalpha() for c in text) else \
+        escape_latex(text)
 
 
 def _latex_name(name: str) -> str:

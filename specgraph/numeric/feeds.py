@@ -1,8 +1,9 @@
 """What both sides of a numeric comparison are fed: inputs, weights, and the loss.
 
 Seed 0 is the example inputs the factory returned; other seeds draw inputs like them
-(floats with the example's mean and spread, integers in the example's range, so token ids
-stay inside the vocabulary). The loss is a seeded random projection of the outputs,
+(floats with the example's mean and spread, on the side of zero the example keeps and in
+[0, 1] where it lies there, so ``sqrt`` of a magnitude stays a number; integers in the
+example's range, so token ids stay inside the vocabulary). The loss is a seeded random projection of the outputs,
 ``L = Σ_k <R_k, y_k>``: its gradient is nonzero wherever the outputs depend on the inputs
 (a plain sum of softmax outputs has zero gradient and hides bugs).
 """
@@ -32,14 +33,34 @@ def example_inputs(model: TracedModel, seed: int) -> dict[str, np.ndarray]:
         if seed == 0:
             out[name] = example
         elif v.dtype in FLOAT_DTYPES:
-            mean, std = float(np.mean(example)), float(np.std(example)) or 1.0
-            out[name] = (mean + std * rng.standard_normal(v.shape)).astype(example.dtype)
+            out[name] = _floats_like(example, v.shape, rng)
         elif v.dtype == "bool":
             out[name] = rng.random(v.shape) < 0.5
         else:
             low, high = int(np.min(example)), int(np.max(example))
             out[name] = rng.integers(low, high + 1, v.shape).astype(example.dtype)
     return out
+
+
+def _floats_like(example: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator
+                 ) -> np.ndarray:
+    """Normal draws with the example's mean and spread, kept in the domain the example
+    keeps: no negative values where the example has none (``sqrt``, ``log`` of a magnitude),
+    none above 1 where it lies in [0, 1] (probabilities), folded back at those bounds."""
+    wide = example.astype(np.float64)
+    finite = wide[np.isfinite(wide)]
+    if finite.size == 0:
+        return rng.standard_normal(shape).astype(example.dtype)
+    mean, std = float(np.mean(finite)), float(np.std(finite)) or 1.0
+    draw = mean + std * rng.standard_normal(shape)
+    low, high = float(finite.min()), float(finite.max())
+    if 0.0 <= low and high <= 1.0:
+        draw = 1.0 - np.abs(1.0 - np.mod(np.abs(draw), 2.0))  # a fold into [0, 1]
+    elif low >= 0.0:
+        draw = np.abs(draw)
+    elif high <= 0.0:
+        draw = -np.abs(draw)
+    return draw.astype(example.dtype)
 
 
 def rhs_inputs(lhs: Graph, rhs: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

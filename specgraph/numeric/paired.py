@@ -135,6 +135,10 @@ class PairedRun:
             self.localizer.nan_introduced("rhs", p.rhs, node, "forward")
         elif i in rec.lhs_introduces and rhs_finite:
             self.localizer.nan_introduced("lhs", p.lhs, p.lhs.nodes[i], "forward")
+        elif introduces and i in rec.lhs_introduces and not all(
+                self.ax.nan_free(h) for h in kept):
+            self.localizer.note(f"{words.describe(node)} makes NaN from finite inputs on both "
+                                "sides alike; its values are compared where they are numbers")
 
     def _check_repeat(self, side: str, runner: Runner, repeat: int, node: Node, args: Any,
                       kept: list[Any]) -> None:

@@ -57,7 +57,7 @@ def same_numbers(x: Any, y: Any) -> bool:
     a, b = a.astype(np.float64), b.astype(np.float64)
     finite = np.isfinite(a) & np.isfinite(b)
     if not np.array_equal(np.isfinite(a), np.isfinite(b)) or \
-            not np.array_equal(a[~finite], b[~finite]):
+            not np.array_equal(a[~finite], b[~finite], equal_nan=True):
         return False
     scale = float(np.max(np.abs(a[finite]), initial=0.0))
     return bool(np.allclose(a[finite], b[finite], rtol=1e-5, atol=1e-6 * scale))

@@ -48,3 +48,27 @@ def test_latex_output_escapes_hostile_scope_and_param_names() -> None:
     body = "\n".join(line for line in text.splitlines() if not line.startswith("%"))
     assert "\\input{" not in body and _unescaped(body) == []
     assert all(line.startswith(("%", "\\", "y ")) for line in text.splitlines())
+
+
+def test_latex_output_escapes_string_attribute_values() -> None:
+    # an ONNX Einsum's equation string reaches the equations as an attribute value
+    from specgraph.ir import GraphBuilder
+    from specgraph.model import TracedModel
+    from specgraph.renderers import get_renderer
+    from specgraph.summary import summarize
+    import numpy as np
+
+    hostile = "ij\\input{/etc/passwd}$%&#^~->ij"
+    b = GraphBuilder("m")
+    x = b.input("x", (2, 2), "float32")
+    y = b.add("einsum", [x], {"equation": hostile}, shape=(2, 2), dtype="float32")
+    z = b.add("pad", [y], {"pads": (0, 0, 0, 0), "mode": "constant"}, shape=(2, 2),
+              dtype="float32")
+    b.output("z", z)
+    traced = TracedModel(graph=b.build(), weights={}, inputs={"x": np.ones((2, 2), "float32")},
+                         outputs={"z": np.ones((2, 2), "float32")}, framework="onnx",
+                         reference="m.onnx")
+    text = get_renderer("latex").render(summarize(traced))
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("%"))
+    assert "input" in body, body  # the value is shown ...
+    assert "\\input{" not in body and _unescaped(body) == []  # ... as text
