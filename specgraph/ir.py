@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -32,7 +32,8 @@ from specgraph.errors import GraphError
 from specgraph.ops import OPAQUE, get_spec, is_registered
 from specgraph.ops.dtypes import DTYPES
 
-__all__ = ["Value", "Node", "Graph", "GraphBuilder", "DTYPES", "prune"]
+__all__ = ["Value", "Node", "Graph", "GraphBuilder", "Native", "DTYPES", "prune",
+           "complete_natives"]
 
 
 
@@ -53,6 +54,30 @@ class Value:
 
     def __repr__(self) -> str:
         return f"Value({self.dtype}{list(self.shape)})"
+
+
+@dataclass(frozen=True)
+class Native:
+    """The value of the model's own program that a graph value equals.
+
+    Attributes:
+        key: how the frontend names the native value (an FX node and output index, a path
+            of jaxpr equations, a tensor name): only that frontend's program reads it.
+        perm: the graph value is the native array transposed by ``perm`` (None: as is).
+    """
+
+    key: Hashable
+    perm: tuple[int, ...] | None = None
+
+    def canonical(self, array: Any) -> Any:
+        """The native ``array`` as the graph value (NumPy)."""
+        return array if self.perm is None else np.transpose(array, self.perm)
+
+    def through(self, perm: Sequence[int]) -> Native:
+        """The native of ``transpose(value, perm)`` where this is the native of ``value``."""
+        base = self.perm or tuple(range(len(perm)))
+        composed = tuple(base[p] for p in perm)
+        return Native(self.key, None if composed == tuple(range(len(perm))) else composed)
 
 
 def _freeze(value: Any) -> Any:
@@ -126,10 +151,11 @@ class Graph:
     outputs: tuple[Value, ...]
     output_names: tuple[str, ...]
     name: str = ""
+    natives: Mapping[Value, Native] = field(default_factory=lambda: MappingProxyType({}))
 
     def replace(self, **changes: Any) -> Graph:
         """A copy with ``changes`` applied (mappings are re-frozen), verified."""
-        for key in ("params", "constants"):
+        for key in ("params", "constants", "natives"):
             if key in changes:
                 changes[key] = MappingProxyType(dict(changes[key]))
         for key in ("inputs", "input_names", "nodes", "outputs", "output_names"):
@@ -251,7 +277,31 @@ def prune(graph: Graph) -> Graph:
         nodes=keep,
         params={k: v for k, v in graph.params.items() if v in live},
         constants={v: d for v, d in graph.constants.items() if v in live},
+        natives={v: n for v, n in graph.natives.items() if v in live},
     )
+
+
+def complete_natives(nodes: Sequence[Node], natives: Mapping[Value, Native]
+                     ) -> dict[Value, Native]:
+    """``natives`` extended through transposes: a transpose of a value with a native has
+    that native transposed, and the input of a transpose whose output has one has it
+    transposed back (a channels-first value between a channels-last program's layout
+    transposes is the native value permuted)."""
+    out = dict(natives)
+    for _ in range(2):
+        for node in (*nodes, *reversed(nodes)):
+            if node.op != "transpose":
+                continue
+            (x,), (y,) = node.inputs[:1], node.outputs
+            perm = tuple(node.attrs["perm"])
+            if x in out and y not in out:
+                out[y] = out[x].through(perm)
+            elif y in out and x not in out:
+                inverse = [0] * len(perm)
+                for i, p in enumerate(perm):
+                    inverse[p] = i
+                out[x] = out[y].through(inverse)
+    return out
 
 
 def _unique(names: Sequence[str], what: str) -> None:
@@ -291,6 +341,12 @@ class GraphBuilder:
         self._outputs: list[tuple[str, Value]] = []
         self._producers: dict[Value, Node] = {}
         self._known: dict[Value, np.ndarray | None] = {}
+        self._natives: dict[Value, Native] = {}
+
+    def native(self, value: Value, key: Hashable, perm: Sequence[int] | None = None) -> None:
+        """Record that ``value`` equals the native value ``key`` of the model's own program
+        (transposed by ``perm``); the first record of a value holds."""
+        self._natives.setdefault(value, Native(key, None if perm is None else tuple(perm)))
 
     def input(self, name: str, shape: Iterable[int], dtype: str) -> Value:
         value = Value(tuple(int(s) for s in shape), dtype)
@@ -372,6 +428,7 @@ class GraphBuilder:
             outputs=tuple(v for _, v in self._outputs),
             output_names=tuple(n for n, _ in self._outputs),
             name=self.name,
+            natives=MappingProxyType(complete_natives(self._nodes, self._natives)),
         )
         return graph.verify()
 

@@ -30,9 +30,14 @@ class TracedModel:
             (0, 3, 1, 2)).
         output_layouts: for outputs, the permutation that takes the canonical array back to
             the framework's (native = canonical.transpose(perm)).
-        param_layouts: for parameters whose canonical layout was found by canonicalization,
-            the steps from the frontend's array to the canonical one, in order:
-            ``("reshape", shape)`` or ``("transpose", perm)``.
+        param_layouts: for parameters whose canonical layout differs from the framework's,
+            the steps from the framework's array to the canonical one, in order (the
+            frontend's, then those canonicalization found): ``("reshape", shape)`` or
+            ``("transpose", perm)``.
+        program: the program the frontend traced, to run again as written and observe at
+            the values ``graph.natives`` names (``specgraph.numeric.program``); None where
+            the frontend keeps none.
+        param_shapes: each parameter's shape in the framework's own layout.
     """
 
     graph: Graph
@@ -46,6 +51,8 @@ class TracedModel:
     output_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     param_layouts: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(
         default_factory=dict)
+    program: Any = field(default=None, repr=False)
+    param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 class LazyOutputs(Mapping[str, np.ndarray]):

@@ -180,6 +180,13 @@ class BaseConverter:
         return self.b.add(OPAQUE, [x], {"target": target}, shape=shape, dtype=dtype,
                           **self.where())
 
+    def native_layouts(self) -> tuple[dict[str, tuple[Step, ...]], dict[str, tuple[int, ...]]]:
+        """Each graph parameter's steps from its native array (those with any) and its
+        native shape: ``TracedModel.param_layouts`` and ``param_shapes``."""
+        stored = list(self._params.values())
+        return ({s.name: s.steps for s in stored if s.steps},
+                {s.name: tuple(s.shape) for s in stored})
+
     # --- parameters in layouts -----------------------------------------------------------
     def param(self, key: Hashable, layout: Hashable) -> Value:
         """The parameter ``key`` in ``layout``: created on first use, stored in the layout

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.ir import Graph, Node, Value, prune
+from specgraph.ir import Graph, Native, Node, Value, complete_natives, prune
 from specgraph.ops import get_spec
 
 __all__ = ["Rewriter", "PassResult", "rewrite"]
@@ -142,8 +142,20 @@ class Rewriter:
             params=self.graph.params, constants=MappingProxyType(self.constants),
             nodes=tuple(self.nodes),
             outputs=outputs, output_names=self.graph.output_names, name=self.graph.name,
+            natives=MappingProxyType(self._natives()),
         )
         return prune(graph.verify())
+
+    def _natives(self) -> dict[Value, Native]:
+        """The graph's natives carried to the values that replaced theirs (a replacement
+        computes the same value: a raised layer stands for the region's output), then
+        through transposes."""
+        natives = dict(self.graph.natives)
+        for old in self.subst:
+            native = natives.get(old)
+            if native is not None:
+                natives.setdefault(self.resolve(old), native)
+        return complete_natives(self.nodes, natives)
 
 
 Rule = Callable[[Rewriter, Node], bool]

@@ -1,0 +1,118 @@
+"""``NativeProgram``: a model's own program, run as written and observed at its values.
+
+A frontend that keeps the program it traced (the ExportedProgram, the closed jaxpr...) gives
+the TracedModel a ``NativeProgram``. ``observe`` runs that program with the framework's own
+kernels on substituted weights and inputs, forward and, given output cotangents, backward,
+and returns the native values the graph's ``natives`` name (``specgraph.ir.Native``), the
+gradient of the loss at each of them, and the parameters' gradients. Everything crossing
+this boundary is in the program's own layout and naming (parameters by the traced graph's
+names); ``to_native`` / ``from_native`` convert from and to the canonical graph's layouts.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specgraph.numeric.runner import Context
+
+__all__ = ["NativeProgram", "Observation", "native_weights", "native_inputs",
+           "native_cotangents", "canonical_param_grads"]
+
+
+@dataclass
+class Observation:
+    """What one run of a native program saw.
+
+    Attributes:
+        outputs: the program's outputs by graph output name (native layout).
+        values: each requested native key's value (NumPy, native layout).
+        grads: the loss's gradient at each requested key that a gradient reaches.
+        param_grads: each parameter's gradient by graph parameter name (native layout).
+    """
+
+    outputs: dict[str, np.ndarray]
+    values: dict[Hashable, np.ndarray] = field(default_factory=dict)
+    grads: dict[Hashable, np.ndarray] = field(default_factory=dict)
+    param_grads: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class NativeProgram(abc.ABC):
+    """The program a frontend traced, runnable again with other weights and inputs.
+
+    Attributes:
+        framework: the framework that runs it (for messages).
+    """
+
+    framework: str = ""
+
+    @abc.abstractmethod
+    def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
+                keys: Collection[Hashable], cotangents: Mapping[str, np.ndarray] | None,
+                context: Context) -> Observation:
+        """Run the program once, forward (and backward when ``cotangents`` are given, one
+        per floating output by name: the loss is ``Σ <cotangent, output>``).
+
+        Args:
+            weights: parameter arrays by graph parameter name, native layout; a parameter
+                left out keeps the model's own value.
+            inputs: input arrays by graph input name, native layout.
+            keys: the native values to observe (and the gradients at them).
+            cotangents: output cotangents by output name, or None for forward only.
+            context: device, mode (``eager`` runs the program op by op, ``compiled``
+                compiles it whole) and precision.
+        """
+
+
+def _undo(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...],
+          native_shape: tuple[int, ...] | None) -> np.ndarray:
+    """``array`` laid out by ``steps`` from a native array, back in the native layout."""
+    shapes: list[tuple[int, ...]] = []
+    shape = native_shape
+    for kind, arg in steps:
+        shapes.append(shape if shape is not None else ())
+        if shape is not None:
+            shape = tuple(shape[p] for p in arg) if kind == "transpose" else tuple(arg)
+    for (kind, arg), before in zip(reversed(steps), reversed(shapes)):
+        if kind == "transpose":
+            array = np.transpose(array, np.argsort(arg))
+        else:
+            array = np.reshape(array, before)
+    return np.ascontiguousarray(array)
+
+
+def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
+                   native_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Canonical ``weights`` of ``traced``'s graph in the program's layouts
+    (``param_layouts`` undone; ``native_shapes`` gives each native shape for reshapes)."""
+    out = {}
+    for name, array in weights.items():
+        steps = tuple(traced.param_layouts.get(name, ()))
+        out[name] = _undo(np.asarray(array), steps, native_shapes.get(name))
+    return out
+
+
+def native_inputs(traced: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Canonical inputs as the program takes them (channels-last where it is)."""
+    return {k: np.ascontiguousarray(np.transpose(a, np.argsort(traced.input_layouts[k])))
+            if k in traced.input_layouts else np.asarray(a) for k, a in inputs.items()}
+
+
+def native_cotangents(traced: Any, cts: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Output cotangents in canonical layout as the program's outputs are laid out."""
+    return {k: np.ascontiguousarray(np.transpose(a, traced.output_layouts[k]))
+            if k in traced.output_layouts else np.asarray(a) for k, a in cts.items()}
+
+
+def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Native parameter gradients laid out like the canonical parameters."""
+    out = {}
+    for name, g in grads.items():
+        for kind, arg in traced.param_layouts.get(name, ()):
+            g = np.transpose(g, arg) if kind == "transpose" else np.reshape(g, arg)
+        out[name] = g
+    return out
