@@ -186,6 +186,11 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
     num.add_argument("--no-backward", action="store_true", help="compare outputs only")
     num.add_argument("--isolated", action="store_true",
                      help="feed every rhs layer lhs's inputs, to measure each layer alone")
+    num.add_argument("--native", action="store_true",
+                     help="take each side's numbers from its own program (the exported "
+                          "PyTorch program, run once forward and backward, eager or "
+                          "compiled whole) where its frontend keeps one; others replay the "
+                          "canonical graph layer by layer")
     num.add_argument("--seed", type=_seeds, default=(0,), metavar="SEEDS",
                      help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
     num.add_argument("--batch", type=_batch, default=None, metavar="N",
@@ -215,7 +220,7 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         seeds=args.seed, transfer=not args.no_transfer, isolated=args.isolated,
         backward=not args.no_backward, lhs_context=Context.parse(args.lhs_context, base),
         rhs_context=Context.parse(args.rhs_context, base), rtol=args.rtol, atol=args.atol,
-        repro=Path(args.repro) if args.repro else None)
+        repro=Path(args.repro) if args.repro else None, native=args.native)
 
 
 def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:

@@ -33,6 +33,7 @@ from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends.torch import ops, shape_ops
 from specgraph.frontends.torch.complex_ops import ComplexPair, with_complex
+from specgraph.frontends.torch.program import TorchProgram
 from specgraph.ir import Value, prune
 from specgraph.model import TracedModel
 from specgraph.ops.dtypes import numpy_dtype
@@ -175,7 +176,11 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
               if isinstance(t, torch.Tensor)}
     outputs = {name: to_numpy(t) for name, t in converter.output_leaves(eager)}
-    return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module)
+    steps, shapes = converter.native_layouts()
+    program = TorchProgram(exported, converter.param_targets(graph), list(inputs),
+                           list(graph.output_names))
+    return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module,
+                       program=program, param_layouts=steps, param_shapes=shapes)
 
 
 @contextlib.contextmanager
@@ -276,10 +281,25 @@ class _Converter(BaseConverter):
             elif node.op == "call_function":
                 if not self._fold(node):
                     self.env[node.name] = self.call(node)
+                    self._record_native(node)
             elif node.op == "output":
                 self.outputs(node)
         graph = prune(self.b.build())
         return graph, self.weights(graph)
+
+    def _record_native(self, node: Any) -> None:
+        """The IR values of ``node``'s outputs equal the FX node's values ``(name, index)``
+        (where their shapes agree: a complex pair or a relaid value is no native)."""
+        result = self.env[node.name]
+        if node.target is operator.getitem:
+            return  # the producer's record holds
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (tuple, list)) else [val]
+        for index, (value, native) in enumerate(zip(results, vals)):
+            if isinstance(value, Value) and isinstance(native, torch.Tensor) and \
+                    not native.is_complex() and value.shape == tuple(native.shape):
+                self.b.native(value, (node.name, index if len(results) > 1 else None))
 
     def _is_constant_buffer(self, spec: Any) -> bool:
         """A buffer that is a constant of the model, not a weight: one kept out of the
@@ -356,6 +376,16 @@ class _Converter(BaseConverter):
         spec = self.ep.call_spec.out_spec
         tree = pytree.tree_unflatten(list(range(count)), spec)
         return [name for name, _ in _leaves_with_names(tree, "")]
+
+    def param_targets(self, graph: Any) -> dict[str, str]:
+        """Each graph parameter's name -> the state_dict targets that hold it (tied
+        weights: every target of the one tensor)."""
+        out: dict[str, list[str]] = {}
+        for target in self.targets:
+            name = self.preferred.get(target, target)
+            if name in graph.params:
+                out.setdefault(name, []).append(target)
+        return {target: name for name, targets in out.items() for target in targets}
 
     def output_leaves(self, eager: Any) -> list[tuple[str, Any]]:
         return [(n, t) for n, t in _leaves_with_names(eager, "") if isinstance(t, torch.Tensor)]

@@ -89,7 +89,13 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
     rweights = transfer_weights(pairing, lhs.weights) if opts.transfer else dict(rhs.weights)
     sides = Sides(pairing, backends, lhs.weights, rweights,
                   _param_agreement(pairing, lhs.weights, rweights, opts.transfer), opts,
-                  backward)
+                  backward, lhs, rhs)
+    if opts.native and not opts.isolated:
+        for side, model in (("lhs", lhs), ("rhs", rhs)):
+            if model.program is None:
+                notes.append(f"{side}'s numbers replay its canonical graph on "
+                             f"{model.framework}'s kernels: its frontend keeps no program "
+                             "to run as written yet")
     findings: list[Finding] = []
     layers: tuple[LayerResult, ...] = ()
     outputs: dict[str, Stats] = {}

@@ -171,3 +171,92 @@ class Execution(Interpreter):
 
     def _accumulate(self, cts: dict[Value, Any], v: Value, share: Any) -> None:
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)
+
+
+class NativeExecution(Execution):
+    """One side's own program run once, forward and backward, and walked like a replay.
+
+    The model's program (``TracedModel.program``) runs with the side's weights and inputs
+    and observes every native value the graph's ``natives`` name, with the gradient of the
+    loss at each. The walk then hands each node the program's own value wherever the graph
+    names one (the framework's kernels, its compiled program); a value the program has no
+    counterpart of (a transpose canonicalization added) is computed from those with the
+    runner's kernel. Backward hands each node the program's gradient at its outputs and, for
+    an input only that node reads, at that input (its whole share); parameter gradients are
+    the program's. The graph outputs are the program's outputs.
+
+    Args:
+        model: the canonical TracedModel whose program runs.
+        loss: the output cotangents by output name (canonical layout), for the backward.
+    """
+
+    def __init__(self, graph: Graph, runner: Runner, weights: Mapping[str, np.ndarray],
+                 inputs: Mapping[str, np.ndarray], *, backward: bool, model: Any,
+                 loss: Mapping[str, np.ndarray]) -> None:
+        super().__init__(graph, runner, weights, inputs, backward=backward)
+        from specgraph.numeric import program as prog
+
+        natives = {v: n for v, n in graph.natives.items()
+                   if any(v in node.outputs for node in graph.nodes)}
+        obs = model.program.observe(
+            prog.native_weights(model, weights, model.param_shapes),
+            prog.native_inputs(model, inputs), {n.key for n in natives.values()},
+            prog.native_cotangents(model, loss) if self.backward_enabled else None,
+            runner.context)
+        self.observed: dict[Value, np.ndarray] = {}
+        self.grads: dict[Value, np.ndarray] = {}
+        for v, native in natives.items():
+            if native.key in obs.values:
+                array = native.canonical(obs.values[native.key])
+                if tuple(array.shape) == v.shape:
+                    self.observed[v] = array
+                    if native.key in obs.grads:
+                        self.grads[v] = native.canonical(obs.grads[native.key])
+        layouts = model.output_layouts
+        self.native_outputs = {
+            k: np.transpose(a, np.argsort(layouts[k])) if k in layouts else a
+            for k, a in obs.outputs.items()}
+        self.native_param_grads = prog.canonical_param_grads(model, obs.param_grads)
+
+    def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
+        if all(v in self.observed for v in node.outputs):
+            return tuple(self.runner.put(self.observed[v], v.dtype) for v in node.outputs)
+        saved, self._needs_grad = self._needs_grad, set()  # no pullbacks: native gradients
+        try:
+            return super().run_node(index, node, args)
+        finally:
+            self._needs_grad = saved
+
+    def forward(self, *, on_node: ForwardHook | None = None,
+                feed: Feed | None = None) -> dict[str, Any]:
+        outs = super().forward(on_node=on_node, feed=feed)
+        g = self.graph
+        return {name: self.runner.put(self.native_outputs[name], v.dtype)
+                if name in self.native_outputs else outs[name]
+                for name, v in zip(g.output_names, g.outputs)}
+
+    def backward(self, output_cts: Mapping[str, np.ndarray], *,
+                 on_node: BackwardHook | None = None,
+                 on_param: Callable[[str, Any], None] | None = None,
+                 feed: Feed | None = None) -> None:
+        if not self.backward_enabled:
+            raise ExecutionError(f"the {self.runner.framework} program computes no gradients")
+        g = self.graph
+        put = self.runner.put
+        names = {v: n for n, v in g.params.items()}
+        done_at = self._params_done_at(names) if on_param is not None else {}
+        for index in range(len(g.nodes) - 1, -1, -1):
+            node = g.nodes[index]
+            octs = [put(self.grads[v], v.dtype) if v in self.grads else None
+                    for v in node.outputs]
+            if on_node is not None and any(c is not None for c in octs):
+                shares = [put(self.grads[v], v.dtype)
+                          if v in self.grads and v not in names and len(g.consumers(v)) == 1
+                          and v not in g.outputs else None for v in node.inputs]
+                on_node(index, node, octs, shares)
+            for v in done_at.get(index, ()):
+                if names[v] in self.native_param_grads:
+                    on_param(names[v], put(self.native_param_grads[names[v]],  # type: ignore
+                                           v.dtype))
+        self.param_grads = {n: put(a, g.params[n].dtype)
+                            for n, a in self.native_param_grads.items() if n in g.params}

@@ -24,20 +24,22 @@ class Verdict:
 
     blame: str
     reason: str
+    bound: float = 0.0  # the error float32 inputs alone allow (``conditioning``)
+    errors: tuple[float, ...] = ()  # each side's error against fp64, when measured
 
 
 def judge(lhs_error: float, rhs_error: float, rtol: float, *,
-          definitions_differ: bool) -> Verdict:
+          definitions_differ: bool, errors: tuple[float, ...] = ()) -> Verdict:
     """Blame from each side's error against the fp64 truth of its own definition (errors
     relative to the tensor's scale): a side that leaves its definition by more than the
     tolerance, four times more than the other, is to blame."""
     if rhs_error > rtol and rhs_error > 4 * lhs_error:
-        return Verdict("rhs", "kernel")
+        return Verdict("rhs", "kernel", errors=errors)
     if lhs_error > rtol and lhs_error > 4 * rhs_error:
-        return Verdict("lhs", "kernel")
+        return Verdict("lhs", "kernel", errors=errors)
     if definitions_differ:
-        return Verdict("unknown", "definition")
-    return Verdict("unknown", "both")
+        return Verdict("unknown", "definition", errors=errors)
+    return Verdict("unknown", "both", errors=errors)
 
 
 def _where(a: Node, b: Node, seed: int) -> str:
@@ -61,8 +63,12 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
     if verdict.reason == "kernel":
         side, fw = (verdict.blame, lfw if verdict.blame == "lhs" else rfw)
         other = "rhs" if side == "lhs" else "lhs"
+        errors = ""
+        if len(verdict.errors) == 2:
+            errors = (f" (error against fp64: lhs {verdict.errors[0]:.2e}, rhs "
+                      f"{verdict.errors[1]:.2e} of the values' scale)")
         return (f"fed the same inputs, {side} ({fw}) leaves the fp64 reference of its own "
-                f"{what} while {other} keeps it: {side} is wrong")
+                f"{what} while {other} keeps it{errors}: {side} is wrong")
     if verdict.reason == "definition":
         return ("fed the same inputs, each side computes its own definition faithfully: the "
                 "two layers are defined differently (see the structural findings)")

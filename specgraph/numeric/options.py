@@ -25,6 +25,10 @@ class NumericOptions:
         store_budget: bytes of lhs values kept in memory before spilling to disk.
         repro: a folder to write the first divergence into, as standalone scripts, when
             one is found (``specgraph.numeric.repro``).
+        native: take each side's numbers from its own program (``TracedModel.program``,
+            run once forward and backward and observed at the aligned values) where its
+            frontend keeps one; False replays the canonical graph layer by layer on the
+            framework's kernels.
     """
 
     seeds: tuple[int, ...] = (0,)
@@ -37,3 +41,4 @@ class NumericOptions:
     atol: float | None = None
     store_budget: int = 64 << 20
     repro: Path | None = None
+    native: bool = False

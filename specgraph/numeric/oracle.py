@@ -16,7 +16,7 @@ import numpy as np
 from specgraph.ir import Node
 from specgraph.ops import get_spec
 
-__all__ = ["reference_outputs", "directional_derivative"]
+__all__ = ["reference_outputs", "directional_derivative", "conditioning_error"]
 
 
 def _f64(array: np.ndarray) -> np.ndarray:
@@ -62,3 +62,34 @@ def directional_derivative(node: Node, inputs: Sequence[np.ndarray],
         return [x if d is None else x + sign * h * _f64(d) for x, d in zip(base, direction)]
 
     return (_objective(node, shifted(1.0), cts) - _objective(node, shifted(-1.0), cts)) / (2 * h)
+
+
+def conditioning_error(node: Node, inputs: Sequence[np.ndarray],
+                       truth: Sequence[np.ndarray] | None = None, *, trials: int = 2) -> float:
+    """How far ``node``'s fp64 outputs move, relative to their scale, when its floating
+    inputs are perturbed by float32 rounding (each element by a random fraction of half a
+    float32 ulp): the error any float32 implementation may show on these inputs. Large for a
+    layer the inputs make ill-conditioned (a LayerNorm over values whose mean is thousands
+    of times their spread)."""
+    base = reference_outputs(node, inputs) if truth is None else tuple(truth)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(trials):
+        moved = []
+        for a in inputs:
+            x = _f64(a)
+            if np.asarray(x).dtype.kind == "f":
+                ulp = np.spacing(np.abs(x).astype(np.float32)).astype(np.float64)
+                x = x + ulp * rng.uniform(-0.5, 0.5, np.shape(x))
+            moved.append(x)
+        for t, m in zip(base, reference_outputs(node, moved)):
+            t, m = np.asarray(t, np.float64), np.asarray(m, np.float64)
+            if t.dtype.kind != "f" or t.size == 0:
+                continue
+            scale = float(np.sqrt(np.mean(np.square(t[np.isfinite(t)])))) if \
+                np.isfinite(t).any() else 0.0
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(m - t)
+            if scale > 0 and np.isfinite(diff).any():
+                worst = max(worst, float(np.max(diff[np.isfinite(diff)])) / scale)
+    return worst

@@ -17,7 +17,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
-from specgraph.numeric.engine import Execution
+from specgraph.numeric.engine import Execution, NativeExecution
 from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
 from specgraph.numeric.localize import Localizer, feedable
 from specgraph.numeric.record import Measurements, worst
@@ -70,7 +70,7 @@ class PairedRun:
         need = lhs.kept_needed(self.p.l2r)
         self.say(f"seed {self.seed}: running lhs with {s.lrun.framework} "
                  f"({len(lg.nodes)} nodes{', forward and backward' if s.backward else ''})")
-        ex = Execution(lg, s.lrun, s.lweights, lhs.inputs, backward=s.backward)
+        ex = self._execution("lhs", lg, s.lrun, s.lweights, lhs.inputs, self.loss)
         self._seed_finite(lg, self.record.lhs_finite, lhs.inputs, s.lweights)
 
         def on_node(i: int, node: Node, args: Any, outs: Any) -> None:
@@ -92,7 +92,7 @@ class PairedRun:
             if i not in self.p.l2r:
                 return
             for k, c in enumerate(octs):  # else summed from the readers' shares if needed
-                if c is not None and s.options.isolated:
+                if c is not None and (s.options.isolated or s.native("lhs")):
                     lhs.put(("oct", i, k), self.ax.keep(s.lrun, c))
             for slot, c in enumerate(shares):
                 if c is not None and lg.param_name(node.inputs[slot]) is None:
@@ -157,7 +157,8 @@ class PairedRun:
         s, rg = self.s, self.p.rhs
         self.say(f"seed {self.seed}: running rhs with {s.rrun.framework}, comparing "
                  f"{len(self.p.r2l)} aligned layers as they are produced")
-        ex = Execution(rg, s.rrun, s.rweights, self.rinputs, backward=s.backward)
+        ex = self._execution("rhs", rg, s.rrun, s.rweights, self.rinputs, self._rhs_loss())
+        self.localizer.native_rhs = ex if isinstance(ex, NativeExecution) else None
         self._seed_finite(rg, self.record.rhs_finite, self.rinputs, s.rweights)
         feed = self._feed_inputs if s.options.isolated else None
         lagging = _Lagging(self._compare_forward)
@@ -176,6 +177,17 @@ class PairedRun:
 
         ex.backward(self._rhs_loss(), on_node=lagging, on_param=on_param, feed=feed_cts)
         lagging.flush()
+
+    def _execution(self, side: str, graph: Graph, runner: Runner, weights: Any, inputs: Any,
+                   loss: Mapping[str, np.ndarray]) -> Execution:
+        """The side's run: its own program where it gives the numbers, else the replay."""
+        model = self.s.native(side)
+        if model is None:
+            return Execution(graph, runner, weights, inputs, backward=self.s.backward)
+        self.say(f"seed {self.seed}: running {side}'s own {model.program.framework} program "
+                 f"({runner.context.mode}), forward and backward, observed at its layers")
+        return NativeExecution(graph, runner, weights, inputs, backward=self.s.backward,
+                               model=model, loss=loss)
 
     def _rhs_output_names(self) -> list[tuple[str, Value, str | None]]:
         """Each rhs output with the name of its lhs counterpart (by value, else position)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class Sides:
         param_agree: for each rhs parameter, whether it holds its lhs counterpart's values.
         options: the comparison's options.
         backward: whether gradients are compared (both runners compute them).
+        lhs_model / rhs_model: the canonical models, whose programs run in native mode.
     """
 
     pairing: Pairing
@@ -57,6 +59,15 @@ class Sides:
     param_agree: Mapping[Value, bool]
     options: NumericOptions
     backward: bool
+    lhs_model: Any = None
+    rhs_model: Any = None
+
+    def native(self, side: str) -> Any:
+        """The side's model when its own program gives the numbers, else None."""
+        model = self.lhs_model if side == "lhs" else self.rhs_model
+        if not self.options.native or self.options.isolated or model is None:
+            return None
+        return model if model.program is not None else None
 
     @property
     def lrun(self) -> Runner:

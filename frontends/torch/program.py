@@ -1,0 +1,179 @@
+"""The PyTorch model's own program: its ExportedProgram, run again and observed.
+
+``TorchProgram.observe`` runs the exported ATen graph (parameters lifted to inputs) with the
+given weights and inputs on PyTorch's own kernels. Each observed FX value gets a zero probe
+added where it is read (``x + 0`` is ``x``), so the gradient of the loss with respect to the
+probe is the gradient at that value, and the value itself becomes an extra output. Eager
+mode runs the graph op by op, as ``module(*inputs)`` does; compiled mode runs it through
+``torch.compile`` as one program, forward and backward, so fusion across layers is what is
+observed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection, Hashable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from specgraph.numeric.program import NativeProgram, Observation
+from specgraph.numeric.runner import Context, RunnerError
+
+__all__ = ["TorchProgram"]
+
+_WEIGHT_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()
+    return t.cpu().numpy()
+
+
+class TorchProgram(NativeProgram):
+    """An ExportedProgram with the names the traced graph gives its parameters, inputs and
+    outputs.
+
+    Args:
+        exported: the ``torch.export`` program.
+        targets: state_dict target -> graph parameter name (tied targets share a name).
+        input_names: graph input names, in the order of the program's tensor inputs.
+        output_names: graph output names, in the order of the program's tensor outputs.
+    """
+
+    framework = "torch"
+
+    def __init__(self, exported: Any, targets: Mapping[str, str], input_names: list[str],
+                 output_names: list[str]) -> None:
+        self.ep = exported
+        self.targets = dict(targets)
+        self.input_names = input_names
+        self.output_names = output_names
+        self._built: dict[tuple[Any, ...], tuple[Any, list[Hashable], list[Any]]] = {}
+
+    # --- the program with probes ---------------------------------------------------------
+    def _build(self, keys: Collection[Hashable], mode: str
+               ) -> tuple[Any, list[Hashable], list[tuple[tuple[int, ...], Any]]]:
+        """A copy of the exported graph module with a zero probe input added at each
+        observable key, whose value becomes an extra output; compiled when asked."""
+        cache_key = (tuple(sorted(keys, key=repr)), mode)
+        if cache_key in self._built:
+            return self._built[cache_key]
+        gm = copy.deepcopy(self.ep.graph_module)
+        graph = gm.graph
+        nodes = {n.name: n for n in graph.nodes}
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        output = next(n for n in graph.nodes if n.op == "output")
+        observed: list[Hashable] = []
+        metas: list[tuple[tuple[int, ...], Any]] = []
+        extra = []
+        for key in cache_key[0]:
+            node = self._node_for(nodes, key)
+            if node is None:
+                continue
+            with graph.inserting_after(placeholders[-1]):
+                probe = graph.placeholder(f"_probe_{len(observed)}")
+            placeholders.append(probe)
+            with graph.inserting_after(node):
+                probed = graph.call_function(torch.ops.aten.add.Tensor, (node, probe))
+            node.replace_all_uses_with(probed, delete_user_cb=lambda u: u is not probed)
+            observed.append(key)
+            extra.append(node)
+            val = node.meta["val"]
+            metas.append((tuple(int(d) for d in val.shape), val.dtype))
+        outs = output.args[0]
+        flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        output.args = (tuple(flat + extra),)
+        gm.graph.lint()
+        gm.recompile()
+        run = gm if mode == "eager" else torch.compile(gm, dynamic=False)
+        self._built[cache_key] = (run, observed, metas)
+        return run, observed, metas
+
+    @staticmethod
+    def _node_for(nodes: Mapping[str, Any], key: Hashable) -> Any:
+        """The FX node holding the value ``key`` names (a tuple output's getitem)."""
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] in nodes):
+            return None
+        node = nodes[key[0]]
+        if key[1] is not None:
+            node = next((u for u in node.users if u.target.__name__ == "getitem"
+                         and u.args[1] == key[1]), None) if node.users else None
+        if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
+            return None
+        return node if node.meta["val"].dtype.is_floating_point else None
+
+    # --- running it ------------------------------------------------------------------------
+    def _device(self, context: Context) -> torch.device:
+        if context.device == "cuda" and not torch.cuda.is_available():
+            raise RunnerError("--device cuda: PyTorch sees no CUDA device here; pass "
+                              "--device cpu or auto")
+        cuda = context.device in ("cuda", "auto") and torch.cuda.is_available()
+        return torch.device("cuda" if cuda else "cpu")
+
+    def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
+                keys: Collection[Hashable], cotangents: Mapping[str, np.ndarray] | None,
+                context: Context) -> Observation:
+        if context.dtype != "float32":
+            raise RunnerError(f"the PyTorch program runs in float32 only; {context.dtype} "
+                              "needs the per-layer replay (--replay)")
+        device = self._device(context)
+        run, observed, metas = self._build(keys, context.mode)
+        backward = cotangents is not None
+        args: list[Any] = []
+        leaves: dict[str, torch.Tensor] = {}
+        user = iter(self.input_names)
+        for spec in self.ep.graph_signature.input_specs:
+            kind = spec.kind.name
+            if kind in _WEIGHT_KINDS:
+                name = self.targets.get(spec.target)
+                if name is not None and name in weights:
+                    if name not in leaves:
+                        t = torch.from_numpy(np.ascontiguousarray(weights[name])).to(device)
+                        leaves[name] = t.requires_grad_(backward and t.is_floating_point())
+                    args.append(leaves[name])
+                else:
+                    held = (self.ep.constants[spec.target] if spec.target in self.ep.constants
+                            else self.ep.state_dict[spec.target])
+                    args.append(held.detach().to(device))
+            elif kind == "USER_INPUT":
+                if hasattr(spec.arg, "value") and not hasattr(spec.arg, "name"):
+                    args.append(spec.arg.value)
+                    continue
+                name = next(user)
+                t = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(device)
+                args.append(t)
+            else:
+                raise RunnerError(f"the PyTorch program takes a {kind.lower()} input, which "
+                                  "specgraph cannot feed; pass --replay")
+        flat_probes = [torch.zeros(shape, dtype=dtype, device=device, requires_grad=backward)
+                       for shape, dtype in metas]
+        with torch.set_grad_enabled(backward):
+            results = run(*args, *flat_probes)
+        results = list(results)
+        n_out = len(results) - len(observed)
+        outs, seen = results[:n_out], results[n_out:]
+        tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
+        obs = Observation(outputs={name: _numpy(t) for name, t in
+                                   zip(self.output_names, tensor_outs)},
+                          values={k: _numpy(t) for k, t in zip(observed, seen)})
+        if backward:
+            pairs = [(t, torch.from_numpy(np.ascontiguousarray(cotangents[name])).to(device)
+                      .to(t.dtype)) for name, t in zip(self.output_names, tensor_outs)
+                     if name in cotangents and t.requires_grad]
+            wrt = [*leaves.values(), *flat_probes]
+            if pairs and wrt:
+                grads = torch.autograd.grad([t for t, _ in pairs], wrt,
+                                            grad_outputs=[c for _, c in pairs],
+                                            allow_unused=True)
+                names = list(leaves)
+                for name, g in zip(names, grads[:len(names)]):
+                    if g is not None:
+                        obs.param_grads[name] = _numpy(g)
+                for key, g in zip(observed, grads[len(names):]):
+                    if g is not None:
+                        obs.grads[key] = _numpy(g)
+        return obs
