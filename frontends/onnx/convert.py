@@ -216,6 +216,10 @@ class Converter(BaseConverter):
         for name, value in zip(node.output, results):
             if name and value is not None:
                 self.env[name] = value
+                known = self.values.get(name)
+                if isinstance(value, Value) and isinstance(known, np.ndarray) and \
+                        tuple(known.shape) == value.shape:
+                    self.b.native(value, name)  # the model's own value of that name
 
     def fold(self, node: onnx.NodeProto) -> bool:
         """Take the node's outputs as constants if it reads only constants (or shapes)."""

@@ -28,6 +28,7 @@ from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.table import join
 from specgraph.frontends.onnx import external, ops, shape_ops
 from specgraph.frontends.onnx.convert import ELEM_TYPES, NUMPY_TYPES, Converter
+from specgraph.frontends.onnx.program import OnnxProgram
 from specgraph.model import TracedModel
 
 __all__ = ["trace_file", "trace_model", "make_inputs", "accepts", "FRAMEWORK"]
@@ -205,4 +206,7 @@ def _trace(model: onnx.ModelProto, given: dict[str, Any], reference: str) -> Tra
     converter = Converter(model, values, reference, _CONVERTERS)
     graph, weights = converter.convert(inputs)
     outs = {name: np.asarray(outputs[name]) for name in graph.output_names}
-    return TracedModel(graph, weights, inputs, outs, FRAMEWORK, reference, native=model)
+    steps, shapes = converter.native_layouts()
+    program = OnnxProgram(model, list(graph.params), list(graph.output_names))
+    return TracedModel(graph, weights, inputs, outs, FRAMEWORK, reference, native=model,
+                       program=program, param_layouts=steps, param_shapes=shapes)

@@ -117,9 +117,7 @@ class TorchProgram(NativeProgram):
     def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
                 keys: Collection[Hashable], cotangents: Mapping[str, np.ndarray] | None,
                 context: Context) -> Observation:
-        if context.dtype != "float32":
-            raise RunnerError(f"the PyTorch program runs in float32 only; {context.dtype} "
-                              "needs the per-layer replay (--replay)")
+        self.require_float32(context)
         device = self._device(context)
         run, observed, metas = self._build(keys, context.mode)
         backward = cotangents is not None

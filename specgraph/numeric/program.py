@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.numeric.runner import Context
+from specgraph.numeric.runner import Context, RunnerError
 
 __all__ = ["NativeProgram", "Observation", "native_weights", "native_inputs",
            "native_cotangents", "canonical_param_grads"]
@@ -49,6 +49,13 @@ class NativeProgram(abc.ABC):
     """
 
     framework: str = ""
+
+    def require_float32(self, context: Context) -> None:
+        """Refuse precisions the program cannot be run in yet, in one sentence."""
+        if context.dtype != "float32":
+            raise RunnerError(f"the {self.framework} program runs in float32 only; "
+                              f"{context.dtype} needs the per-layer replay (leave out "
+                              "--native)")
 
     @abc.abstractmethod
     def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
