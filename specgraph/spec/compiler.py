@@ -574,15 +574,17 @@ class _Compiler:
     def _tolerance(self, value: Any, path: Path, inherited: Tolerance) -> Tolerance:
         if value is None:
             return inherited
+        given = value
         if not isinstance(value, dict):
             value = {"rtol": value}
         out = {}
         for key, number in value.items():
-            if not math.isfinite(number):
-                raise self.fail((*path, key) if isinstance(value, dict) else path,
-                                f"the tolerance {key} is {number}; a tolerance is a finite "
-                                "number from 0 (nan would pass every comparison)")
-            out[key] = float(number)
+            where = (*path, key) if isinstance(given, dict) else path
+            with self.at(where, f"tolerance {key}: "):
+                out[key] = float(evaluate(number, self.sizes))
+            if out[key] < 0:
+                raise self.fail(where, f"the tolerance {key} is {out[key]:g}; a tolerance is a "
+                                "number from 0")
         return Tolerance(out.get("rtol", inherited.rtol), out.get("atol", inherited.atol))
 
     def _count(self, stated: Any, path: Path, env: Mapping[str, int | float], actual: int,

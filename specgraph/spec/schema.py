@@ -116,7 +116,7 @@ def build() -> dict[str, Any]:
                      "additionalProperties": _ref("size"), "maxProperties": 64,
                      "description": "named dimensions and the example sizes a run uses"},
             "hyper": {"type": "object", "propertyNames": _ref("identifier"),
-                      "additionalProperties": _any({"type": "number"}, _ref("expression")),
+                      "additionalProperties": _ref("number"),
                       "maxProperties": 256,
                       "description": "hyperparameters: numbers or expressions over earlier "
                                      "ones"},
@@ -154,11 +154,12 @@ def build() -> dict[str, Any]:
             "reference": {"type": "string", "minLength": 1, "maxLength": 200},
             "inputs": _any(_ref("reference"),
                            {"type": "array", "items": _ref("reference"), "maxItems": 64}),
-            "tolerance": _any({"type": "number", "minimum": 0},
+            "number": _any({"type": "number"}, _ref("expression")),
+            "tolerance": _any(_ref("number"),
                               {"type": "object", "additionalProperties": False,
                                "minProperties": 1, "properties": {
-                                   "rtol": {"type": "number", "minimum": 0},
-                                   "atol": {"type": "number", "minimum": 0}}}),
+                                   "rtol": _ref("number"), "atol": _ref("number")}},
+                              description="relative tolerance, or rtol and atol"),
             "layers": {"type": "array", "minItems": 1, "maxItems": MAX_STATEMENTS,
                        "items": _ref("statement")},
             "statement": {"type": "object", "required": ["name"],
@@ -189,15 +190,24 @@ def _validator() -> Any:
 def validate(doc: Document) -> None:
     """Check ``doc`` against the schema; raise the first error, by position in the file, as
     a SpecError at its ``file:line:col``."""
-    from jsonschema.exceptions import best_match
-
     errors = list(_validator().iter_errors(doc.data))
     if not errors:
         return
-    leaves = [best_match([e]) if not e.context else best_match(e.context) for e in errors]
+    leaves = [_leaf(e) for e in errors]
     first = min(leaves, key=lambda e: (_place(doc, e), len(e.absolute_path)))
     path, key, message = _explain(first)
     raise doc.error(path, message, key=key)
+
+
+def _leaf(error: Any) -> Any:
+    """The error to report: inside an anyOf, the deepest error of the branches if it lies
+    deeper than the anyOf itself (the branch that fits the value's type), else the anyOf."""
+    while error.context:
+        deepest = max(error.context, key=lambda e: len(e.absolute_path))
+        if len(deepest.absolute_path) <= len(error.absolute_path):
+            break
+        error = deepest
+    return error
 
 
 def _place(doc: Document, error: Any) -> tuple[int, int]:
