@@ -188,20 +188,21 @@ class _Compiler:
 
     def _name(self, text: str, path: Path, env: Mapping[str, int | float]) -> str:
         def fill(match: re.Match[str]) -> str:
-            with self.at(path, f"the name {text!r}: "):
+            try:
                 value = evaluate(match.group(1), env)
+            except ExprError as err:
+                if "is not defined here" in str(err) and not self.indices:
+                    raise self.fail(path, f"the name {text!r} uses {{{match.group(1)}}}, but an "
+                                    "index such as {i} exists only inside a block with "
+                                    "repeat:; add repeat: N to the block or drop the braces"
+                                    ) from None
+                raise self.fail(path, f"the name {text!r}: {err}") from None
             if not float(value).is_integer():
                 raise self.fail(path, f"the name {text!r}: {{{match.group(1)}}} is {value:g}, "
                                 "not a whole number; an index in a name is a whole number")
             return str(int(value))
 
-        try:
-            name = _PLACEHOLDER.sub(fill, text)
-        except SpecError as err:
-            if "is not defined here" in err.reason and not self.indices:
-                raise self.fail(path, f"{err.reason} (an index such as {{i}} exists only "
-                                "inside a block with repeat:)") from None
-            raise
+        name = _PLACEHOLDER.sub(fill, text)
         if not _NAME.match(name):
             raise self.fail(path, f"the name {text!r} reads {name!r}; a name is words of "
                             "letters, digits and _ joined by dots, with {i} for an index, "

@@ -48,7 +48,7 @@ class ExprError(Exception):
 
 def suggest(name: str, known: Collection[str]) -> str:
     """`` (did you mean X?)`` for the closest of ``known``, or ``""``."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -77,6 +77,7 @@ class _Loader(yaml.SafeLoader):
             mark = self.peek_event().start_mark
             node = copy.copy(super().compose_node(parent, index))  # shares its children
             node.start_mark = mark
+            node.alias = True  # where an expansion beyond the bounds is reported
             return node
         self.depth += 1
         try:
@@ -165,15 +166,26 @@ class _Builder:
 
     def __init__(self, loader: _Loader, doc: Document) -> None:
         self.loader, self.doc, self.count = loader, doc, 0
+        self.aliases: list[Any] = []  # the aliases being expanded, outermost first
 
     def build(self, node: Any, path: Path, depth: int = 0) -> Any:
+        if getattr(node, "alias", False):
+            self.aliases.append(node.start_mark)
+            try:
+                return self._build(node, path, depth)
+            finally:
+                self.aliases.pop()
+        return self._build(node, path, depth)
+
+    def _build(self, node: Any, path: Path, depth: int) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
-            raise _Refusal(node.start_mark, f"the document expands to more than {MAX_VALUES:,} "
+            raise _Refusal(self.aliases[0] if self.aliases else node.start_mark, f"the document expands to more than {MAX_VALUES:,} "
                            "values (aliases are expanded where they are used); write the spec "
                            "without multiplying aliases")
         if depth > MAX_DEPTH:
-            raise _Refusal(node.start_mark, f"the document nests more than {MAX_DEPTH} levels "
+            raise _Refusal(self.aliases[0] if self.aliases else node.start_mark,
+                           f"the document nests more than {MAX_DEPTH} levels "
                            "deep (counting what its aliases hold); flatten the structure or "
                            "remove the alias that refers to itself")
         self.doc._values[path] = _at(node.start_mark)

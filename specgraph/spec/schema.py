@@ -195,7 +195,7 @@ def validate(doc: Document) -> None:
         return
     leaves = [_leaf(e) for e in errors]
     first = min(leaves, key=lambda e: (_place(doc, e), len(e.absolute_path)))
-    path, key, message = _explain(first)
+    path, key, message = _explain(first, doc)
     raise doc.error(path, message, key=key)
 
 
@@ -211,7 +211,7 @@ def _leaf(error: Any) -> Any:
 
 
 def _place(doc: Document, error: Any) -> tuple[int, int]:
-    path, key, _ = _explain(error)
+    path, key, _ = _explain(error, doc)
     return doc.where(path, key=key)
 
 
@@ -266,10 +266,12 @@ def _expected(schema: Any) -> str:
     return ""
 
 
-def _explain(error: Any) -> tuple[Path, bool, str]:
+def _explain(error: Any, doc: Document) -> tuple[Path, bool, str]:
     """(path, whether the position is the key's, one sentence) for a jsonschema error."""
     path: Path = tuple(error.absolute_path)
     where, value, kind = _where(path), error.instance, error.validator
+    if "propertyNames" in error.schema_path:  # a key, checked as a value of its own
+        return _key_error(value, _at(doc.data, path), path, where)
     if kind in ("type", "anyOf"):
         return path, False, (f"{where} is {_describe(value)}; write "
                              f"{_expected(error.schema)}")
@@ -282,11 +284,14 @@ def _explain(error: Any) -> tuple[Path, bool, str]:
         extra = next(k for k in value if k not in known)
         from specgraph.spec.expr import suggest
 
+        if len(path) >= 2 and path[-2] == "layers":
+            return (*path, extra), True, (
+                f"{extra!r} is no op and no key of a statement{suggest(extra, SPEC_OPS)}; a "
+                "statement names one op of specgraph's vocabulary (linear, conv, layer_norm, "
+                "attention, ...: `specgraph schema` lists them) with the names it reads")
         return (*path, extra), True, (
             f"{extra!r} is not a key of {where}{suggest(extra, known)}; the keys here: "
             f"{', '.join(known[:20])}{', ...' if len(known) > 20 else ''}")
-    if kind == "propertyNames":
-        return _key_error(error, path, where)
     if kind in ("enum", "const"):
         return path, False, f"{where} is {_describe(value)}; write {_expected(error.schema)}"
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
@@ -304,21 +309,24 @@ def _explain(error: Any) -> tuple[Path, bool, str]:
     return path, False, f"{where}: {error.message}; fix it against `specgraph schema`"
 
 
-def _key_error(error: Any, path: Path, where: str) -> tuple[Path, bool, str]:
+def _at(data: Any, path: Path) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _key_error(bad: str, mapping: Any, path: Path, where: str) -> tuple[Path, bool, str]:
     from specgraph.spec.expr import suggest
 
-    names = error.schema["propertyNames"]
-    allowed = names.get("enum")
-    bad = next((k for k in error.instance if allowed is not None and k not in allowed),
-               next(iter(error.instance), ""))
-    if allowed is None:
+    keys = list(mapping) if isinstance(mapping, dict) else []
+    op = next((k for k in keys if k in SPEC_OPS), None)
+    if path and path[-1] in ("dims", "hyper", "inputs", "params", "sizes", "outputs"):
         return (*path, bad), True, (f"{bad!r} in {where} is not a name; a name starts with a "
                                     "letter or _ and holds letters, digits and _")
-    op = next((k for k in error.instance if k in SPEC_OPS), None)
-    if "layers" in error.instance and op is None:
-        return (*path, bad), True, (f"{bad!r} is not a key of a block{suggest(bad, allowed)}; "
-                                    f"a block takes {', '.join(allowed)}")
-    attrs = [k for k in allowed if k not in STATEMENT_FIELDS and k != op]
+    if op is None:
+        return (*path, bad), True, (f"{bad!r} is not a key of a block{suggest(bad, BLOCK_FIELDS)}"
+                                    f"; a block takes {', '.join(BLOCK_FIELDS)}")
+    allowed = [*attributes(op)]
     return (*path, bad), True, (
         f"{bad!r} is not an attribute of {op}{suggest(bad, allowed)}; {op} takes "
-        f"{', '.join(attrs) or 'no attributes'} (and {', '.join(STATEMENT_FIELDS[1:])})")
+        f"{', '.join(allowed) or 'no attributes'} (and {', '.join(STATEMENT_FIELDS[1:])})")
