@@ -133,8 +133,9 @@ def read(raw: bytes, name: str) -> Document:
                         "YAML at this place") from None
     except yaml.reader.ReaderError as err:
         line, col = _position(text, err.position)
-        raise SpecError(name, line, col, f"the file holds the character "
-                        f"U+{int(err.character):04X}, which YAML does not allow; remove it") from None
+        raise SpecError(name, line, col, f"the file holds the character U+"
+                        f"{int(err.character):04X}, which YAML does not allow; remove it"
+                        ) from None
     except RecursionError:
         raise SpecError(name, 1, 1, "the document nests too deeply to read; a spec nests "
                         "blocks a few levels, flatten the structure") from None
@@ -179,34 +180,34 @@ class _Builder:
 
     def _build(self, node: Any, path: Path, depth: int) -> Any:
         self.count += 1
+        where = self.aliases[0] if self.aliases else node.start_mark
         if self.count > MAX_VALUES:
-            raise _Refusal(self.aliases[0] if self.aliases else node.start_mark, f"the document expands to more than {MAX_VALUES:,} "
-                           "values (aliases are expanded where they are used); write the spec "
+            raise _Refusal(where, f"the document expands to more than {MAX_VALUES:,} values "
+                           "(aliases are expanded where they are used); write the spec "
                            "without multiplying aliases")
         if depth > MAX_DEPTH:
-            raise _Refusal(self.aliases[0] if self.aliases else node.start_mark,
-                           f"the document nests more than {MAX_DEPTH} levels "
-                           "deep (counting what its aliases hold); flatten the structure or "
-                           "remove the alias that refers to itself")
+            raise _Refusal(where, f"the document nests more than {MAX_DEPTH} levels deep "
+                           "(counting what its aliases hold); flatten the structure or remove "
+                           "the alias that refers to itself")
         self.doc._values[path] = _at(node.start_mark)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ:
-                raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed here; "
-                               "write a plain list")
+                raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed "
+                               "here; write a plain list")
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
         if node.tag != _MAP:
-            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed here; write a "
-                           "plain mapping")
+            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed here; "
+                           "write a plain mapping")
         return self._mapping(node, path, depth)
 
     def _scalar(self, node: Any) -> Any:
         if node.tag == _DATE:  # a plain 2019-05-24 is text to a spec (a section, a version)
             return node.value
         if node.tag not in _SCALARS:
-            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed here; a spec "
-                           "holds plain text, numbers, booleans, lists and mappings")
+            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed here; "
+                           "a spec holds plain text, numbers, booleans, lists and mappings")
         try:
             return self.loader.construct_object(node)
         except (ValueError, TypeError, OverflowError):  # !!int abc, !!float x
@@ -249,8 +250,8 @@ class _Builder:
             raise _Refusal(node.start_mark, "a key here is a list or a mapping; keys are names, "
                            "write a plain name before the colon")
         if node.tag not in _SCALARS:
-            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed on a key; keys "
-                           "are plain names")
+            raise _Refusal(node.start_mark, f"the tag {_tag(node.tag)} is not allowed on a "
+                           "key; keys are plain names")
         key = self._scalar(node)
         if not isinstance(key, str):
             kind = {bool: "a boolean", int: "a number", float: "a number"}.get(type(key), "null")

@@ -155,10 +155,11 @@ def build() -> dict[str, Any]:
             "inputs": _any(_ref("reference"),
                            {"type": "array", "items": _ref("reference"), "maxItems": 64}),
             "number": _any({"type": "number"}, _ref("expression")),
-            "tolerance": _any(_ref("number"),
+            "bound": _any({"type": "number", "minimum": 0}, _ref("expression")),
+            "tolerance": _any(_ref("bound"),
                               {"type": "object", "additionalProperties": False,
                                "minProperties": 1, "properties": {
-                                   "rtol": _ref("number"), "atol": _ref("number")}},
+                                   "rtol": _ref("bound"), "atol": _ref("bound")}},
                               description="relative tolerance, or rtol and atol"),
             "layers": {"type": "array", "minItems": 1, "maxItems": MAX_STATEMENTS,
                        "items": _ref("statement")},
@@ -323,9 +324,10 @@ def _key_error(bad: str, mapping: Any, path: Path, where: str) -> tuple[Path, bo
     if path and path[-1] in ("dims", "hyper", "inputs", "params", "sizes", "outputs"):
         return (*path, bad), True, (f"{bad!r} in {where} is not a name; a name starts with a "
                                     "letter or _ and holds letters, digits and _")
-    if op is None:
+    if "layers" in keys or op is None:
         return (*path, bad), True, (f"{bad!r} is not a key of a block{suggest(bad, BLOCK_FIELDS)}"
-                                    f"; a block takes {', '.join(BLOCK_FIELDS)}")
+                                    f"; a block (a statement with layers:) takes "
+                                    f"{', '.join(BLOCK_FIELDS)}, and names no op itself")
     allowed = [*attributes(op)]
     return (*path, bad), True, (
         f"{bad!r} is not an attribute of {op}{suggest(bad, allowed)}; {op} takes "

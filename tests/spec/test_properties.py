@@ -23,7 +23,8 @@ from specgraph.spec import loads
 
 EXAMPLES = int(os.environ.get("SPECGRAPH_PROPERTY_EXAMPLES", "60"))
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples/specs").glob("*.yaml"))]
+SPECS = [yaml.safe_load(p.read_text())
+         for p in sorted((ROOT / "examples" / "specs").glob("*.yaml"))]
 AT = re.compile(r"^spec\.yaml:\d+:\d+: \S")
 
 _WORDS = ["name", "layers", "repeat", "index", "in", "out", "linear", "relu", "add", "gelu",
