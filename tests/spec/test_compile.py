@@ -160,6 +160,19 @@ def test_the_spec_package_imports_no_framework() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_a_spec_exports_to_onnx_and_runs_there(repo_root, name: str) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from specgraph.frontends.onnx.export import to_onnx
+    from specgraph.loading import trace
+
+    traced = trace(f"examples/specs/{name}")
+    session = ort.InferenceSession(to_onnx(traced.graph, traced.weights).SerializeToString())
+    outs = session.run(None, dict(traced.inputs))
+    for out, name_ in zip(outs, traced.graph.output_names):
+        np.testing.assert_allclose(out, traced.outputs[name_], rtol=1e-4, atol=1e-5)
+
+
 def test_the_spec_diffs_against_pytorch_structurally(repo_root, capsys) -> None:
     pytest.importorskip("torch")
     spec = "examples/specs/bert_layer.yaml"
