@@ -19,6 +19,14 @@ inputs:
 layers:
 """
 
+RELU = "  - {name: q, relu: x}\n"
+
+
+def _sized(old: str, new: str) -> str:
+    """The head with one size written otherwise, and one statement."""
+    return HEAD.replace(old, new) + RELU
+
+
 # name: (the spec, the line:col of the fault, words the message holds)
 CASES = {
     "wrong type": (
@@ -80,16 +88,16 @@ CASES = {
         HEAD + "  - {name: q, linear: x, out: d, param_count: 64}\n",
         "6:47", "statement q states 64 parameters but its statements hold 72"),
     "huge number": (
-        HEAD.replace("T: 4", "T: 100000000000000000000000") + "  - {name: q, relu: x}\n",
+        _sized("T: 4", "T: 100000000000000000000000"),
         "1:17", "it must be at most 16,777,216"),
     "NaN size": (
-        HEAD.replace("T: 4", "T: .nan") + "  - {name: q, relu: x}\n",
+        _sized("T: 4", "T: .nan"),
         "1:17", "dims.T is nan (a number); write a whole number"),
     "NaN hyperparameter": (
-        HEAD.replace("d: 8", "d: .nan") + "  - {name: q, relu: x}\n",
+        _sized("d: 8", "d: .nan"),
         "2:12", "a value must be a finite number"),
     "tensor too large": (
-        HEAD.replace("T: 4", "T: 10000000") + "  - {name: q, relu: x}\n",
+        _sized("T: 4", "T: 10000000"),
         "4:6", "more than the 16,777,216 a spec's tensors may hold"),
     "missing layers": (
         HEAD.replace("layers:\n", ""),
