@@ -18,14 +18,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
 from specgraph.errors import GraphError, SpecError, first_line
 from specgraph.ir import GraphBuilder, Value
 from specgraph.ops import REQUIRED, get_spec
 from specgraph.spec import shapes
 from specgraph.spec.compiled import CompiledSpec, Statement, Tolerance, Unchecked
 from specgraph.spec.expr import FUNCTIONS, ExprError, equation, evaluate, suggest
+from specgraph.spec.inference import attribute, infer, listed
 from specgraph.spec.reader import Document, Path
 from specgraph.spec.vocabulary import (REARRANGE, RULES, SPEC_OPS, STAND_IN_ACTIVATION,
                                        STATEMENT_FIELDS, Rule, attributes)
@@ -97,12 +96,12 @@ class _Compiler:
         return self.doc.error(path, message, key=key)
 
     @contextmanager
-    def at(self, path: Path, what: str = "") -> Iterator[None]:
-        """ExprErrors raised meanwhile become SpecErrors at ``path``."""
+    def at(self, path: Path, what: str = "", *, key: bool = False) -> Iterator[None]:
+        """ExprErrors raised meanwhile become SpecErrors at ``path`` (its key with ``key``)."""
         try:
             yield
         except ExprError as err:
-            raise self.fail(path, f"{what}{err}") from None
+            raise self.fail(path, f"{what}{err}", key=key) from None
 
     def line(self, path: Path) -> str:
         return f"{self.source}:{self.doc.where(path)[0]}"
@@ -212,21 +211,7 @@ class _Compiler:
     def _block(self, item: dict[str, Any], path: Path, names: _Names,
                env: dict[str, int | float], blanket: bool, tolerance: Tolerance
                ) -> tuple[Value, ...]:
-        count, index = 1, None
-        if "repeat" in item:
-            with self.at((*path, "repeat"), "repeat: "):
-                count = shapes.size(item["repeat"], env)
-            if count > MAX_REPEAT:
-                raise self.fail((*path, "repeat"), f"repeat is {count:,}; a block repeats at "
-                                f"most {MAX_REPEAT:,} times")
-            index = item.get("index", "i")
-            if index in env:
-                raise self.fail((*path, "index") if "index" in item else (*path, "repeat"),
-                                f"the index {index} is already a name here (a size or the "
-                                "index of an enclosing block); name it with index: j")
-        elif "index" in item:
-            raise self.fail((*path, "index"), "index: names the index of a repeat block, and "
-                            "this block has no repeat:; add repeat: N or drop index:", key=True)
+        count, index = self._repeat(item, path, env)
         carried = self._find(item["in"], (*path, "in"), names, env) if "in" in item else None
         blanket = blanket or item.get("unspecified") is True
         tolerance = self._tolerance(item.get("tolerance"), (*path, "tolerance"), tolerance)
@@ -244,26 +229,53 @@ class _Compiler:
             if carried is not None:
                 inner.local[item["in"]] = carried
                 inner.lines[item["in"]] = self.doc.where((*path, "in"))[0]
-            start = self.param_total
             self.indices.extend([index] if index else [])
             try:
-                value = self._statements(item["layers"], (*path, "layers"), inner, inner_env,
-                                         blanket, tolerance)
+                value = self._iteration(item, path, inner, inner_env, blanket, tolerance)
             finally:
                 del self.indices[len(self.indices) - (1 if index else 0):]
-            if "out" in item:
-                if item["out"] not in inner.local:
-                    raise self.fail((*path, "out"), f"out: {item['out']} is no statement of "
-                                    f"this block{suggest(item['out'], inner.local)}; name one "
-                                    "of its statements")
-                value = inner.local[item["out"]]
-            self._count(item.get("param_count"), (*path, "param_count"), inner_env,
-                        self.param_total - start, f"block {name}")
             self._define(names, name, value, (*path, "name"))
-            if item.get("unspecified") is True:
-                self.unchecked.append(Unchecked(inner.prefix, None, source=self.line(path)))
-            if carried is not None:
-                carried = value
+            carried = value if carried is not None else None
+        return value
+
+    def _repeat(self, item: dict[str, Any], path: Path, env: Mapping[str, int | float]
+                ) -> tuple[int, str | None]:
+        """How many times a block runs, and the name of its index (None: no repeat)."""
+        if "repeat" not in item:
+            if "index" in item:
+                raise self.fail((*path, "index"), "index: names the index of a repeat block, "
+                                "and this block has no repeat:; add repeat: N or drop index:",
+                                key=True)
+            return 1, None
+        with self.at((*path, "repeat"), "repeat: "):
+            count = shapes.size(item["repeat"], env)
+        if count > MAX_REPEAT:
+            raise self.fail((*path, "repeat"), f"repeat is {count:,}; a block repeats at most "
+                            f"{MAX_REPEAT:,} times")
+        index = item.get("index", "i")
+        if index in env:
+            raise self.fail((*path, "index") if "index" in item else (*path, "repeat"),
+                            f"the index {index} is already a name here (a size or the index "
+                            "of an enclosing block); name it with index: j")
+        return count, index
+
+    def _iteration(self, item: dict[str, Any], path: Path, inner: _Names,
+                   env: dict[str, int | float], blanket: bool, tolerance: Tolerance
+                   ) -> tuple[Value, ...]:
+        """One run of a block's statements: its value, its parameter count checked."""
+        start = self.param_total
+        value = self._statements(item["layers"], (*path, "layers"), inner, env, blanket,
+                                 tolerance)
+        if "out" in item:
+            if item["out"] not in inner.local:
+                raise self.fail((*path, "out"), f"out: {item['out']} is no statement of this "
+                                f"block{suggest(item['out'], inner.local)}; name one of its "
+                                "statements")
+            value = inner.local[item["out"]]
+        self._count(item.get("param_count"), (*path, "param_count"), env,
+                    self.param_total - start, f"block {inner.prefix}")
+        if item.get("unspecified") is True:
+            self.unchecked.append(Unchecked(inner.prefix, None, source=self.line(path)))
         return value
 
     def _find(self, text: Any, path: Path, names: _Names, env: Mapping[str, int | float]
@@ -372,7 +384,7 @@ class _Compiler:
                 continue
             kind = allowed[key][0]
             with self.at((*path, key), f"{key}: "):
-                written[key] = _value(kind, value, env)
+                written[key] = attribute(kind, value, env)
         return written, left_open
 
     def _complete(self, op: str, rule: Rule, written: dict[str, Any],
@@ -445,13 +457,13 @@ class _Compiler:
                        for r, shp in rule.params(shapes_in, attrs).items()}
         except (IndexError, ZeroDivisionError, TypeError) as err:
             raise self.fail((*path, op), f"{op} {scope} cannot size its parameters from inputs "
-                            f"of shapes {_shapes(shapes_in)} ({first_line(err)}); check its "
+                            f"of shapes {listed(shapes_in)} ({first_line(err)}); check its "
                             "inputs", key=True) from None
         for role, shp in stated.items():
             if role in derived and shp != derived[role]:
                 raise self.fail((*path, "params", role), f"params.{role} of {scope} is "
                                 f"{list(shp)} but the statement makes it {list(derived[role])} "
-                                f"(inputs {_shapes(shapes_in)}); fix one of them")
+                                f"(inputs {listed(shapes_in)}); fix one of them")
         out = {}
         for role, shp in derived.items():
             if math.prod(shp) > shapes.MAX_ELEMENTS or min(shp, default=1) < 1:
@@ -488,31 +500,8 @@ class _Compiler:
 
     def _infer(self, op: str, path: Path, args: list[Value], attrs: dict[str, Any],
                scope: str) -> list[tuple[tuple[int, ...], str]]:
-        """Output shapes and dtypes: the op's reference run on zeros of the inputs."""
-        _guard(op, args, attrs, lambda msg: self.fail((*path, op), f"{op} {scope}: {msg}",
-                                                      key=True))
-        arrays = [np.zeros(v.shape, dtype=_numpy(v.dtype)) for v in args]
-        try:
-            with np.errstate(all="ignore"):
-                result = get_spec(op).reference(*arrays, **attrs)
-        except Exception as err:  # noqa: BLE001  (the reference refuses these shapes)
-            raise self.fail((*path, op), f"{op} {scope} cannot take inputs of shapes "
-                            f"{_shapes([v.shape for v in args])}: {first_line(err)}; check the "
-                            "shapes it reads and its attributes", key=True) from None
-        outs = result if isinstance(result, tuple) else (result,)
-        floats = [v.dtype for v in args if v.dtype.startswith(("float", "bfloat"))]
-        out = []
-        for array in outs:
-            array = np.asarray(array)
-            if array.size > shapes.MAX_ELEMENTS:
-                raise self.fail((*path, op), f"{op} {scope} makes {array.size:,} elements, "
-                                f"more than {shapes.MAX_ELEMENTS:,}; use smaller example "
-                                "sizes", key=True)
-            kind = array.dtype.kind
-            dtype = "bool" if kind == "b" else array.dtype.name if kind in "iu" else \
-                attrs.get("dtype") or (floats[0] if floats else "float32")
-            out.append((array.shape, dtype))
-        return out
+        with self.at((*path, op), f"{op} {scope} ", key=True):
+            return infer(op, args, attrs)
 
     def _rearrange(self, item: dict[str, Any], path: Path, inputs: list[Value],
                    env: dict[str, int | float], scope: str, source: str) -> tuple[Value, ...]:
@@ -626,51 +615,3 @@ class _Compiler:
                                 "output once")
             seen.add(out)
             self.builder.output(out, value)
-
-
-def _value(kind: str, value: Any, env: Mapping[str, Any]) -> Any:
-    """An attribute's value as its canonical kind (ExprError if it is not one)."""
-    if value is None or kind in ("bool", "str", "floats"):
-        return tuple(value) if isinstance(value, list) else value
-    if kind == "float":
-        return float(evaluate(value, env))
-    if kind == "int":
-        return _whole(evaluate(value, env), value)
-    parts = shapes.tokens(value) if isinstance(value, str) else \
-        value if isinstance(value, list) else [value]
-    return tuple(_whole(evaluate(p, env), p) for p in parts)
-
-
-def _whole(number: int | float, text: Any) -> int:
-    if not float(number).is_integer() or abs(number) > shapes.MAX_SIZE:
-        raise ExprError(f"{text!r} is {number:g}; write a whole number up to "
-                        f"{shapes.MAX_SIZE:,}")
-    return int(number)
-
-
-def _numpy(dtype: str) -> Any:
-    return np.float32 if dtype == "bfloat16" else np.dtype(dtype)
-
-
-def _shapes(items: list[tuple[int, ...]]) -> str:
-    return ", ".join(str(list(s)) for s in items) or "none"
-
-
-def _guard(op: str, args: list[Value], attrs: Mapping[str, Any], fail: Any) -> None:
-    """Refuse, before running it, an op whose output the attributes would make huge."""
-    limit = shapes.MAX_ELEMENTS
-    size = args[0].size if args else 1
-    if op in ("reshape", "expand", "full") and math.prod(attrs["shape"]) > limit:
-        raise fail(f"shape {list(attrs['shape'])} holds more than {limit:,} elements")
-    if op == "tile" and size * math.prod(attrs["repeats"]) > limit:
-        raise fail(f"repeats {list(attrs['repeats'])} make more than {limit:,} elements")
-    if op == "arange" and attrs["delta"] and \
-            abs((attrs["limit"] - attrs["start"]) / attrs["delta"]) > limit:
-        raise fail(f"the range holds more than {limit:,} elements")
-    if op == "pad" and any(abs(p) > shapes.MAX_SIZE for p in attrs["pads"]):
-        raise fail("the padding is larger than any axis may be")
-    if op in ("matmul", "attention") and len(args) >= 2:
-        a, b = args[0].shape, args[1].shape
-        if len(a) >= 2 and len(b) >= 2 and \
-                math.prod(a[:-1]) * (b[-1] if op == "matmul" else b[-2]) > limit * 4:
-            raise fail(f"inputs of shapes {list(a)} and {list(b)} make too large a result")

@@ -65,10 +65,10 @@ def _op_clause(op: str) -> dict[str, Any]:
                      "propertyNames": {"enum": keys}}}
 
 
-def build() -> dict[str, Any]:
-    """The schema, as data."""
+def _statement_keys() -> dict[str, Any]:
+    """Every key a statement or block may have (what each op allows: ``_op_clause``)."""
     all_attrs = sorted({a for op in SPEC_OPS for a in attributes(op)})
-    statement_keys = {
+    return {
         "name": {"type": "string", "minLength": 1, "maxLength": 200,
                  "pattern": r"^[A-Za-z0-9_.{}+\-*/%() ]+$",
                  "description": "the statement's name: its scope and how later statements "
@@ -96,8 +96,10 @@ def build() -> dict[str, Any]:
            for op in SPEC_OPS},
         **{a: {} for a in all_attrs if a not in SPEC_OPS},
     }
-    block = {"if": {"required": ["layers"]},
-             "then": {"propertyNames": {"enum": list(BLOCK_FIELDS)}}}
+
+
+def build() -> dict[str, Any]:
+    """The schema, as data."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "specgraph paper spec",
@@ -132,41 +134,47 @@ def build() -> dict[str, Any]:
             "tolerance": _ref("tolerance"),
             "param_count": _ref("integer"),
         },
-        "$defs": {
-            "identifier": _IDENTIFIER,
-            "expression": _EXPRESSION,
-            "size": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
-            "integer": _any({"type": "integer"}, _ref("expression")),
-            "ints": _any({"type": "integer"}, {"type": "string", "maxLength": 400},
-                         {"type": "array", "items": _ref("integer"), "maxItems": 32}),
-            "shape": _any({"type": "string", "maxLength": 400},
-                          {"type": "array", "items": _ref("integer"), "maxItems": 16},
-                          {"type": "integer"},
-                          description="sizes separated by spaces: \"B T d_model\""),
-            "input": {"type": "object", "required": ["shape"], "additionalProperties": False,
-                      "properties": {
-                          "shape": _ref("shape"),
-                          "dtype": {"enum": ["float32", "float64", "float16", "bfloat16",
-                                             "int64", "int32", "bool"]},
-                          "range": {"type": "array", "items": _ref("integer"),
-                                    "minItems": 2, "maxItems": 2,
-                                    "description": "[low, high) of an integer input"}}},
-            "reference": {"type": "string", "minLength": 1, "maxLength": 200},
-            "inputs": _any(_ref("reference"),
-                           {"type": "array", "items": _ref("reference"), "maxItems": 64}),
-            "number": _any({"type": "number"}, _ref("expression")),
-            "bound": _any({"type": "number", "minimum": 0}, _ref("expression")),
-            "tolerance": _any(_ref("bound"),
-                              {"type": "object", "additionalProperties": False,
-                               "minProperties": 1, "properties": {
-                                   "rtol": _ref("bound"), "atol": _ref("bound")}},
-                              description="relative tolerance, or rtol and atol"),
-            "layers": {"type": "array", "minItems": 1, "maxItems": MAX_STATEMENTS,
-                       "items": _ref("statement")},
-            "statement": {"type": "object", "required": ["name"],
-                          "additionalProperties": False, "properties": statement_keys,
-                          "allOf": [block, *(_op_clause(op) for op in SPEC_OPS)]},
-        },
+        "$defs": _definitions(),
+    }
+
+
+def _definitions() -> dict[str, Any]:
+    block = {"if": {"required": ["layers"]},
+             "then": {"propertyNames": {"enum": list(BLOCK_FIELDS)}}}
+    return {
+        "identifier": _IDENTIFIER,
+        "expression": _EXPRESSION,
+        "size": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
+        "integer": _any({"type": "integer"}, _ref("expression")),
+        "ints": _any({"type": "integer"}, {"type": "string", "maxLength": 400},
+                     {"type": "array", "items": _ref("integer"), "maxItems": 32}),
+        "shape": _any({"type": "string", "maxLength": 400},
+                      {"type": "array", "items": _ref("integer"), "maxItems": 16},
+                      {"type": "integer"},
+                      description="sizes separated by spaces: \"B T d_model\""),
+        "input": {"type": "object", "required": ["shape"], "additionalProperties": False,
+                  "properties": {
+                      "shape": _ref("shape"),
+                      "dtype": {"enum": ["float32", "float64", "float16", "bfloat16",
+                                         "int64", "int32", "bool"]},
+                      "range": {"type": "array", "items": _ref("integer"),
+                                "minItems": 2, "maxItems": 2,
+                                "description": "[low, high) of an integer input"}}},
+        "reference": {"type": "string", "minLength": 1, "maxLength": 200},
+        "inputs": _any(_ref("reference"),
+                       {"type": "array", "items": _ref("reference"), "maxItems": 64}),
+        "number": _any({"type": "number"}, _ref("expression")),
+        "bound": _any({"type": "number", "minimum": 0}, _ref("expression")),
+        "tolerance": _any(_ref("bound"),
+                          {"type": "object", "additionalProperties": False,
+                           "minProperties": 1, "properties": {
+                               "rtol": _ref("bound"), "atol": _ref("bound")}},
+                          description="relative tolerance, or rtol and atol"),
+        "layers": {"type": "array", "minItems": 1, "maxItems": MAX_STATEMENTS,
+                   "items": _ref("statement")},
+        "statement": {"type": "object", "required": ["name"],
+                      "additionalProperties": False, "properties": _statement_keys(),
+                      "allOf": [block, *(_op_clause(op) for op in SPEC_OPS)]},
     }
 
 
