@@ -4,7 +4,10 @@ Each framework's package (``torch/``, ``jax/``, ``tf/``, ``onnx/``) holds its tr
 converters, the runner that executes canonical nodes with the framework's own kernels, and
 the writer of its repro scripts. ``FRAMEWORKS`` says, per framework, where each of those is
 and which pip extra installs it; ``MODEL_KINDS`` says how a factory's model is recognized
-(by the module of its class, without importing anything) and which tracer takes it.
+(by the module of its class, without importing anything) and which tracer takes it;
+``FILE_FORMATS`` says which package traces a model given as a file (an ``.onnx`` file, a
+paper spec ``.yaml``, whose package ``spec/`` has no runner: specs run on the NumPy
+reference).
 Nothing is imported until it is used; a missing framework is one sentence with the pip
 command. The core (``specgraph/``) never imports this package: the front doors
 (``specgraph.loading``, ``specgraph.check``, ``specgraph.cli``, ``specgraph.testing``) look
@@ -23,8 +26,9 @@ from typing import Any
 
 from specgraph.errors import FrontendMissingError
 
-__all__ = ["FRAMEWORKS", "MODEL_KINDS", "Framework", "ModelKind", "detect", "load", "tracer",
-           "runner", "repro_writer", "device_arrays", "native_array"]
+__all__ = ["FRAMEWORKS", "MODEL_KINDS", "FILE_FORMATS", "Framework", "ModelKind", "FileFormat",
+           "detect", "load", "tracer", "file_format", "trace_file", "runner", "repro_writer",
+           "device_arrays", "native_array"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,37 @@ MODEL_KINDS: dict[str, ModelKind] = {
                     "(model, example_inputs)", 2),
 }
 
+@dataclass(frozen=True)
+class FileFormat:
+    """A model given as a file rather than a factory.
+
+    Attributes:
+        package: the package whose ``trace_file(path, reference=...)`` traces it.
+        requires: the module it needs (a pip extra installs it), or None when specgraph's
+            own dependencies suffice.
+        extra: that pip extra.
+        describes: the file, in words (``an .onnx file``).
+        batch: why ``--batch`` does not apply to it.
+    """
+
+    package: str
+    requires: str | None
+    extra: str
+    describes: str
+    batch: str
+
+
+_SPEC = FileFormat("specgraph.frontends.spec", None, "", "a paper spec (.yaml)",
+                   "a spec's sizes are its dims; set the batch size in dims")
+FILE_FORMATS: dict[str, FileFormat] = {
+    ".onnx": FileFormat("specgraph.frontends.onnx", "onnx", "onnx", "an .onnx file",
+                        "an .onnx file's batch size is fixed by its example inputs; drop "
+                        "--batch for ONNX models"),
+    ".yaml": _SPEC,
+    ".yml": _SPEC,
+}
+
+
 # A plain Python function (or functools.partial) first in the factory's tuple is a JAX
 # apply_fn: its class says nothing about the framework.
 PLAIN_FUNCTION_KIND = "jax"
@@ -136,6 +171,26 @@ def load(kind: str) -> ModuleType:
                 f"pip install 'specgraph-check[{framework.extra}]'"
             ) from err
         raise
+
+
+def file_format(reference: str) -> FileFormat | None:
+    """The format of a model reference that names a file by its suffix, or None (a
+    factory)."""
+    return next((f for suffix, f in FILE_FORMATS.items() if reference.endswith(suffix)), None)
+
+
+def trace_file(path: Any, reference: str) -> Any:
+    """The TracedModel of the model file at ``path`` (its format known by its suffix)."""
+    fmt = file_format(reference)
+    if fmt is None:
+        raise ValueError(f"{reference} is not a model file of a known format")
+    what = f"{fmt.describes.split(' (')[0].removeprefix('an ').removeprefix('a ')} frontend"
+    if fmt.requires is None:
+        package = importlib.import_module(fmt.package)
+    else:
+        framework = Framework(fmt.package, fmt.requires, fmt.extra, (), "", "")
+        package = _import(fmt.package, framework, what)
+    return package.trace_file(path, reference=reference)
 
 
 def tracer(kind: str) -> Callable[..., Any]:

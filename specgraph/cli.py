@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                           description="Trace MODEL and print its layers and equations.")
     show.add_argument("model", metavar="MODEL",
                       help="path/to/file.py:factory (the factory returns the model and its "
-                           "example inputs)")
+                           "example inputs), a .onnx file or a paper spec .yaml")
     show.add_argument("--format", choices=FORMATS, default="text", help="output format")
     show.add_argument("--raw", action="store_true",
                       help="show the graph as traced, before canonicalization")
@@ -83,8 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", help="explain how two implementations of a model differ",
                           description="Trace LHS and RHS, canonicalize both, align them and "
                           "explain every difference. Exit 0: equivalent, 1: differences.")
-    diff.add_argument("lhs", metavar="LHS", help="the reference model (file.py:factory or "
-                      ".onnx)")
+    diff.add_argument("lhs", metavar="LHS", help="the reference model (file.py:factory, "
+                      ".onnx or a paper spec .yaml)")
     diff.add_argument("rhs", metavar="RHS", help="the model to check against it")
     diff.add_argument("--format", choices=("text", "json"), default="text",
                       help="output format")
@@ -100,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
                            "repeatable, and read from [tool.specgraph] accept in "
                            "pyproject.toml too")
     _numeric_arguments(diff)
+    schema = sub.add_parser("schema", help="print the JSON Schema of paper spec files",
+                            description="Print the JSON Schema of the paper spec language, "
+                            "for editors (# yaml-language-server: $schema=PATH) and "
+                            "check-jsonschema.")
+    schema.set_defaults(format="text", debug=False)
     return parser
 
 
@@ -271,7 +276,15 @@ def _show(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
 
 
 _Command = Callable[[argparse.Namespace, Progress, bool], tuple[int, str]]
-_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff}
+def _schema(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    from importlib import resources
+
+    from specgraph.spec.schema import FILE
+
+    return EXIT_OK, resources.files("specgraph.spec").joinpath(FILE).read_text("utf-8")
+
+
+_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "schema": _schema}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

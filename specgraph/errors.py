@@ -10,6 +10,7 @@ __all__ = [
     "TraceError",
     "GraphError",
     "ExecutionError",
+    "SpecError",
     "first_line",
 ]
 
@@ -40,6 +41,15 @@ class GraphError(SpecgraphError):
 
 class ExecutionError(SpecgraphError):
     """The reference interpreter failed on a node."""
+
+
+class SpecError(SpecgraphError):
+    """A paper spec (YAML) is malformed or inconsistent: the message starts ``file:line:col:``
+    and says what is wrong there and how to fix it."""
+
+    def __init__(self, file: str, line: int, col: int, message: str) -> None:
+        super().__init__(f"{file}:{line}:{col}: {message}")
+        self.file, self.line, self.col, self.reason = file, line, col, message
 
 
 def first_line(err: BaseException) -> str:

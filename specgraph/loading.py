@@ -208,7 +208,7 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
     """Trace the model that ``reference`` names into a TracedModel.
 
     Args:
-        reference: ``path/to/file.py:factory``.
+        reference: ``path/to/file.py:factory``, an ``.onnx`` file or a paper spec ``.yaml``.
         batch: trace with the example inputs resized to this many examples.
 
     Raises:
@@ -216,21 +216,15 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
     """
     from specgraph import frontends
 
-    if reference.endswith(".onnx"):
+    fmt = frontends.file_format(reference)
+    if fmt is not None:
         path = Path(reference)
         if not path.is_file():
             raise ModelReferenceError(f"model reference {reference!r}: file {reference} does "
-                                      "not exist; pass the path of an .onnx file")
+                                      f"not exist; pass the path of {fmt.describes}")
         if batch is not None:
-            raise ModelReferenceError(
-                f"model reference {reference!r}: an .onnx file's batch size is fixed by its "
-                "example inputs; drop --batch for ONNX models")
-        return frontends.load("onnx").trace_file(path, reference=reference)
-    if reference.endswith((".yaml", ".yml")):
-        raise ModelReferenceError(
-            f"model reference {reference!r}: paper spec files are not supported by this "
-            f"version; pass {_FORMS} or a .onnx file"
-        )
+            raise ModelReferenceError(f"model reference {reference!r}: {fmt.batch}")
+        return frontends.trace_file(path, reference)
     kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)

@@ -102,7 +102,7 @@ def test_a_framework_is_imported_only_by_its_own_package() -> None:
     "specgraph, specgraph.cli, specgraph.check, specgraph.testing, specgraph.summary, "
     "specgraph.symbolic, specgraph.passes, specgraph.graph_nx, specgraph.numeric.compare, "
     "specgraph.numeric.repro, specgraph.renderers.text, specgraph.renderers.json, "
-    "specgraph.renderers.latex",
+    "specgraph.renderers.latex, specgraph.spec, specgraph.spec.compiler",
     "specgraph.frontends",
 ], ids=["core", "registry"])
 def test_importing_loads_no_framework(modules: str) -> None:

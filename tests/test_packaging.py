@@ -89,6 +89,7 @@ def test_wheel_contains_every_subpackage_under_specgraph(wheel: Path) -> None:
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert "specgraph/frontends/torch/tracer.py" in names
     assert "specgraph/renderers/text.py" in names
+    assert "specgraph/spec/spec.schema.json" in names  # package data: `specgraph schema`
     top = {n.split("/")[0] for n in names}
     assert top <= {"specgraph", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
                    + ".dist-info"}, top

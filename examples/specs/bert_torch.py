@@ -1,0 +1,63 @@
+"""A small BERT encoder written in PyTorch, to hold against bert_layer.yaml."""
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_model: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+
+        def split(z: torch.Tensor) -> torch.Tensor:
+            return z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        context = nn.functional.scaled_dot_product_attention(q, k, v)
+        return context.transpose(1, 2).reshape(b, t, d)
+
+
+class Layer(nn.Module):
+    def __init__(self, d_model: int = 32, heads: int = 4, d_ff: int = 128,
+                 eps: float = 1e-12) -> None:
+        super().__init__()
+        self.attention = SelfAttention(d_model, heads)
+        self.attention_output = nn.Linear(d_model, d_model)
+        self.attention_norm = nn.LayerNorm(d_model, eps=eps)
+        self.intermediate = nn.Linear(d_model, d_ff)
+        self.act = nn.GELU()
+        self.output = nn.Linear(d_ff, d_model)
+        self.output_norm = nn.LayerNorm(d_model, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attention_norm(x + self.attention_output(self.attention(x)))
+        return self.output_norm(x + self.output(self.act(self.intermediate(x))))
+
+
+class Encoder(nn.Module):
+    def __init__(self, layers: int = 2, **sizes: float) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList([Layer(**sizes) for _ in range(layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layer:
+            x = layer(x)
+        return x
+
+
+def encoder():
+    """As the spec says."""
+    torch.manual_seed(0)
+    return Encoder(), (torch.randn(2, 8, 32),)
+
+
+def encoder_eps():
+    """With PyTorch's default LayerNorm eps (1e-5) instead of BERT's 1e-12."""
+    torch.manual_seed(0)
+    return Encoder(eps=1e-5), (torch.randn(2, 8, 32),)
