@@ -1,12 +1,13 @@
 """The PyTorch model's own program: its ExportedProgram, run again and observed.
 
 ``TorchProgram.observe`` runs the exported ATen graph (parameters lifted to inputs) with the
-given weights and inputs on PyTorch's own kernels. Each observed FX value gets a zero probe
-added where it is read (``x + 0`` is ``x``), so the gradient of the loss with respect to the
-probe is the gradient at that value, and the value itself becomes an extra output. Eager
-mode runs the graph op by op, as ``module(*inputs)`` does; compiled mode runs it through
-``torch.compile`` as one program, forward and backward, so fusion across layers is what is
-observed.
+given weights and inputs on PyTorch's own kernels. Eager mode runs the graph op by op, as
+``module(*inputs)`` does, keeps the tensors of the observed FX values and takes the loss's
+gradient with respect to them. Compiled mode runs it through ``torch.compile`` as one
+program, forward and backward, so fusion across layers is what is observed: there each
+observed value gets a zero probe added where it is read (``x + 0`` is ``x``), the gradient
+with respect to the probe being the gradient at that value, and the value itself becomes an
+extra output.
 """
 
 from __future__ import annotations
@@ -33,6 +34,24 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return t.cpu().numpy()
 
 
+class _Watcher(torch.fx.Interpreter):
+    """Runs an FX graph module node by node, keeping the tensors of the observed keys."""
+
+    def __init__(self, module: Any, keys: list[Hashable]) -> None:
+        super().__init__(module, garbage_collect_values=True)
+        self.want: dict[str, list[Hashable]] = {}
+        for key in keys:
+            self.want.setdefault(key[0], []).append(key)  # type: ignore[index]
+        self.seen: dict[Hashable, torch.Tensor] = {}
+
+    def run_node(self, n: Any) -> Any:
+        out = super().run_node(n)
+        for key in self.want.get(n.name, ()):
+            index = key[1]  # type: ignore[index]
+            self.seen[key] = out if index is None else out[index]
+        return out
+
+
 class TorchProgram(NativeProgram):
     """An ExportedProgram with the names the traced graph gives its parameters, inputs and
     outputs.
@@ -57,11 +76,16 @@ class TorchProgram(NativeProgram):
     # --- the program with probes ---------------------------------------------------------
     def _build(self, keys: Collection[Hashable], mode: str
                ) -> tuple[Any, list[Hashable], list[tuple[tuple[int, ...], Any]]]:
-        """A copy of the exported graph module with a zero probe input added at each
-        observable key, whose value becomes an extra output; compiled when asked."""
+        """The keys that can be observed and, compiled, a copy of the exported graph module
+        with a zero probe input added at each of them, whose value becomes an extra output."""
         cache_key = (tuple(sorted(keys, key=repr)), mode)
         if cache_key in self._built:
             return self._built[cache_key]
+        if mode == "eager":  # the graph as is (``_Watcher`` keeps the values)
+            nodes = {n.name: n for n in self.ep.graph.nodes}
+            eager = [k for k in cache_key[0] if self._node_for(nodes, k) is not None]
+            self._built[cache_key] = (None, eager, [])
+            return None, eager, []
         gm = copy.deepcopy(self.ep.graph_module)
         graph = gm.graph
         nodes = {n.name: n for n in graph.nodes}
@@ -89,7 +113,7 @@ class TorchProgram(NativeProgram):
         output.args = (tuple(flat + extra),)
         gm.graph.lint()
         gm.recompile()
-        run = gm if mode == "eager" else torch.compile(gm, dynamic=False)
+        run = torch.compile(gm, dynamic=False)
         self._built[cache_key] = (run, observed, metas)
         return run, observed, metas
 
@@ -131,7 +155,8 @@ class TorchProgram(NativeProgram):
                 if name is not None and name in weights:
                     if name not in leaves:
                         t = torch.from_numpy(np.ascontiguousarray(weights[name])).to(device)
-                        leaves[name] = t.requires_grad_(backward and t.is_floating_point())
+                        trained = kind == "PARAMETER" and t.is_floating_point()
+                        leaves[name] = t.requires_grad_(backward and trained)
                     args.append(leaves[name])
                 else:
                     held = (self.ep.constants[spec.target] if spec.target in self.ep.constants
@@ -147,13 +172,23 @@ class TorchProgram(NativeProgram):
             else:
                 raise RunnerError(f"the PyTorch program takes a {kind.lower()} input, which "
                                   "specgraph cannot feed; pass --replay")
-        flat_probes = [torch.zeros(shape, dtype=dtype, device=device, requires_grad=backward)
-                       for shape, dtype in metas]
-        with torch.set_grad_enabled(backward):
-            results = run(*args, *flat_probes)
-        results = list(results)
-        n_out = len(results) - len(observed)
-        outs, seen = results[:n_out], results[n_out:]
+        if context.mode == "eager":
+            # op by op, the exported graph as is: the observed values are its own tensors
+            # (no probe changes a layout), their gradients taken with respect to them
+            flat_probes = []
+            watcher = _Watcher(self.ep.graph_module, observed)
+            with torch.set_grad_enabled(backward):
+                outs = list(watcher.run(*args))
+            seen = [watcher.seen[k] for k in observed]
+            wrt_seen = [t for t in seen if t.requires_grad]
+        else:
+            flat_probes = [torch.zeros(shape, dtype=dtype, device=device,
+                                       requires_grad=backward) for shape, dtype in metas]
+            with torch.set_grad_enabled(backward):
+                results = list(run(*args, *flat_probes))
+            n_out = len(results) - len(observed)
+            outs, seen = results[:n_out], results[n_out:]
+            wrt_seen = flat_probes
         tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
         obs = Observation(outputs={name: _numpy(t) for name, t in
                                    zip(self.output_names, tensor_outs)},
@@ -162,16 +197,20 @@ class TorchProgram(NativeProgram):
             pairs = [(t, torch.from_numpy(np.ascontiguousarray(cotangents[name])).to(device)
                       .to(t.dtype)) for name, t in zip(self.output_names, tensor_outs)
                      if name in cotangents and t.requires_grad]
-            wrt = [*leaves.values(), *flat_probes]
+            params = [t for t in leaves.values() if t.requires_grad]
+            wrt = [*params, *wrt_seen]
             if pairs and wrt:
                 grads = torch.autograd.grad([t for t, _ in pairs], wrt,
                                             grad_outputs=[c for _, c in pairs],
                                             allow_unused=True)
-                names = list(leaves)
+                names = [n for n, t in leaves.items() if t.requires_grad]
                 for name, g in zip(names, grads[:len(names)]):
                     if g is not None:
                         obs.param_grads[name] = _numpy(g)
-                for key, g in zip(observed, grads[len(names):]):
+                by_tensor = dict(zip(map(id, wrt_seen), grads[len(names):]))
+                sources = seen if not flat_probes else flat_probes
+                for key, t in zip(observed, sources):
+                    g = by_tensor.get(id(t))
                     if g is not None:
                         obs.grads[key] = _numpy(g)
         return obs

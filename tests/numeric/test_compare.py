@@ -54,9 +54,11 @@ def _seeds(n: int) -> NumericOptions:
 
 @pytest.mark.parametrize("variant", ["jax", "linen", "nnx", "keras"])
 @pytest.mark.parametrize("golden", sorted(GOLDEN))
-def test_golden_pairs_agree_forward_and_backward(golden: str, variant: str) -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["replay", "native"])
+def test_golden_pairs_agree_forward_and_backward(golden: str, variant: str,
+                                                 native: bool) -> None:
     lhs, rhs = _canonical("torch", GOLDEN[golden][0]), _variant(golden, variant)
-    report = compare(lhs, rhs, options=_seeds(4))
+    report = compare(lhs, rhs, options=NumericOptions(seeds=(0, 1, 2, 3), native=native))
     assert report.equivalent, [f.message for f in report.findings]
     n = report.numeric
     assert n.seeds == (0, 1, 2, 3)
@@ -92,18 +94,21 @@ def test_onnx_export_agrees_with_shared_weights() -> None:
     ("wide_classifier", wrong_softmax, "numeric-divergence", "softmax"),
     ("gelu_mlp", wrong_gelu_backward, "gradient-divergence", "gelu"),
 ], ids=["softmax_forward", "gelu_backward"])
+@pytest.mark.parametrize("native", [False, True], ids=["replay", "native"])
 def test_planted_torch_kernel_fault_is_found_and_blamed(model, fault, code, op,
-                                                        torch_side) -> None:
+                                                        torch_side, native) -> None:
+    # natively, the fault is hit where the model's own exported program reaches the kernel
     pair = (_torch(model), _jax(f"{model}/jax"))
     lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
-    assert compare(lhs, rhs).equivalent
+    options = NumericOptions(native=native)
+    assert compare(lhs, rhs, options=options).equivalent
     with fault():
-        report = compare(lhs, rhs)
+        report = compare(lhs, rhs, options=options)
     assert [f.code for f in report.findings] == [code]
     finding = report.findings[0]
     assert finding.op == op and finding.blame == torch_side
     assert f"{torch_side} (torch) leaves the fp64 reference" in finding.message
-    assert compare(lhs, rhs).equivalent  # the kernel is restored
+    assert compare(lhs, rhs, options=options).equivalent  # the kernel is restored
 
 
 def test_softmax_fault_below_its_threshold_is_not_reported() -> None:

@@ -127,3 +127,42 @@ def test_inductors_wrong_avg_pool_gradient_is_caught_through_the_compiled_model(
     assert finding["rhs"]["scope"] == "pool" and finding["blame"] == "rhs"
     forward = [layer["forward"]["max_abs"] for layer in report["numeric"]["layers"]]
     assert max(forward) == 0.0  # the forward agrees bit for bit
+
+
+def _peer_archs() -> list[str]:
+    try:
+        from bench.peer_models import ARCHS
+    except ImportError:
+        return []
+    return sorted(name for name, arch in ARCHS.items() if "torch" in arch.classes)
+
+
+@pytest.mark.parametrize("arch", _peer_archs())
+def test_peer_models_programs_give_exactly_their_own_outputs(arch):
+    """The invariant over HF transformers' PyTorch ports of the peer corpus (and Keras-sized
+    ResNet50/ConvNeXt-T configs): every output bit for bit, every layer observed."""
+    pytest.importorskip("transformers")
+    import warnings
+
+    from bench.peer_models import factory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, inputs = factory(arch, "torch")()
+        raw = trace(model, inputs, reference=arch)
+        traced = canonicalize_model(raw)
+        weights = prog.native_weights(traced, traced.weights, traced.param_shapes)
+        keys = {n.key for n in traced.graph.natives.values()}
+        obs = traced.program.observe(weights, prog.native_inputs(traced, traced.inputs), keys,
+                                     None, Context())
+        args = [torch.as_tensor(a) if isinstance(a, np.ndarray) else a for a in inputs]
+        with torch.enable_grad():
+            own = dict(_leaves_with_names(model(*args), ""))
+    for key in raw.outputs:
+        assert np.array_equal(obs.outputs[key], own[key].detach().numpy()), key
+    computed = {v for node in traced.graph.nodes for v in node.outputs}
+    named = [v for v in traced.graph.natives if v in computed]
+    assert len(named) >= 0.55 * len(traced.graph.nodes)
+    floating = [v for v in named if v.dtype.startswith("float")]  # what gradients reach
+    assert sum(traced.graph.natives[v].key in obs.values for v in floating) >= \
+        0.9 * len(floating)
