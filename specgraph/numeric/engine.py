@@ -218,6 +218,21 @@ class NativeExecution(Execution):
             for k, a in obs.outputs.items()}
         self.native_param_grads = prog.canonical_param_grads(model, obs.param_grads)
 
+    def host_value(self, v: Value) -> np.ndarray | None:
+        """The side's own value ``v`` on the host: observed, a parameter, an input or a
+        constant (None for a value its program has no counterpart of)."""
+        g = self.graph
+        if v in self.observed:
+            return np.asarray(self.observed[v])
+        name = g.param_name(v)
+        if name is not None:
+            return np.asarray(self.weights[name])
+        if v in g.constants:
+            return np.asarray(g.constants[v])
+        if v in g.inputs:
+            return np.asarray(self.inputs[g.input_names[g.inputs.index(v)]])
+        return None
+
     def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
         if all(v in self.observed for v in node.outputs):
             return tuple(self.runner.put(self.observed[v], v.dtype) for v in node.outputs)

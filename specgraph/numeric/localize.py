@@ -191,9 +191,12 @@ class Localizer:
             return words.Verdict("unknown", "inherited")
         truth_l = reference_outputs(a, lin)
         truth_r = reference_outputs(b, lin)
+        differ = any(measure(x, y, tol).diverges for x, y in zip(truth_l, truth_r))
+        own = self._rhs_own_inputs(b)
+        if own is not None:  # rhs's own program's outputs: held against its own inputs
+            truth_r = reference_outputs(b, own)
         el = max((_rel_error(x, t) for x, t in zip(louts, truth_l)), default=0.0)
         er = max((_rel_error(x, t) for x, t in zip(riso, truth_r)), default=0.0)
-        differ = any(measure(x, y, tol).diverges for x, y in zip(truth_l, truth_r))
         rtol = tol.rtol
         if self.native_rhs is not None:
             # what float32 inputs alone allow this layer: the fp64 reference moved by
@@ -204,6 +207,15 @@ class Localizer:
             rtol = max(rtol, bound)
         return words.judge(el, er, rtol, definitions_differ=differ,
                            errors=(el, er) if self.native_rhs is not None else ())
+
+    def _rhs_own_inputs(self, b: Node) -> list[np.ndarray] | None:
+        """The inputs rhs's own program gave layer ``b`` (None outside native mode, or
+        where one of them has no counterpart in the program)."""
+        native = self.native_rhs
+        if native is None or not all(v in native.observed for v in b.outputs):
+            return None
+        values = [native.host_value(v) for v in b.inputs]
+        return None if any(x is None for x in values) else values  # type: ignore[misc]
 
     def _definition_root(self, j: int, limit: int = 256) -> tuple[int, float] | None:
         """The earliest aligned layer above rhs node ``j`` whose two definitions, run in

@@ -166,3 +166,84 @@ def test_peer_models_programs_give_exactly_their_own_outputs(arch):
     floating = [v for v in named if v.dtype.startswith("float")]  # what gradients reach
     assert sum(traced.graph.natives[v].key in obs.values for v in floating) >= \
         0.9 * len(floating)
+
+
+SENSOR = '''
+import torch
+
+
+class Sensor(torch.nn.Module):
+    """Raw sensor readings near 1013 with a spread of 0.4: LayerNorm, then dense layers."""
+
+    def __init__(self, fast=False, manual=False):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(48)
+        self.fast, self.manual = fast, manual
+        self.fc1 = torch.nn.Linear(48, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        if self.fast:  # the variance as E[x^2] - E[x]^2, as Flax's use_fast_variance does
+            mean = x.mean(-1, keepdim=True)
+            var = (x * x).mean(-1, keepdim=True) - mean * mean
+            h = (x - mean) * torch.rsqrt(var + self.norm.eps) * self.norm.weight + self.norm.bias
+        elif self.manual:  # two passes, written out: as accurate as float32 allows
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            h = (x - mean) / torch.sqrt(var + self.norm.eps) * self.norm.weight + self.norm.bias
+        else:
+            h = self.norm(x)
+        return self.fc2(torch.relu(self.fc1(h)))
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    return (1013.0 + 0.4 * torch.randn(8, 48, generator=g),)
+
+
+def two_pass():
+    torch.manual_seed(0)
+    return Sensor(), _inputs()
+
+
+def fast():
+    torch.manual_seed(0)
+    return Sensor(fast=True), _inputs()
+
+
+def manual():
+    torch.manual_seed(0)
+    return Sensor(manual=True), _inputs()
+'''
+
+
+@pytest.fixture
+def sensor(tmp_path):
+    path = tmp_path / "sensor.py"
+    path.write_text(SENSOR)
+    return path
+
+
+def test_a_layer_norm_computed_as_e_x2_minus_e_x_squared_is_blamed_natively(sensor, capsys):
+    """On readings near 1013 with a spread of 0.4, E[x²]−E[x]² in float32 cancels
+    catastrophically. Canonicalization raises it to layer_norm, so the replay (the runner's
+    own layer norm on both sides) cannot see it; the model's own program can."""
+    import json
+
+    pair = [f"{sensor}:two_pass", f"{sensor}:fast"]
+    assert main(["diff", *pair]) == 0  # the replay computes its own layer norm
+    capsys.readouterr()
+    assert main(["diff", *pair, "--native", "--format", "json"]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert (finding["code"], finding["op"], finding["blame"]) == (
+        "numeric-divergence", "layer_norm", "rhs")
+    assert "error against fp64: lhs" in finding["message"]
+
+
+def test_two_accurate_layer_norms_on_an_ill_conditioned_input_agree(sensor, capsys):
+    """Two-pass variances written two ways differ by more than the default tolerance on
+    these inputs, but by no more than rounding the inputs to float32 moves the fp64
+    reference: both are as accurate as float32 permits."""
+    assert main(["diff", f"{sensor}:two_pass", f"{sensor}:manual", "--native",
+                 "--seed", "0-3"]) == 0
+    assert "within what float32 allows on these inputs" in capsys.readouterr().out
