@@ -137,8 +137,8 @@ def pairs(archs: list[str], only: set[str] | None) -> Iterator[tuple[str, str, s
                 yield name, lhs, rhs
 
 
-def run_pair(arch: str, lhs: str, rhs: str) -> Outcome:
-    """One pair through ``specgraph diff --format json``."""
+def run_pair(arch: str, lhs: str, rhs: str, extra: tuple[str, ...] = ()) -> Outcome:
+    """One pair through ``specgraph diff --format json`` (with ``extra`` options)."""
     from specgraph.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -146,7 +146,7 @@ def run_pair(arch: str, lhs: str, rhs: str) -> Outcome:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["diff", f"{MODELS}:{arch}_{lhs}", f"{MODELS}:{arch}_{rhs}",
-                         "--format", "json"])
+                         "--format", "json", *extra])
     except BaseException as exc:  # every outcome of a pair is scored, crashes included
         seconds = time.perf_counter() - start
         return Outcome(arch, lhs, rhs, -1, seconds, frozenset(), f"{type(exc).__name__}: {exc}")
@@ -181,11 +181,13 @@ def main() -> None:
     parser.add_argument("--pairs", default=None,
                         help="framework pairs, e.g. torch-flax,flax-torch (default: all)")
     parser.add_argument("--quiet", action="store_true", help="print the summary only")
+    parser.add_argument("--native", action="store_true",
+                        help="numbers from each side's own program where it keeps one")
     args = parser.parse_args()
     only = set(args.pairs.split(",")) if args.pairs else None
     outcomes = []
     for arch, lhs, rhs in pairs(args.archs.split(","), only):
-        outcome = run_pair(arch, lhs, rhs)
+        outcome = run_pair(arch, lhs, rhs, ("--native",) if args.native else ())
         outcomes.append(outcome)
         if not args.quiet:
             print(f"{outcome.kind:11s} {arch} {lhs}->{rhs} (exit {outcome.exit}, "

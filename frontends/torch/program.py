@@ -43,13 +43,27 @@ class _Watcher(torch.fx.Interpreter):
         for key in keys:
             self.want.setdefault(key[0], []).append(key)  # type: ignore[index]
         self.seen: dict[Hashable, torch.Tensor] = {}
+        self.overwritten = {n.args[0].name for n in module.graph.nodes
+                            if _writes_first_argument(n) and hasattr(n.args[0], "name")}
 
     def run_node(self, n: Any) -> Any:
         out = super().run_node(n)
         for key in self.want.get(n.name, ()):
             index = key[1]  # type: ignore[index]
-            self.seen[key] = out if index is None else out[index]
+            value = out if index is None else out[index]
+            if n.name in self.overwritten:  # a later in-place op writes over it: its value
+                value = value.detach().clone()  # now, without a gradient of its own
+            self.seen[key] = value
         return out
+
+
+def _writes_first_argument(node: Any) -> bool:
+    """Whether ``node`` is an in-place op (``add_``) that writes into its first argument."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None or not schema.arguments:
+        return False
+    alias = schema.arguments[0].alias_info
+    return alias is not None and alias.is_write
 
 
 class TorchProgram(NativeProgram):
@@ -130,6 +144,17 @@ class TorchProgram(NativeProgram):
             return None
         return node if node.meta["val"].dtype.is_floating_point else None
 
+    def _single_readers(self, keys: list[Hashable]) -> set[Hashable]:
+        """The keys whose FX value one node alone reads (not an output of the program)."""
+        nodes = {n.name: n for n in self.ep.graph.nodes}
+        out = set()
+        for key in keys:
+            node = self._node_for(nodes, key)
+            if node is not None and len(node.users) == 1 and \
+                    next(iter(node.users)).op != "output":
+                out.add(key)
+        return out
+
     # --- running it ------------------------------------------------------------------------
     def _device(self, context: Context) -> torch.device:
         if context.device == "cuda" and not torch.cuda.is_available():
@@ -147,6 +172,7 @@ class TorchProgram(NativeProgram):
         backward = cotangents is not None
         args: list[Any] = []
         leaves: dict[str, torch.Tensor] = {}
+        fed: dict[str, torch.Tensor] = {}  # floating user inputs, for their gradients
         user = iter(self.input_names)
         for spec in self.ep.graph_signature.input_specs:
             kind = spec.kind.name
@@ -168,6 +194,8 @@ class TorchProgram(NativeProgram):
                     continue
                 name = next(user)
                 t = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(device)
+                if backward and t.is_floating_point():
+                    fed[name] = t.requires_grad_(True)
                 args.append(t)
             else:
                 raise RunnerError(f"the PyTorch program takes a {kind.lower()} input, which "
@@ -192,13 +220,14 @@ class TorchProgram(NativeProgram):
         tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
         obs = Observation(outputs={name: _numpy(t) for name, t in
                                    zip(self.output_names, tensor_outs)},
-                          values={k: _numpy(t) for k, t in zip(observed, seen)})
+                          values={k: _numpy(t) for k, t in zip(observed, seen)},
+                          single_reader=self._single_readers(observed))
         if backward:
             pairs = [(t, torch.from_numpy(np.ascontiguousarray(cotangents[name])).to(device)
                       .to(t.dtype)) for name, t in zip(self.output_names, tensor_outs)
                      if name in cotangents and t.requires_grad]
             params = [t for t in leaves.values() if t.requires_grad]
-            wrt = [*params, *wrt_seen]
+            wrt = [*params, *fed.values(), *wrt_seen]
             if pairs and wrt:
                 grads = torch.autograd.grad([t for t, _ in pairs], wrt,
                                             grad_outputs=[c for _, c in pairs],
@@ -207,7 +236,10 @@ class TorchProgram(NativeProgram):
                 for name, g in zip(names, grads[:len(names)]):
                     if g is not None:
                         obs.param_grads[name] = _numpy(g)
-                by_tensor = dict(zip(map(id, wrt_seen), grads[len(names):]))
+                for name, g in zip(fed, grads[len(names):len(names) + len(fed)]):
+                    if g is not None:
+                        obs.input_grads[name] = _numpy(g)
+                by_tensor = dict(zip(map(id, wrt_seen), grads[len(names) + len(fed):]))
                 sources = seen if not flat_probes else flat_probes
                 for key, t in zip(observed, sources):
                     g = by_tensor.get(id(t))

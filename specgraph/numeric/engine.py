@@ -205,6 +205,7 @@ class NativeExecution(Execution):
             runner.context)
         self.observed: dict[Value, np.ndarray] = {}
         self.grads: dict[Value, np.ndarray] = {}
+        self.single: set[Value] = set()  # values one op of the program alone reads
         for v, native in natives.items():
             if native.key in obs.values:
                 array = native.canonical(obs.values[native.key])
@@ -212,11 +213,30 @@ class NativeExecution(Execution):
                     self.observed[v] = array
                     if native.key in obs.grads:
                         self.grads[v] = native.canonical(obs.grads[native.key])
+                    if native.key in obs.single_reader:
+                        self.single.add(v)
+        for name, v in zip(graph.input_names, graph.inputs):
+            if name in obs.input_grads:
+                g = obs.input_grads[name]
+                perm = model.input_layouts.get(name)
+                self.grads[v] = g if perm is None else np.transpose(g, perm)
         layouts = model.output_layouts
         self.native_outputs = {
             k: np.transpose(a, np.argsort(layouts[k])) if k in layouts else a
             for k, a in obs.outputs.items()}
         self.native_param_grads = prog.canonical_param_grads(model, obs.param_grads)
+
+    def _share(self, v: Value) -> Any:
+        """The whole gradient at ``v`` where one node alone reads it (its share), else None
+        (the program gives totals, not one reader's part of them)."""
+        g = self.graph
+        if len(g.consumers(v)) != 1 or v in g.outputs:
+            return None
+        name = g.param_name(v)
+        if name is None and v not in self.single and v not in g.inputs:
+            return None  # the program's gradient there may gather other readers' shares
+        grad = self.native_param_grads.get(name) if name is not None else self.grads.get(v)
+        return None if grad is None else self.runner.put(grad, v.dtype)
 
     def host_value(self, v: Value) -> np.ndarray | None:
         """The side's own value ``v`` on the host: observed, a parameter, an input or a
@@ -265,10 +285,7 @@ class NativeExecution(Execution):
             octs = [put(self.grads[v], v.dtype) if v in self.grads else None
                     for v in node.outputs]
             if on_node is not None and any(c is not None for c in octs):
-                shares = [put(self.grads[v], v.dtype)
-                          if v in self.grads and v not in names and len(g.consumers(v)) == 1
-                          and v not in g.outputs else None for v in node.inputs]
-                on_node(index, node, octs, shares)
+                on_node(index, node, octs, [self._share(v) for v in node.inputs])
             for v in done_at.get(index, ()):
                 if names[v] in self.native_param_grads:
                     on_param(names[v], put(self.native_param_grads[names[v]],  # type: ignore

@@ -316,7 +316,8 @@ class Localizer:
         native = self.native_rhs
         rg = self.p.rhs
         if native is not None and all(
-                v in native.grads and len(rg.consumers(v)) == 1 for v in b.inputs
+                v in native.grads and len(rg.consumers(v)) == 1 and v in native.single
+                for v in b.inputs
                 if rg.param_name(v) is None and v.dtype.startswith(("float", "bfloat"))):
             # rhs's own program's gradients at this layer's inputs (it alone reads them)
             rshares = [native.grads.get(v) if rg.param_name(v) is None else None

@@ -305,9 +305,11 @@ class PairedRun:
                                     if h is not None)
             return
         a = self.p.lhs.nodes[i]
-        # the output gradients were measured as the shares of the readers that sent them
-        oct_ok = s.options.isolated or all(rec.shares_agree.get(v, True)
-                                           for v in node.outputs)
+        # the output gradients were measured as the shares of the readers that sent them;
+        # rhs's own program gives totals, not shares: those are measured here, whole
+        oct_ok = s.options.isolated or (
+            self._octs_agree(i, node, octs) if self.localizer.native_rhs is not None
+            else all(rec.shares_agree.get(v, True) for v in node.outputs))
         if self._moves_data_alike(a, node) and oct_ok:
             rec.shares_agree.update((v, True) for v in node.inputs)
             return
@@ -324,6 +326,21 @@ class PairedRun:
         local = oct_ok and rec.inputs_agree.get(j, False) and not (fwd and fwd.diverges)
         if most.diverges and local:
             self.localizer.backward(j, most, tol, floor)
+
+    def _octs_agree(self, i: int, node: Node, octs: Sequence[Any]) -> bool:
+        """Whether the gradients that reached rhs node ``node``'s outputs (its own
+        program's) agree with those that reached lhs node ``i``'s (unknown: no)."""
+        for k, (v, c) in enumerate(zip(node.outputs, octs)):
+            if c is None:
+                continue
+            want = self.lhs.output_gradient(i, k) if k < len(self.p.lhs.nodes[i].outputs) \
+                else None
+            if want is None:
+                return False
+            tol = self.s.tol(node, backward=True)
+            if self.ax.measure(want, self.ax.keep(self.s.rrun, c), tol).diverges:
+                return False
+        return True
 
     def _share_stats(self, i: int, node: Node, slot: int, kept: Any, tol: Tolerance,
                      floor: float) -> Stats | None:

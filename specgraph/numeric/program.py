@@ -33,12 +33,17 @@ class Observation:
         values: each requested native key's value (NumPy, native layout).
         grads: the loss's gradient at each requested key that a gradient reaches.
         param_grads: each parameter's gradient by graph parameter name (native layout).
+        input_grads: each floating input's gradient by graph input name (native layout).
+        single_reader: the observed keys whose value one op of the program alone reads (the
+            gradient there is that op's whole share).
     """
 
     outputs: dict[str, np.ndarray]
     values: dict[Hashable, np.ndarray] = field(default_factory=dict)
     grads: dict[Hashable, np.ndarray] = field(default_factory=dict)
     param_grads: dict[str, np.ndarray] = field(default_factory=dict)
+    input_grads: dict[str, np.ndarray] = field(default_factory=dict)
+    single_reader: set[Hashable] = field(default_factory=set)
 
 
 class NativeProgram(abc.ABC):

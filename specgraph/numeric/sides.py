@@ -65,7 +65,9 @@ class Sides:
     def native(self, side: str) -> Any:
         """The side's model when its own program gives the numbers, else None."""
         model = self.lhs_model if side == "lhs" else self.rhs_model
-        if not self.options.native or self.options.isolated or model is None:
+        context = self.options.lhs_context if side == "lhs" else self.options.rhs_context
+        if not self.options.native or self.options.isolated or model is None or \
+                context.dtype != "float32":  # programs run in float32 only, for now
             return None
         return model if model.program is not None else None
 
