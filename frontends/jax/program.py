@@ -167,6 +167,7 @@ class JaxProgram(NativeProgram):
         self._programs: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._bodies: dict[tuple[Key, frozenset[Key]], Callable[..., Any]] = {}
         self._located: dict[Hashable, tuple[Any, bool] | None] = {}
+        self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
 
     # --- keys ------------------------------------------------------------------------------
     def locate(self, key: Hashable) -> tuple[Any, bool] | None:
@@ -274,7 +275,7 @@ class JaxProgram(NativeProgram):
                                    for name, aval in zip(self.input_names, self.input_avals)],
                                   device)
             backward = cotangents is not None
-            probes = self._probes(observed) if backward else {}
+            probes = self._probes(observed, device) if backward else {}
             fn = self._function(observed, backward, context.mode)
             if not backward:
                 outs, seen = fn(params, args, probes)
@@ -287,15 +288,18 @@ class JaxProgram(NativeProgram):
         obs.grads = {k: to_numpy(g) for k, g in probe_grads.items()}
         return obs
 
-    def _probes(self, keys: Collection[Key]) -> dict[Key, Any]:
+    def _probes(self, keys: frozenset[Key], device: Any) -> dict[Key, Any]:
         """A probe of negative zeros for each floating value at ``keys`` outside custom
-        rules (where a gradient is taken)."""
-        probes = {}
-        for key in keys:
-            var, sealed = self.locate(key)  # type: ignore[misc]
-            if not sealed and _inexact(var.aval.dtype):
-                probes[key] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
-        return probes
+        rules (where a gradient is taken); made once per keys and device."""
+        memo = (keys, device)
+        if memo not in self._zeros:
+            probes = {}
+            for key in keys:
+                var, sealed = self.locate(key)  # type: ignore[misc]
+                if not sealed and _inexact(var.aval.dtype):
+                    probes[key] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
+            self._zeros[memo] = probes
+        return self._zeros[memo]
 
     def _cotangents(self, cotangents: Mapping[str, np.ndarray]) -> list[Any]:
         """One cotangent per floating output, in its dtype (zeros where none is given)."""
