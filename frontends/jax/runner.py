@@ -23,10 +23,10 @@ from specgraph.ir import Node
 from specgraph.numeric.runner import Context, OpFn, Pullback, Runner, RunnerError
 from specgraph.ops.dtypes import FLOAT_DTYPES
 
-__all__ = ["JaxRunner"]
+__all__ = ["JaxRunner", "jax_device", "MATMUL_PRECISION"]
 
 # jax.default_matmul_precision per Context.dtype: JAX's default on GPUs is TF32
-_MATMUL_PRECISION = {"float32": "highest", "tf32": "tensorfloat32", "bfloat16": "default",
+MATMUL_PRECISION = {"float32": "highest", "tf32": "tensorfloat32", "bfloat16": "default",
                      "float16": "default"}
 
 
@@ -110,6 +110,25 @@ def _pullback_program(fn: Callable[..., Any], float_in: tuple[int, ...], dtypes:
 _PROGRAMS: dict[Any, Any] = {}  # compiled per op, attributes (and shapes)
 
 
+def jax_device(device: str) -> Any:
+    """The JAX device for a context's ``device``: ``auto`` takes the first GPU if JAX has
+    one, else the CPU.
+
+    Raises:
+        RunnerError: ``cuda`` asked for where JAX sees no GPU.
+    """
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if device == "cpu" or (device == "auto" and not gpus):
+        return jax.devices("cpu")[0]
+    if not gpus:
+        raise RunnerError("the JAX runner was asked for --device cuda but JAX sees no GPU; "
+                          "install jax[cuda12] or pass --device cpu")
+    return gpus[0]
+
+
 class JaxRunner(Runner):
     """Runs canonical ops with JAX on the CPU or a GPU, eagerly or each op under jax.jit.
 
@@ -130,30 +149,17 @@ class JaxRunner(Runner):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
-        self.device = self._resolve_device(context.device)
+        self.device = jax_device(context.device)
         # compiled programs are shared by every runner of the process: a second comparison
         # (another seed, another pair) reuses them instead of compiling again
         self._compiled = _PROGRAMS
         self._wide: dict[int, weakref.ref] = {}  # ids of int32 tensors that are int64 values
         self._last: Any = None
 
-    @staticmethod
-    def _resolve_device(device: str) -> Any:
-        try:
-            gpus = jax.devices("gpu")
-        except RuntimeError:
-            gpus = []
-        if device == "cpu" or (device == "auto" and not gpus):
-            return jax.devices("cpu")[0]
-        if not gpus:
-            raise RunnerError("the JAX runner was asked for --device cuda but JAX sees no GPU; "
-                              "install jax[cuda12] or pass --device cpu")
-        return gpus[0]
-
     def _scope(self) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
         stack.enter_context(jax.default_device(self.device))
-        stack.enter_context(jax.default_matmul_precision(_MATMUL_PRECISION[self.context.dtype]))
+        stack.enter_context(jax.default_matmul_precision(MATMUL_PRECISION[self.context.dtype]))
         return stack
 
     # --- tensors -------------------------------------------------------------------------

@@ -13,7 +13,9 @@ traceback.
 
 The framework's own outputs (``TracedModel.outputs``) are computed when they are first
 read, by JAX running the traced program once under ``jax.jit``: tracing costs one
-``make_jaxpr``, and one compilation is faster than compiling every primitive eagerly.
+``make_jaxpr``, and one compilation is faster than compiling every primitive eagerly. The
+closed jaxpr itself is the TracedModel's ``program`` (``program.JaxProgram``), run again
+and observed at the keys the graph's natives name.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.table import join
 from specgraph.frontends.jax import layers, ops, shape_ops
+from specgraph.frontends.jax.program import JaxProgram
 from specgraph.frontends.jax.walk import JaxprConverter, to_numpy
 from specgraph.model import LazyOutputs, TracedModel
 
@@ -175,7 +178,13 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     flat = [*param_arrays, *program.arrays()]
     outputs = LazyOutputs(lambda: _own_outputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat),
                                                output_names, reference), output_names)
-    return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native)
+    steps, shapes = converter.native_layouts()
+    own = JaxProgram(closed, names, param_arrays, program.input_names, output_names,
+                     trained=graph.params)
+    return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native,
+                       program=own,
+                       param_layouts={k: v for k, v in steps.items() if k in graph.params},
+                       param_shapes={k: v for k, v in shapes.items() if k in graph.params})
 
 
 def _numbers_as_arrays(params: Any) -> Any:

@@ -4,6 +4,12 @@
 each jaxpr variable (``value``), constants known at trace time (``known``), parameters in
 their canonical layout (``weight``: a layout is a permutation of the native axes), and
 ``emit`` / ``opaque`` to add nodes with the equation's scope, source and origin.
+
+Each IR value bound to an equation's output is recorded as the native value it equals
+(``GraphBuilder.native``) under a key that names that output as one occurrence in the
+program: the path of equation indices through the inlined calls, then the output index
+(``(12, 3, 0)``: output 0 of equation 3 of the body called by equation 12 of the top-level
+jaxpr). ``specgraph.frontends.jax.program`` observes the program at these keys.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from specgraph.frontends._common.table import Converter
 from specgraph.frontends.jax import fusion
 from specgraph.ir import DTYPES, Graph, Value, prune
 
-__all__ = ["JaxprConverter", "Folder", "LayoutHint", "SCOPE_MARK", "source", "dtype_name",
-           "to_numpy"]
+__all__ = ["JaxprConverter", "Folder", "LayoutHint", "SCOPE_MARK", "CALL_JAXPR_PARAMS",
+           "SEALED_BODIES", "source", "dtype_name", "to_numpy"]
 
 # A NumPy version of a primitive that plumbs small constants (index arithmetic, pad values):
 # its result is known at trace time, for converters that need a static value.
@@ -48,6 +54,11 @@ CALL_JAXPR_PARAMS = {
     "custom_vjp_call_jaxpr": "fun_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr",
     "remat": "jaxpr", "named_call": "call_jaxpr",
 }
+# Bodies the program runs as a whole (custom differentiation rules; a branch of a cond):
+# a value inside one is observed without a gradient or not at all, so the call's own
+# outputs keep the key of the calling equation (see ``JaxprConverter.record``).
+SEALED_BODIES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
+                           "cond"})
 
 
 def _internal_dirs() -> tuple[str, ...]:
@@ -137,6 +148,9 @@ class JaxprConverter(BaseConverter):
         self.outer_source = ""
         self.index = 0
         self.skip_next = False
+        self.path: tuple[int, ...] = ()  # equation indices of the calls being walked
+        self.sealed = 0  # how many of them are SEALED_BODIES
+        self.natives: dict[Value, tuple[int, tuple[int, ...]]] = {}  # (sealed, key)
 
     # --- the walk ------------------------------------------------------------------------
     def convert(self, closed: ClosedJaxpr, output_names: Sequence[str]) -> tuple[Graph, dict]:
@@ -155,6 +169,8 @@ class JaxprConverter(BaseConverter):
         outs = self.walk(jaxpr, consts, args, None)
         for name, out in zip(output_names, outs):
             self.b.output(name, self.resolve(out))
+        for value, (_, key) in self.natives.items():
+            self.b.native(value, key)
         graph = prune(self.b.build())
         order = {name: i for i, name in enumerate(self.param_names)}
         params = dict(sorted(graph.params.items(), key=lambda kv: order[kv[0]]))
@@ -168,9 +184,11 @@ class JaxprConverter(BaseConverter):
         returns what its outvars are bound to."""
         caller = self.eqn
         saved = (self.env, self.static, self.prefix, self.eqns, self.index, self.jaxpr,
-                 self.outer_source, self.skip_next)
+                 self.outer_source, self.skip_next, self.path, self.sealed)
         if caller is not None:
             self.outer_source = self.where()["source"]
+            self.path = (*self.path, self.index)
+            self.sealed += caller.primitive.name in SEALED_BODIES
         env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
         self.env, self.static, self.prefix = env, {}, prefix
@@ -183,7 +201,7 @@ class JaxprConverter(BaseConverter):
             return [self.atom(v) for v in jaxpr.outvars]
         finally:
             (self.env, self.static, self.prefix, self.eqns, self.index, self.jaxpr,
-             self.outer_source, self.skip_next) = saved
+             self.outer_source, self.skip_next, self.path, self.sealed) = saved
             self.eqn, self._where = caller, None
 
     def step(self, eqns: Sequence[Any], i: int) -> int:
@@ -192,6 +210,7 @@ class JaxprConverter(BaseConverter):
         name = eqn.primitive.name
         fused = fusion.match_window(self, eqns, i)
         if fused is not None:
+            self.record(fused - 1)
             return fused
         if name in CALL_JAXPR_PARAMS:
             outs = fusion.named_call(self) or self.inline(eqn)
@@ -202,9 +221,24 @@ class JaxprConverter(BaseConverter):
             else:
                 outs = self.evaluate(eqn) or self.opaque()
         self.bind(eqn.outvars, outs)
+        self.record(i + 1 if self.skip_next else i)  # a fused pair stands for the second
         if name in self.folders:
             self.fold(eqn)
         return i + 2 if self.skip_next else i + 1
+
+    def record(self, index: int) -> None:
+        """Record the outputs of equation ``index`` of the jaxpr being walked as natives of
+        the IR values bound to them (where the shapes agree). A value bound to several
+        outputs keeps the first key, except that a key outside a sealed body beats one
+        inside (a custom-rule call's output is the call's, where its gradient is seen)."""
+        eqn = self.eqns[index]
+        for k, var in enumerate(eqn.outvars):
+            value = self.env.get(var)
+            if not isinstance(value, Value) or value.shape != tuple(var.aval.shape):
+                continue
+            held = self.natives.get(value)
+            if held is None or self.sealed < held[0]:
+                self.natives[value] = (self.sealed, (*self.path, index, k))
 
     def fold(self, eqn: Any) -> None:
         """Record the value of ``eqn``'s output when its inputs are known and it is small."""

@@ -148,14 +148,18 @@ class Rewriter:
 
     def _natives(self) -> dict[Value, Native]:
         """The graph's natives carried to the values that replaced theirs (a replacement
-        computes the same value: a raised layer stands for the region's output), then
-        through transposes."""
+        of the same shape computes the same value: a raised layer stands for the region's
+        output; one of another shape, a broadcast's source standing for it, does not), then
+        through transposes; those of values the rewrite dropped go with them."""
         natives = dict(self.graph.natives)
         for old in self.subst:
             native = natives.get(old)
-            if native is not None:
-                natives.setdefault(self.resolve(old), native)
-        return complete_natives(self.nodes, natives)
+            new = self.resolve(old)
+            if native is not None and new.shape == old.shape:
+                natives.setdefault(new, native)
+        g = self.graph
+        present = {*g.inputs, *g.params.values(), *(v for n in self.nodes for v in n.outputs)}
+        return complete_natives(self.nodes, {v: n for v, n in natives.items() if v in present})
 
 
 Rule = Callable[[Rewriter, Node], bool]

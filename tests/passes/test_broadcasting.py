@@ -101,3 +101,17 @@ def test_promotion_kept_where_the_leading_axes_show() -> None:
     }
     for name, build in cases.items():
         assert _reshapes(canonicalize(_graph(build))) == 1, name
+
+
+def test_a_dropped_promotion_leaves_its_native_behind() -> None:
+    """The native value of the [1, 4, 8] promotion is no native of the [4, 8] value that
+    stands for it once the reshape is dropped; the sum keeps its own."""
+    def build(b: GraphBuilder, x: Value, up: Value) -> dict[str, Value]:
+        y = _add(b, x, up)
+        b.native(up, "promoted")
+        b.native(y, "sum")
+        return {"y": y}
+
+    g = canonicalize(_graph(build))
+    assert _reshapes(g) == 0
+    assert {v.shape: n.key for v, n in g.natives.items()} == {(2, 4, 8): "sum"}

@@ -1,0 +1,316 @@
+"""The JAX model's own program: its closed jaxpr, run again with JAX's primitives and observed.
+
+``JaxProgram.observe`` evaluates the jaxpr the frontend traced equation by equation, binding
+each primitive as ``jax.core.eval_jaxpr`` does, so what runs is the model's own formula (a
+Flax LayerNorm's E[x²]−E[x]² stays that), not a canonical kernel. A key
+(``specgraph.frontends.jax.walk``) names one equation's output by the path of equation
+indices through the calls the walk inlined; the evaluation goes into a call only where a key
+lies inside it and binds every other equation whole:
+
+* a ``jit`` body is evaluated under ``jax.jit`` of its own (one XLA computation, as the
+  model's own call is), other calls (``closed_call``, ``remat``...) in line;
+* a ``custom_jvp_call`` / ``custom_vjp_call`` is bound whole, so its outputs and the
+  gradients through it come from the model's own rules; the values inside it are observed
+  by evaluating its body once more on the same operands, outside differentiation: they have
+  no gradient;
+* a ``cond`` is bound whole: values inside its branches are not observed.
+
+Gradients. Each observed floating value gets a zero probe added (``x + p``, ``p`` negative
+zeros: ``x + (-0.0)`` is ``x`` bit for bit, signed zeros included); ``jax.vjp`` of
+(parameters, probes) -> outputs with the output cotangents gives the parameters' gradients
+and, at each probe, the gradient at that value. Eager mode runs all of this op by op, as
+``apply_fn(params, *inputs)`` runs without ``jax.jit``; compiled mode runs it as one
+``jax.jit`` program, compiled once per set of keys (and shapes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
+
+from specgraph.frontends.jax.runner import MATMUL_PRECISION, jax_device
+from specgraph.frontends.jax.walk import CALL_JAXPR_PARAMS, SEALED_BODIES, to_numpy
+from specgraph.numeric.program import NativeProgram, Observation
+from specgraph.numeric.runner import Context, RunnerError
+
+__all__ = ["JaxProgram"]
+
+Key = tuple[int, ...]
+_COMPILED_CALLS = frozenset({"jit", "pjit"})  # bodies that run as one XLA computation
+_PRECISIONS = ("float32", "tf32")  # the program keeps its own dtypes: no other storage
+
+
+def _inexact(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.inexact))
+
+
+def _body(eqn: Any) -> tuple[Jaxpr, Sequence[Any]]:
+    """The jaxpr a call equation runs and its constants."""
+    body = eqn.params[CALL_JAXPR_PARAMS[eqn.primitive.name]]
+    if isinstance(body, ClosedJaxpr):
+        return body.jaxpr, body.consts
+    return body, ()
+
+
+def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
+    """``eqn``'s primitive applied to ``invals``, as ``jax.core.eval_jaxpr`` applies it."""
+    params = eqn.primitive.get_bind_params(eqn.params)
+    subfuns: Sequence[Any] = ()
+    if isinstance(params, tuple):  # JAX before 0.7: (subfuns, params)
+        subfuns, params = params
+    ctx = getattr(eqn, "ctx", None)
+    with ctx.manager if ctx is not None else contextlib.nullcontext():
+        out = eqn.primitive.bind(*subfuns, *invals, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+class _Evaluation:
+    """One evaluation of a jaxpr that records the values at ``keys`` (adding the probe of
+    each that has one) into ``seen``.
+
+    Args:
+        program: the program (for its compiled call bodies).
+        keys: the keys to observe at or below the jaxpr evaluated.
+        probes: zero probes by key, for the observed values that get a gradient.
+    """
+
+    def __init__(self, program: JaxProgram, keys: frozenset[Key],
+                 probes: Mapping[Key, Any]) -> None:
+        self.program = program
+        self.keys = keys
+        self.inside = frozenset(k[:j] for k in keys for j in range(1, len(k) - 1))
+        self.probes = probes
+        self.seen: dict[Key, Any] = {}
+
+    def run(self, jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any],
+            path: Key) -> list[Any]:
+        env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+
+        def read(v: Any) -> Any:
+            return v.val if isinstance(v, Literal) else env[v]
+
+        for i, eqn in enumerate(jaxpr.eqns):
+            here = (*path, i)
+            invals = [read(v) for v in eqn.invars]
+            outs = self.call(eqn, invals, here) if here in self.inside else _bind(eqn, invals)
+            for k, (var, val) in enumerate(zip(eqn.outvars, outs)):
+                if isinstance(var, DropVar):
+                    continue
+                key = (*here, k)
+                if key in self.keys:
+                    if key in self.probes:
+                        val = val + self.probes[key]
+                    self.seen[key] = val
+                env[var] = val
+        return [read(v) for v in jaxpr.outvars]
+
+    def call(self, eqn: Any, invals: list[Any], here: Key) -> list[Any]:
+        """A call equation with keys inside (see the module docstring)."""
+        name = eqn.primitive.name
+        inner = frozenset(k for k in self.keys if k[:len(here)] == here)
+        if name in SEALED_BODIES:
+            outs = _bind(eqn, invals)
+            held = [jax.lax.stop_gradient(x) if _inexact(jnp.result_type(x)) else x
+                    for x in invals]
+            jaxpr, consts = _body(eqn)
+            side = _Evaluation(self.program, inner, {})
+            side.run(jaxpr, consts, held, here)
+            self.seen.update(side.seen)
+            return outs
+        probes = {k: p for k, p in self.probes.items() if k in inner}
+        if name in _COMPILED_CALLS:
+            outs, seen = self.program.compiled_body(eqn, here, inner)(invals, probes)
+        else:
+            outs, seen = self.program.evaluate(eqn, here, inner, invals, probes)
+        self.seen.update(seen)
+        return outs
+
+
+class JaxProgram(NativeProgram):
+    """A closed jaxpr of ``apply(params, *inputs)`` with the names the traced graph gives
+    its parameters (the leaves of ``params``, in order), inputs and outputs.
+
+    Args:
+        closed: the closed jaxpr; its invars are the parameters' leaves, then the inputs.
+        param_names: the graph name of each parameter leaf.
+        param_arrays: each leaf's own array (kept where ``observe`` is given no weight).
+        input_names: graph input names, in the order of the jaxpr's inputs.
+        output_names: graph output names, in the order of the jaxpr's outputs.
+        trained: the parameters whose gradients ``observe`` returns (the graph's).
+    """
+
+    framework = "jax"
+
+    def __init__(self, closed: ClosedJaxpr, param_names: Sequence[str],
+                 param_arrays: Sequence[Any], input_names: Sequence[str],
+                 output_names: Sequence[str], trained: Collection[str]) -> None:
+        self.closed = closed
+        self.param_names = list(param_names)
+        self.param_arrays = list(param_arrays)
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        invars = closed.jaxpr.invars
+        self.param_avals = [v.aval for v in invars[:len(self.param_names)]]
+        self.input_avals = [v.aval for v in invars[len(self.param_names):]]
+        self.trained = [i for i, (name, aval) in enumerate(zip(self.param_names,
+                                                               self.param_avals))
+                        if name in trained and _inexact(aval.dtype)]
+        self.floating_outputs = [i for i, v in enumerate(closed.jaxpr.outvars)
+                                 if _inexact(v.aval.dtype)]
+        self._programs: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._bodies: dict[tuple[Key, frozenset[Key]], Callable[..., Any]] = {}
+        self._located: dict[Hashable, tuple[Any, bool] | None] = {}
+        self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
+
+    # --- keys ------------------------------------------------------------------------------
+    def locate(self, key: Hashable) -> tuple[Any, bool] | None:
+        """The jaxpr variable ``key`` names and whether it lies in a custom-rule body
+        (observed without a gradient); None where the key names nothing observable."""
+        if key not in self._located:
+            self._located[key] = self._locate(key)
+        return self._located[key]
+
+    def _locate(self, key: Hashable) -> tuple[Any, bool] | None:
+        if not (isinstance(key, tuple) and len(key) >= 2
+                and all(type(k) is int and k >= 0 for k in key)):
+            return None
+        jaxpr, sealed = self.closed.jaxpr, False
+        for index in key[:-2]:
+            if index >= len(jaxpr.eqns):
+                return None
+            eqn = jaxpr.eqns[index]
+            name = eqn.primitive.name
+            if name not in CALL_JAXPR_PARAMS:  # a cond's branch among them
+                return None
+            sealed = sealed or name in SEALED_BODIES
+            jaxpr = _body(eqn)[0]
+        index, out = key[-2:]
+        if index >= len(jaxpr.eqns) or out >= len(jaxpr.eqns[index].outvars):
+            return None
+        var = jaxpr.eqns[index].outvars[out]
+        return None if isinstance(var, DropVar) else (var, sealed)
+
+    # --- bodies of calls with keys inside ---------------------------------------------------
+    def compiled_body(self, eqn: Any, here: Key, keys: frozenset[Key]) -> Callable[..., Any]:
+        """``(operands, probes) -> (outputs, observed)`` of a ``jit`` call's body, under
+        ``jax.jit`` (one per call site and keys, so eager runs compile it once)."""
+        memo = (here, keys)
+        if memo not in self._bodies:
+            def body(invals: list[Any], probes: dict[Key, Any]) -> tuple[list[Any], dict]:
+                return self.evaluate(eqn, here, keys, invals, probes)
+
+            self._bodies[memo] = jax.jit(body)
+        return self._bodies[memo]
+
+    def evaluate(self, eqn: Any, here: Key, keys: frozenset[Key], invals: Sequence[Any],
+                 probes: Mapping[Key, Any]) -> tuple[list[Any], dict[Key, Any]]:
+        """A call's body evaluated in line: its outputs and the values seen inside."""
+        jaxpr, consts = _body(eqn)
+        inner = _Evaluation(self, keys, probes)
+        outs = inner.run(jaxpr, consts, invals, here)
+        return outs, inner.seen
+
+    # --- the program -------------------------------------------------------------------------
+    def _function(self, keys: frozenset[Key], backward: bool, mode: str) -> Callable[..., Any]:
+        """(params, inputs, probes[, cotangents]) -> (outputs, observed[, grads]) for these
+        keys, under ``jax.jit`` in compiled mode (cached)."""
+        memo = (keys, backward, mode)
+        if memo in self._programs:
+            return self._programs[memo]
+        closed, trained, floating = self.closed, self.trained, self.floating_outputs
+
+        def forward(params: list[Any], inputs: list[Any], probes: dict[Key, Any]
+                    ) -> tuple[list[Any], dict[Key, Any]]:
+            evaluation = _Evaluation(self, keys, probes)
+            outs = evaluation.run(closed.jaxpr, closed.consts, [*params, *inputs], ())
+            return outs, evaluation.seen
+
+        def gradients(params: list[Any], inputs: list[Any], probes: dict[Key, Any],
+                      cts: list[Any]) -> tuple[list[Any], dict[Key, Any], list[Any], dict]:
+            def loss_side(wrt: list[Any], probed: dict[Key, Any]) -> tuple[list[Any], Any]:
+                full = list(params)
+                for i, w in zip(trained, wrt):
+                    full[i] = w
+                outs, seen = forward(full, inputs, probed)
+                return [outs[i] for i in floating], (outs, seen)
+
+            _, pull, (outs, seen) = jax.vjp(loss_side, [params[i] for i in trained], probes,
+                                            has_aux=True)
+            param_grads, probe_grads = pull(cts)
+            return outs, seen, param_grads, probe_grads
+
+        fn = gradients if backward else forward
+        if mode == "compiled":
+            fn = jax.jit(fn)
+        self._programs[memo] = fn
+        return fn
+
+    def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
+                keys: Collection[Hashable], cotangents: Mapping[str, np.ndarray] | None,
+                context: Context) -> Observation:
+        if context.dtype not in _PRECISIONS:
+            raise RunnerError(
+                f"the JAX program runs in its own dtypes only (float32, or tf32 matmuls); "
+                f"{context.dtype} is not supported yet: compare without --native")
+        missing = [name for name in self.input_names if name not in inputs]
+        if missing:
+            raise RunnerError(f"the JAX program needs inputs {missing}; got {sorted(inputs)}")
+        observed = frozenset(k for k in keys if self.locate(k) is not None)
+        device = jax_device(context.device)
+        with jax.default_device(device), \
+                jax.default_matmul_precision(MATMUL_PRECISION[context.dtype]):
+            params = jax.device_put(
+                [np.asarray(weights[name]).astype(aval.dtype, copy=False)
+                 if name in weights else own
+                 for name, aval, own in zip(self.param_names, self.param_avals,
+                                            self.param_arrays)], device)
+            args = jax.device_put([np.asarray(inputs[name]).astype(aval.dtype, copy=False)
+                                   for name, aval in zip(self.input_names, self.input_avals)],
+                                  device)
+            backward = cotangents is not None
+            probes = self._probes(observed, device) if backward else {}
+            fn = self._function(observed, backward, context.mode)
+            if not backward:
+                outs, seen = fn(params, args, probes)
+                return self._observation(outs, seen)
+            cts = self._cotangents(cotangents)
+            outs, seen, param_grads, probe_grads = fn(params, args, probes, cts)
+        obs = self._observation(outs, seen)
+        obs.param_grads = {self.param_names[i]: to_numpy(g)
+                           for i, g in zip(self.trained, param_grads)}
+        obs.grads = {k: to_numpy(g) for k, g in probe_grads.items()}
+        return obs
+
+    def _probes(self, keys: frozenset[Key], device: Any) -> dict[Key, Any]:
+        """A probe of negative zeros for each floating value at ``keys`` outside custom
+        rules (where a gradient is taken); made once per keys and device."""
+        memo = (keys, device)
+        if memo not in self._zeros:
+            probes = {}
+            for key in keys:
+                var, sealed = self.locate(key)  # type: ignore[misc]
+                if not sealed and _inexact(var.aval.dtype):
+                    probes[key] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
+            self._zeros[memo] = probes
+        return self._zeros[memo]
+
+    def _cotangents(self, cotangents: Mapping[str, np.ndarray]) -> list[Any]:
+        """One cotangent per floating output, in its dtype (zeros where none is given)."""
+        cts = []
+        for i in self.floating_outputs:
+            aval = self.closed.jaxpr.outvars[i].aval
+            ct = cotangents.get(self.output_names[i])
+            cts.append(jnp.zeros(aval.shape, aval.dtype) if ct is None
+                       else jnp.asarray(np.asarray(ct).astype(aval.dtype)))
+        return cts
+
+    def _observation(self, outs: Sequence[Any], seen: Mapping[Key, Any]) -> Observation:
+        return Observation(outputs={name: to_numpy(o) for name, o in zip(self.output_names, outs)},
+                           values={k: to_numpy(v) for k, v in seen.items()})
