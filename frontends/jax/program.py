@@ -168,6 +168,7 @@ class JaxProgram(NativeProgram):
         self._bodies: dict[tuple[Key, frozenset[Key]], Callable[..., Any]] = {}
         self._located: dict[Hashable, tuple[Any, bool] | None] = {}
         self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
+        self._single: dict[Key, bool] = {}
 
     # --- keys ------------------------------------------------------------------------------
     def locate(self, key: Hashable) -> tuple[Any, bool] | None:
@@ -232,19 +233,25 @@ class JaxProgram(NativeProgram):
             outs = evaluation.run(closed.jaxpr, closed.consts, [*params, *inputs], ())
             return outs, evaluation.seen
 
+        fed = [i for i, aval in enumerate(self.input_avals) if _inexact(aval.dtype)]
+
         def gradients(params: list[Any], inputs: list[Any], probes: dict[Key, Any],
-                      cts: list[Any]) -> tuple[list[Any], dict[Key, Any], list[Any], dict]:
-            def loss_side(wrt: list[Any], probed: dict[Key, Any]) -> tuple[list[Any], Any]:
-                full = list(params)
+                      cts: list[Any]) -> tuple[list[Any], dict[Key, Any], list[Any], dict,
+                                               list[Any]]:
+            def loss_side(wrt: list[Any], wrt_in: list[Any], probed: dict[Key, Any]
+                          ) -> tuple[list[Any], Any]:
+                full, ins = list(params), list(inputs)
                 for i, w in zip(trained, wrt):
                     full[i] = w
-                outs, seen = forward(full, inputs, probed)
+                for i, x in zip(fed, wrt_in):
+                    ins[i] = x
+                outs, seen = forward(full, ins, probed)
                 return [outs[i] for i in floating], (outs, seen)
 
-            _, pull, (outs, seen) = jax.vjp(loss_side, [params[i] for i in trained], probes,
-                                            has_aux=True)
-            param_grads, probe_grads = pull(cts)
-            return outs, seen, param_grads, probe_grads
+            _, pull, (outs, seen) = jax.vjp(loss_side, [params[i] for i in trained],
+                                            [inputs[i] for i in fed], probes, has_aux=True)
+            param_grads, input_grads, probe_grads = pull(cts)
+            return outs, seen, param_grads, probe_grads, input_grads
 
         fn = gradients if backward else forward
         if mode == "compiled":
@@ -281,11 +288,13 @@ class JaxProgram(NativeProgram):
                 outs, seen = fn(params, args, probes)
                 return self._observation(outs, seen)
             cts = self._cotangents(cotangents)
-            outs, seen, param_grads, probe_grads = fn(params, args, probes, cts)
+            outs, seen, param_grads, probe_grads, input_grads = fn(params, args, probes, cts)
         obs = self._observation(outs, seen)
         obs.param_grads = {self.param_names[i]: to_numpy(g)
                            for i, g in zip(self.trained, param_grads)}
         obs.grads = {k: to_numpy(g) for k, g in probe_grads.items()}
+        fed = [i for i, aval in enumerate(self.input_avals) if _inexact(aval.dtype)]
+        obs.input_grads = {self.input_names[i]: to_numpy(g) for i, g in zip(fed, input_grads)}
         return obs
 
     def _probes(self, keys: frozenset[Key], device: Any) -> dict[Key, Any]:
@@ -313,4 +322,21 @@ class JaxProgram(NativeProgram):
 
     def _observation(self, outs: Sequence[Any], seen: Mapping[Key, Any]) -> Observation:
         return Observation(outputs={name: to_numpy(o) for name, o in zip(self.output_names, outs)},
-                           values={k: to_numpy(v) for k, v in seen.items()})
+                           values={k: to_numpy(v) for k, v in seen.items()},
+                           single_reader={k for k in seen if self._single_reader(k)})
+
+    def _single_reader(self, key: Key) -> bool:
+        """Whether one equation of its own jaxpr alone reads the value at ``key`` (a value
+        a body returns is read outside it: not known to be single)."""
+        if key not in self._single:
+            self._single[key] = self._count_readers(key) == 1
+        return self._single[key]
+
+    def _count_readers(self, key: Key) -> int:
+        jaxpr = self.closed.jaxpr
+        for index in key[:-2]:
+            jaxpr = _body(jaxpr.eqns[index])[0]
+        var = jaxpr.eqns[key[-2]].outvars[key[-1]]
+        if any(v is var for v in jaxpr.outvars):
+            return 0
+        return sum(1 for eqn in jaxpr.eqns for v in eqn.invars if v is var)
