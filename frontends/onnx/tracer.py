@@ -1,9 +1,10 @@
 """ONNX frontend: an ``.onnx`` file (or a ``ModelProto``) onto the shared IR, run in onnxruntime.
 
 A file carries no example inputs, so ``trace_file`` makes seeded ones from the graph's input
-types (see ``make_inputs``). The model runs twice in onnxruntime on CPU: once as is, for
-the outputs users get, and once with optimizations off and every intermediate value as an
-extra output; that second run gives each value's exact static shape (ONNX shape inference
+types (see ``make_inputs``). Sparse constants are made dense first (``sparse``), so that
+onnxruntime computes them. The model runs twice in onnxruntime on CPU: once as is, for the
+outputs users get, and once with optimizations off and every intermediate value as an extra
+output; that second run gives each value's exact static shape (ONNX shape inference
 mis-sizes some ceil-mode pools) and the values of shape computations, which are folded into
 constants. Initializers become graph parameters under their own names, in canonical layout
 (a Gemm weight with ``transB=1`` is stored ``[in, out]``). ``scope`` comes from the PyTorch
@@ -26,7 +27,7 @@ import onnxruntime as ort
 
 from specgraph.errors import FactoryError, TraceError, first_line
 from specgraph.frontends._common.table import join
-from specgraph.frontends.onnx import external, ops, shape_ops
+from specgraph.frontends.onnx import external, ops, shape_ops, sparse
 from specgraph.frontends.onnx.convert import ELEM_TYPES, NUMPY_TYPES, Converter
 from specgraph.model import TracedModel
 
@@ -197,6 +198,12 @@ def _probe(model: onnx.ModelProto, inputs: dict[str, np.ndarray], reference: str
 
 
 def _trace(model: onnx.ModelProto, given: dict[str, Any], reference: str) -> TracedModel:
+    """Trace a model whose tensors are all loaded.
+
+    Sparse constants are made dense and local functions inlined first, so that onnxruntime
+    computes every value the walk reads.
+    """
+    model = sparse.densify(model, reference)
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
     inputs = make_inputs(model, given, reference=reference)
