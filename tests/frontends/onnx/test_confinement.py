@@ -85,8 +85,48 @@ def _if_subgraph(entries: dict[str, str]) -> onnx.ModelProto:
     return _model([N("If", ["cond"], ["y"], then_branch=then, else_branch=other)], [cond])
 
 
+def _loop_body(entries: dict[str, str], inner: list[onnx.NodeProto] | None = None
+               ) -> onnx.ModelProto:
+    """A Loop that runs once, its body adding W (kept in the body, or by ``inner`` nodes
+    that make ``t`` from ``v``) to the carried value."""
+    scalar = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [*(inner or [N("Add", ["v", "W"], ["t"])]), N("Identity", ["c"], ["c_out"]),
+         N("Identity", ["t"], ["v_out"])], "body",
+        [scalar("i", TensorProto.INT64, []), scalar("c", TensorProto.BOOL, []),
+         scalar("v", TensorProto.FLOAT, [2, 3])],
+        [scalar("c_out", TensorProto.BOOL, []), scalar("v_out", TensorProto.FLOAT, [2, 3])],
+        initializer=[] if inner else [_ext("W", W, entries)])
+    once = [numpy_helper.from_array(np.array(1, np.int64), "n"),
+            numpy_helper.from_array(np.array(True), "go")]
+    return _model([N("Loop", ["n", "go", "x"], ["y"], body=body)], inits=once)
+
+
+def _if_in_loop_body(entries: dict[str, str]) -> onnx.ModelProto:
+    out = helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3])
+    then = helper.make_graph([N("Add", ["v", "W"], ["u"])], "then", [], [out],
+                             initializer=[_ext("W", W, entries)])
+    other = helper.make_graph([N("Identity", ["v"], ["u"])], "else", [], [out])
+    return _loop_body(entries, [N("If", ["c"], ["t"], then_branch=then, else_branch=other)])
+
+
+def _scan_body(entries: dict[str, str]) -> onnx.ModelProto:
+    """A Scan over one step whose body adds W (kept in the body) to its state."""
+    info = helper.make_tensor_value_info
+    body = helper.make_graph([N("Add", ["s", "W"], ["s_out"])], "body",
+                             [info("s", TensorProto.FLOAT, [2, 3]),
+                              info("step", TensorProto.FLOAT, [])],
+                             [info("s_out", TensorProto.FLOAT, [2, 3])],
+                             initializer=[_ext("W", W, entries)])
+    steps = numpy_helper.from_array(np.zeros(1, np.float32), "steps")
+    return _model([N("Scan", ["x", "steps"], ["y"], body=body, num_scan_inputs=1)],
+                  inits=[steps])
+
+
 CARRIERS = {"initializer": _initializer, "function Constant": _function_constant,
-            "sparse Constant": _sparse_constant, "If subgraph": _if_subgraph}
+            "sparse Constant": _sparse_constant, "If subgraph": _if_subgraph,
+            "Loop body": _loop_body, "Scan body": _scan_body,
+            "If in a Loop body": _if_in_loop_body}
 OUTSIDE = "outside the model's folder; specgraph reads"
 HOSTILE = {  # name: (external data entries, or None for a link, the sentence expected)
     "parent": ({"location": "../secret.bin"}, OUTSIDE),
@@ -177,6 +217,11 @@ def test_the_sentence_names_where_the_tensor_is(tmp_path) -> None:
     path, _ = _layout(tmp_path / "if", "If subgraph", {"location": "/etc/passwd"})
     with pytest.raises(TraceError, match=r"initializer 'W' in the subgraph of attribute "
                                          r"'then_branch' of node '' \(If\) keeps its data"):
+        onnx_frontend.trace_file(path, reference=str(path))
+    path, _ = _layout(tmp_path / "loop", "If in a Loop body", {"location": "../secret.bin"})
+    with pytest.raises(TraceError, match=r"initializer 'W' in the subgraph of attribute "
+                                         r"'then_branch' of node '' \(If\) in the subgraph "
+                                         r"of attribute 'body' of node '' \(Loop\) keeps"):
         onnx_frontend.trace_file(path, reference=str(path))
 
 
