@@ -98,12 +98,12 @@ def load(model: onnx.ModelProto, folder: Path, reference: str) -> None:
         offset = _integer(info, "offset", label, reference)
         length = _integer(info, "length", label, reference)
         offset = offset or 0
-        length = size - offset if length is None else length
-        if offset + length > size:
+        if offset > size or length is not None and offset + length > size:
             raise TraceError(
                 f"{reference}: the external data of {label} (offset {offset}, length "
-                f"{length}) reaches past the end of {target.name}, which holds {size} bytes; "
-                "export the model again")
+                f"{'to the end' if length is None else length}) reaches past the end of "
+                f"{target.name}, which holds {size} bytes; export the model again")
+        length = size - offset if length is None else length
         with open(target, "rb") as handle:
             handle.seek(offset)
             tensor.raw_data = handle.read(length)

@@ -77,6 +77,10 @@ def trace_file(path: Path, *, reference: str, inputs: Mapping[str, Any] | None =
     if not model.HasField("graph") or model.ir_version == 0 or not model.graph.output:
         raise TraceError(f"{reference} is not a valid ONNX model: it has no graph with "
                          "outputs; export it again or pass the right file")
+    field = _not_text(model)
+    if field is not None:
+        raise TraceError(f"{reference} is not a valid ONNX model: {field} is not UTF-8 text; "
+                         "export it again or pass the right file")
     external.load(model, path.parent, reference)
     return _trace(model, dict(inputs or {}), reference, shapes=dict(shapes or {}),
                   shared_shapes=shared_shapes, advice="pass the sizes the model expects with "
@@ -96,6 +100,10 @@ def trace_model(model: Any, example_inputs: Any = None, *, reference: str = "<mo
     if not accepts(model):
         raise FactoryError(f"{reference}: expected an onnx.ModelProto, got "
                            f"{type(model).__name__}")
+    field = _not_text(model)
+    if field is not None:
+        raise FactoryError(f"{reference}: the model's {field} is not UTF-8 text; give every "
+                           "name and string field of the ModelProto as text")
     refs = external.external(model)
     if refs:
         raise TraceError(f"{reference}: the model keeps tensors in external files ({refs[0][0]} "
@@ -115,6 +123,30 @@ def _named_inputs(model: onnx.ModelProto, given: Any, reference: str) -> dict[st
         raise FactoryError(f"{reference}: {len(items)} example inputs for a model with "
                            f"{len(names)} inputs ({', '.join(names)}); pass one per input")
     return dict(zip(names, items))
+
+
+def _not_text(model: onnx.ModelProto) -> str | None:
+    """The first string field of ``model`` that holds no UTF-8 text, as a path such as
+    ``graph.input[0].name``; None if every one does.
+
+    The ONNX schema is proto2, which does not check UTF-8 when parsing: protobuf hands such
+    a field over as ``bytes`` where every other one is a ``str``.
+    """
+    stack: list[tuple[str, Any]] = [("", model)]
+    while stack:
+        path, message = stack.pop()
+        for field, value in message.ListFields():
+            if field.type not in (field.TYPE_STRING, field.TYPE_MESSAGE):
+                continue  # numbers and bytes (raw_data): nothing to decode
+            name = f"{path}.{field.name}" if path else field.name
+            items = list(enumerate(value)) if field.is_repeated else [(None, value)]
+            for index, item in items:
+                where = name if index is None else f"{name}[{index}]"
+                if field.type == field.TYPE_STRING and not isinstance(item, str):
+                    return where
+                if field.type == field.TYPE_MESSAGE:
+                    stack.append((where, item))
+    return None
 
 
 # --- onnxruntime -------------------------------------------------------------------------
@@ -166,7 +198,12 @@ def _trace(model: onnx.ModelProto, given: dict[str, Any], reference: str, *,
     """
     model = sparse.densify(model, reference)
     if model.functions:
-        model = onnx.inliner.inline_local_functions(model)
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as err:  # onnx's inliner refuses recursive or malformed functions
+            raise TraceError(f"{reference}: onnx cannot inline the model's local functions: "
+                             f"{first_line(err)}; check it with onnx.checker.check_model"
+                             ) from err
     shapes = dict(shapes or {})
     inputs = make_inputs(model, given, shapes=shapes, shared_shapes=shared_shapes,
                          reference=reference)

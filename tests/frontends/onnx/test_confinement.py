@@ -20,22 +20,12 @@ from specgraph.cli import main
 from specgraph.errors import TraceError
 from specgraph.frontends import onnx as onnx_frontend
 from specgraph.frontends.onnx import external
+from tests.frontends.onnx import opens
 
 N = helper.make_node
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
 SECRET = np.full(6, 99, np.float32).tobytes()
-
-_opened: list[str] | None = None
-
-
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], (str, bytes, Path)):
-        _opened.append(os.fsdecode(args[0]))
-
-
-sys.addaudithook(_audit)  # hooks cannot be removed; it records only while _opened is a list
-
 
 def _ext(name: str, array: np.ndarray, entries: dict[str, str]) -> TensorProto:
     """``array`` as a tensor whose data is said to lie in another file."""
@@ -134,6 +124,8 @@ HOSTILE = {  # name: (external data entries, or None for a link, the sentence ex
     "symlink": ({"location": "link.bin"}, OUTSIDE),
     "nul": ({"location": "w.bin\0/../../secret.bin"}, OUTSIDE),
     "huge length": ({"location": "w.bin", "length": str(10**30)}, "reaches past the end"),
+    "huge offset": ({"location": "w.bin", "offset": str(10**30)},
+                    r"\(offset 10{30}, length to the end\) reaches past the end of w.bin"),
     "length past end": ({"location": "w.bin", "offset": "8", "length": "24"},
                         r"\(offset 8, length 24\) reaches past the end of w.bin, which holds 24"),
     "non-numeric offset": ({"location": "w.bin", "offset": "abc"},
@@ -163,7 +155,6 @@ def _layout(tmp_path: Path, carrier: str, entries: dict[str, str]) -> tuple[Path
 @pytest.fixture
 def watched(monkeypatch):
     """Files Python opens, and a check that every model onnxruntime gets is self-contained."""
-    global _opened
     real = onnxruntime.InferenceSession
 
     def session(model, *args, **kwargs):
@@ -172,9 +163,8 @@ def watched(monkeypatch):
         return real(model, *args, **kwargs)
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", session)
-    _opened = []
-    yield _opened
-    _opened = None
+    with opens.recording() as opened:
+        yield opened
 
 
 def _outside(opened: list[str], tmp_path: Path, folder: Path) -> list[str]:
