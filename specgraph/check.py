@@ -8,7 +8,7 @@ framework up itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specgraph.align import align
@@ -16,7 +16,7 @@ from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
 from specgraph.grouping import group_repeated
-from specgraph.loading import trace
+from specgraph.loading import check_shapes, trace
 from specgraph.model import TracedModel
 from specgraph.numeric.compare import compare_numeric
 from specgraph.numeric.feeds import transfer_weights
@@ -55,10 +55,11 @@ def _check_inputs(lhs: TracedModel, rhs: TracedModel) -> None:
 
 
 def _prepare(model: str | TracedModel, name: str, raw: bool,
-             say: Callable[[str], None], batch: int | None = None) -> TracedModel:
+             say: Callable[[str], None], batch: int | None = None,
+             shapes: Mapping[str, Sequence[int]] | None = None) -> TracedModel:
     if isinstance(model, str):
         say(f"tracing {name} {model}")
-        model = trace(model, batch=batch)
+        model = trace(model, batch=batch, shapes=shapes, shared_shapes=True)
     if not raw:
         say(f"canonicalizing {name} ({len(model.graph)} nodes)")
         model = canonicalize_model(model)
@@ -91,7 +92,7 @@ def compare_structure(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bo
 
 def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both",
             raw: bool = False, options: NumericOptions | None = None,
-            batch: int | None = None,
+            batch: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
             progress: Callable[[str], None] | None = None) -> DiffReport:
     """Compare two implementations of a model: structure, then numbers.
 
@@ -107,14 +108,17 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
         raw: compare the graphs as traced, without canonicalization.
         options: how to compare numbers (seeds, contexts, tolerances, a repro folder...).
         batch: trace model references with their example inputs resized to this batch.
+        shapes: sizes of inputs by name for the ``.onnx`` references (``--input-shape``),
+            each for whichever side has an input of that name.
         progress: called with a line of text at each step (for a terminal).
 
     Returns:
         The report; ``bool(report)`` is True when the models are equivalent.
 
     Raises:
-        SpecgraphError: a side failed to trace or run, the models take different inputs, or
-            (in ``numbers`` mode) weights cannot be moved.
+        SpecgraphError: a side failed to trace or run, the models take different inputs,
+            ``shapes`` name no input of an ``.onnx`` side, or (in ``numbers`` mode) weights
+            cannot be moved.
 
     Example:
         >>> report = compare("examples/xor/model_torch.py:correct",
@@ -125,8 +129,12 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is none of {', '.join(MODES)}")
     say = progress or (lambda _: None)
-    left = _prepare(lhs, "lhs", raw, say, batch)
-    right = _prepare(rhs, "rhs", raw, say, batch)
+    references = [m for m in (lhs, rhs) if isinstance(m, str)]
+    shapes = dict(shapes or {})
+    check_shapes(shapes, references)
+    left = _prepare(lhs, "lhs", raw, say, batch, shapes)
+    right = _prepare(rhs, "rhs", raw, say, batch, shapes)
+    check_shapes(shapes, references, (left, right))
     _check_inputs(left, right)
     say("aligning and comparing structure")
     alignment = align(left.graph, right.graph)

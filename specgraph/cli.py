@@ -12,15 +12,17 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from specgraph import __version__
 from specgraph.errors import SpecgraphError, first_line
+from specgraph.limits import MAX_RANK, MAX_TENSOR_BYTES
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
 from specgraph.terminal import quiet_frameworks, stdout_to_stderr, strip_controls
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--raw", action="store_true",
                       help="show the graph as traced, before canonicalization")
     show.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _input_shape_argument(show, "")
     diff = sub.add_parser("diff", help="explain how two implementations of a model differ",
                           description="Trace LHS and RHS, canonicalize both, align them and "
                           "explain every difference. Exit 0: equivalent, 1: differences.")
@@ -91,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--raw", action="store_true",
                       help="compare the graphs as traced, before canonicalization")
     diff.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _input_shape_argument(diff, "; sizes the input NAME of each .onnx side that has one")
     diff.add_argument("--full", action="store_true",
                       help="show every row of the side-by-side view (identical runs are "
                            "folded otherwise)")
@@ -111,6 +115,53 @@ def _parser() -> argparse.ArgumentParser:
 MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
 MAX_SEED = 2**32 - 1  # what every framework's generator takes
 MAX_BATCH = 65_536  # examples per input; the inputs are repeated rows, the activations not
+
+
+def _input_shape_argument(parser: argparse.ArgumentParser, also: str) -> None:
+    parser.add_argument(
+        "--input-shape", action=_InputShapes, default={}, metavar="NAME=D1,D2,...",
+        help="the sizes of an .onnx model's input NAME, one per dimension, for the inputs "
+             f"specgraph makes (symbolic dimensions are 1 otherwise); repeatable{also}")
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D1,D2,...``: an input's name and at most MAX_RANK sizes from 1, together at
+    most MAX_TENSOR_BYTES elements (the bound holds in bytes once the dtype is known)."""
+    name, sep, sizes = text.rpartition("=")
+    parts = sizes.split(",")
+    if not sep or not name or not all(_SIZE.fullmatch(p) and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no NAME=D1,D2,...; pass an input's name and its sizes, whole "
+            "numbers from 1, e.g. x=8,3,224,224")
+    shape = tuple(int(p) for p in parts)
+    if len(shape) > MAX_RANK:
+        raise argparse.ArgumentTypeError(f"{text!r} gives {len(shape)} sizes; specgraph makes "
+                                         f"inputs of at most {MAX_RANK} dimensions")
+    if math.prod(shape) > MAX_TENSOR_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} makes {math.prod(shape):,} elements; an input specgraph makes holds at "
+            f"most {MAX_TENSOR_BYTES:,} bytes")
+    return name, shape
+
+
+_SIZE = re.compile(r"[0-9]{1,12}")
+
+
+class _InputShapes(argparse.Action):
+    """``--input-shape`` given any number of times: a dict by input name, each name once."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        try:
+            name, shape = _input_shape(values)
+        except argparse.ArgumentTypeError as err:
+            raise argparse.ArgumentError(self, str(err)) from None
+        shapes = dict(getattr(namespace, self.dest) or {})
+        if name in shapes:
+            raise argparse.ArgumentError(self, f"{name!r} is given twice; pass each input's "
+                                               "sizes once")
+        shapes[name] = shape
+        setattr(namespace, self.dest, shapes)
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -238,7 +289,8 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
-                     options=_numeric_options(args), batch=args.batch, progress=progress.step)
+                     options=_numeric_options(args), batch=args.batch,
+                     shapes=args.input_shape, progress=progress.step)
     report = accept(report, rules)
     for line in report.numeric.repro if report.numeric is not None else ():
         progress.step(line)
@@ -264,7 +316,7 @@ def _show(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     from specgraph.summary import summarize
 
     progress.step(f"tracing {args.model}")
-    traced = trace(args.model)
+    traced = trace(args.model, shapes=args.input_shape)
     if not args.raw:
         from specgraph.passes import canonicalize_model
 

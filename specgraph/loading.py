@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy as np
 from specgraph.errors import FactoryError, ModelReferenceError, TraceError, first_line
 from specgraph.model import TracedModel
 
-__all__ = ["trace", "call_factory", "parse_reference"]
+__all__ = ["trace", "check_shapes", "call_factory", "parse_reference"]
 
 _FORMS = "path/to/file.py:factory"
 
@@ -204,12 +204,18 @@ def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any,
     return (*items[:-1], resize(items[-1]))
 
 
-def trace(reference: str, *, batch: int | None = None) -> TracedModel:
+def trace(reference: str, *, batch: int | None = None,
+          shapes: Mapping[str, Sequence[int]] | None = None, shared_shapes: bool = False
+          ) -> TracedModel:
     """Trace the model that ``reference`` names into a TracedModel.
 
     Args:
         reference: ``path/to/file.py:factory``, an ``.onnx`` file or a paper spec ``.yaml``.
         batch: trace with the example inputs resized to this many examples.
+        shapes: sizes of an ``.onnx`` file's inputs by name (``--input-shape``).
+        shared_shapes: ``shapes`` are meant for either side of a diff: names this model
+            has no input of, and a factory reference, leave them aside (the caller checks
+            them with ``check_shapes``).
 
     Raises:
         SpecgraphError: the reference, the factory or the trace failed (one sentence).
@@ -224,7 +230,18 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
                                       f"not exist; pass the path of {fmt.describes}")
         if batch is not None:
             raise ModelReferenceError(f"model reference {reference!r}: {fmt.batch}")
+        if reference.endswith(".onnx"):
+            return frontends.trace_file(path, reference, shapes=shapes,
+                                        shared_shapes=shared_shapes)
+        if shapes and not shared_shapes:
+            raise ModelReferenceError(
+                f"model reference {reference!r}: --input-shape sizes the inputs of .onnx "
+                "files; a paper spec states its own sizes in dims:")
         return frontends.trace_file(path, reference)
+    if shapes and not shared_shapes:
+        raise ModelReferenceError(
+            f"model reference {reference!r}: --input-shape sizes the inputs of .onnx files, "
+            "and a factory's example inputs fix its own; return inputs of the sizes you want")
     kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)
@@ -236,3 +253,27 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
             f"model reference {reference!r}: the model returns no tensor (its forward "
             "returned None or an empty structure); return the outputs to compare")
     return traced
+
+
+def check_shapes(shapes: Mapping[str, Sequence[int]], references: Sequence[str],
+                 traced: Sequence[TracedModel] = ()) -> None:
+    """Refuse ``--input-shape`` sizes that no ``.onnx`` model among ``references`` can take:
+    before tracing (``traced`` empty) where none is an ``.onnx`` file, after it where a name
+    is an input of none of them.
+
+    Raises:
+        ModelReferenceError: one sentence naming the models and their inputs.
+    """
+    onnx_refs = [r for r in references if r.endswith(".onnx")]
+    if shapes and not onnx_refs:
+        raise ModelReferenceError(
+            f"--input-shape sizes the inputs of .onnx files, and {' and '.join(references)} "
+            f"{'is none' if len(references) == 1 else 'are none'}; a factory's example inputs "
+            "fix its own")
+    models = [t for t in traced if t.reference in onnx_refs]
+    for name in shapes if models else ():
+        if not any(name in t.inputs for t in models):
+            have = " or ".join(f"{t.reference} (inputs: {', '.join(t.inputs) or 'none'})"
+                               for t in models)
+            raise ModelReferenceError(f"--input-shape names {name!r}, which is no input of "
+                                      f"{have}; pass the name of an input")

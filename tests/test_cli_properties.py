@@ -37,6 +37,8 @@ _FLAGS = {
     "--mode": st.sampled_from(["eager", "compiled", "fast"]),
     "--lhs-context": st.sampled_from(["cpu,eager", "cpu,eager,float32", "gpu", "", ",,,"]),
     "--accept": st.sampled_from(["missing-op:*", "nope", "attr-mismatch:", ":x"]),
+    "--input-shape": st.sampled_from(["x=4,2", "x=0", "x", "=1", "x=1_0", "x=2,",
+                                      "x=" + "1," * 40 + "1", "x=99999999999999"]),
 }
 _SWITCHES = ["--no-numeric", "--numeric-only", "--no-transfer", "--no-backward",
              "--isolated", "--raw", "--full"]

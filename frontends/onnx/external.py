@@ -19,46 +19,59 @@ import onnx
 
 from specgraph.errors import TraceError
 
-__all__ = ["tensors", "external", "load"]
+__all__ = ["owners", "attributes", "tensors", "external", "load"]
 
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
-    """Every tensor stored anywhere in ``model``, each with a phrase saying where it is.
+Owner = onnx.GraphProto | onnx.FunctionProto
+
+
+def owners(model: onnx.ModelProto) -> Iterator[tuple[str, Owner]]:
+    """Every graph and function of ``model``, subgraphs at any depth included, each with a
+    phrase saying where it is ("" for the main graph).
 
     The walk is iterative, so deeply nested subgraphs cannot exhaust Python's recursion.
     """
-    stack: list[tuple[str, onnx.GraphProto | onnx.FunctionProto]] = [("", model.graph)]
+    stack: list[tuple[str, Owner]] = [("", model.graph)]
     stack += [(f" in function '{f.domain}.{f.name}'", f) for f in model.functions]
     for info in model.training_info:
         stack += [(" in a training graph", info.initialization),
                   (" in a training graph", info.algorithm)]
     while stack:
         where, owner = stack.pop()
+        yield where, owner
+        for attr, label in attributes(owner, where):
+            graphs = [attr.g] * attr.HasField("g") + list(attr.graphs)
+            stack += [(f" in the subgraph of {label}", g) for g in graphs]
+
+
+def attributes(owner: Owner, where: str) -> Iterator[tuple[onnx.AttributeProto, str]]:
+    """The attributes of ``owner``'s nodes (and a function's attribute defaults), each with
+    a phrase naming it."""
+    if isinstance(owner, onnx.FunctionProto):
+        for attr in owner.attribute_proto:
+            yield attr, f"default of attribute {attr.name!r}{where}"
+    for node in owner.node:
+        for attr in node.attribute:
+            yield attr, f"attribute {attr.name!r} of node {node.name!r} ({node.op_type}){where}"
+
+
+def tensors(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """Every tensor stored anywhere in ``model``, each with a phrase saying where it is."""
+    for where, owner in owners(model):
         if isinstance(owner, onnx.GraphProto):
             yield from ((f"initializer {t.name!r}{where}", t) for t in owner.initializer)
             for sparse in owner.sparse_initializer:
                 label = f"sparse initializer {sparse.values.name!r}{where}"
                 yield from ((label, t) for t in (sparse.values, sparse.indices))
-        else:
-            for attr in owner.attribute_proto:
-                yield from _attribute(attr, f"default of attribute {attr.name!r}{where}", stack)
-        for node in owner.node:
-            for attr in node.attribute:
-                label = f"attribute {attr.name!r} of node {node.name!r} ({node.op_type}){where}"
-                yield from _attribute(attr, label, stack)
-
-
-def _attribute(attr: onnx.AttributeProto, label: str, stack: list[tuple[str, onnx.GraphProto | onnx.FunctionProto]]
-               ) -> Iterator[tuple[str, onnx.TensorProto]]:
-    if attr.HasField("t"):
-        yield label, attr.t
-    yield from ((label, t) for t in attr.tensors)
-    sparse = [attr.sparse_tensor] * attr.HasField("sparse_tensor") + list(attr.sparse_tensors)
-    yield from ((label, t) for s in sparse for t in (s.values, s.indices))
-    graphs = [attr.g] * attr.HasField("g") + list(attr.graphs)
-    stack += [(f" in the subgraph of {label}", g) for g in graphs]
+        for attr, label in attributes(owner, where):
+            if attr.HasField("t"):
+                yield label, attr.t
+            yield from ((label, t) for t in attr.tensors)
+            sparse = [attr.sparse_tensor] * attr.HasField("sparse_tensor")
+            for s in (*sparse, *attr.sparse_tensors):
+                yield from ((label, t) for t in (s.values, s.indices))
 
 
 def external(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorProto]]:
@@ -85,12 +98,12 @@ def load(model: onnx.ModelProto, folder: Path, reference: str) -> None:
         offset = _integer(info, "offset", label, reference)
         length = _integer(info, "length", label, reference)
         offset = offset or 0
-        length = size - offset if length is None else length
-        if offset + length > size:
+        if offset > size or length is not None and offset + length > size:
             raise TraceError(
                 f"{reference}: the external data of {label} (offset {offset}, length "
-                f"{length}) reaches past the end of {target.name}, which holds {size} bytes; "
-                "export the model again")
+                f"{'to the end' if length is None else length}) reaches past the end of "
+                f"{target.name}, which holds {size} bytes; export the model again")
+        length = size - offset if length is None else length
         with open(target, "rb") as handle:
             handle.seek(offset)
             tensor.raw_data = handle.read(length)

@@ -20,22 +20,12 @@ from specgraph.cli import main
 from specgraph.errors import TraceError
 from specgraph.frontends import onnx as onnx_frontend
 from specgraph.frontends.onnx import external
+from tests.frontends.onnx import opens
 
 N = helper.make_node
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
 SECRET = np.full(6, 99, np.float32).tobytes()
-
-_opened: list[str] | None = None
-
-
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], (str, bytes, Path)):
-        _opened.append(os.fsdecode(args[0]))
-
-
-sys.addaudithook(_audit)  # hooks cannot be removed; it records only while _opened is a list
-
 
 def _ext(name: str, array: np.ndarray, entries: dict[str, str]) -> TensorProto:
     """``array`` as a tensor whose data is said to lie in another file."""
@@ -85,8 +75,48 @@ def _if_subgraph(entries: dict[str, str]) -> onnx.ModelProto:
     return _model([N("If", ["cond"], ["y"], then_branch=then, else_branch=other)], [cond])
 
 
+def _loop_body(entries: dict[str, str], inner: list[onnx.NodeProto] | None = None
+               ) -> onnx.ModelProto:
+    """A Loop that runs once, its body adding W (kept in the body, or by ``inner`` nodes
+    that make ``t`` from ``v``) to the carried value."""
+    scalar = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [*(inner or [N("Add", ["v", "W"], ["t"])]), N("Identity", ["c"], ["c_out"]),
+         N("Identity", ["t"], ["v_out"])], "body",
+        [scalar("i", TensorProto.INT64, []), scalar("c", TensorProto.BOOL, []),
+         scalar("v", TensorProto.FLOAT, [2, 3])],
+        [scalar("c_out", TensorProto.BOOL, []), scalar("v_out", TensorProto.FLOAT, [2, 3])],
+        initializer=[] if inner else [_ext("W", W, entries)])
+    once = [numpy_helper.from_array(np.array(1, np.int64), "n"),
+            numpy_helper.from_array(np.array(True), "go")]
+    return _model([N("Loop", ["n", "go", "x"], ["y"], body=body)], inits=once)
+
+
+def _if_in_loop_body(entries: dict[str, str]) -> onnx.ModelProto:
+    out = helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3])
+    then = helper.make_graph([N("Add", ["v", "W"], ["u"])], "then", [], [out],
+                             initializer=[_ext("W", W, entries)])
+    other = helper.make_graph([N("Identity", ["v"], ["u"])], "else", [], [out])
+    return _loop_body(entries, [N("If", ["c"], ["t"], then_branch=then, else_branch=other)])
+
+
+def _scan_body(entries: dict[str, str]) -> onnx.ModelProto:
+    """A Scan over one step whose body adds W (kept in the body) to its state."""
+    info = helper.make_tensor_value_info
+    body = helper.make_graph([N("Add", ["s", "W"], ["s_out"])], "body",
+                             [info("s", TensorProto.FLOAT, [2, 3]),
+                              info("step", TensorProto.FLOAT, [])],
+                             [info("s_out", TensorProto.FLOAT, [2, 3])],
+                             initializer=[_ext("W", W, entries)])
+    steps = numpy_helper.from_array(np.zeros(1, np.float32), "steps")
+    return _model([N("Scan", ["x", "steps"], ["y"], body=body, num_scan_inputs=1)],
+                  inits=[steps])
+
+
 CARRIERS = {"initializer": _initializer, "function Constant": _function_constant,
-            "sparse Constant": _sparse_constant, "If subgraph": _if_subgraph}
+            "sparse Constant": _sparse_constant, "If subgraph": _if_subgraph,
+            "Loop body": _loop_body, "Scan body": _scan_body,
+            "If in a Loop body": _if_in_loop_body}
 OUTSIDE = "outside the model's folder; specgraph reads"
 HOSTILE = {  # name: (external data entries, or None for a link, the sentence expected)
     "parent": ({"location": "../secret.bin"}, OUTSIDE),
@@ -94,6 +124,8 @@ HOSTILE = {  # name: (external data entries, or None for a link, the sentence ex
     "symlink": ({"location": "link.bin"}, OUTSIDE),
     "nul": ({"location": "w.bin\0/../../secret.bin"}, OUTSIDE),
     "huge length": ({"location": "w.bin", "length": str(10**30)}, "reaches past the end"),
+    "huge offset": ({"location": "w.bin", "offset": str(10**30)},
+                    r"\(offset 10{30}, length to the end\) reaches past the end of w.bin"),
     "length past end": ({"location": "w.bin", "offset": "8", "length": "24"},
                         r"\(offset 8, length 24\) reaches past the end of w.bin, which holds 24"),
     "non-numeric offset": ({"location": "w.bin", "offset": "abc"},
@@ -123,7 +155,6 @@ def _layout(tmp_path: Path, carrier: str, entries: dict[str, str]) -> tuple[Path
 @pytest.fixture
 def watched(monkeypatch):
     """Files Python opens, and a check that every model onnxruntime gets is self-contained."""
-    global _opened
     real = onnxruntime.InferenceSession
 
     def session(model, *args, **kwargs):
@@ -132,9 +163,8 @@ def watched(monkeypatch):
         return real(model, *args, **kwargs)
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", session)
-    _opened = []
-    yield _opened
-    _opened = None
+    with opens.recording() as opened:
+        yield opened
 
 
 def _outside(opened: list[str], tmp_path: Path, folder: Path) -> list[str]:
@@ -149,15 +179,8 @@ def test_external_data_in_the_folder_is_read_wherever_it_is(tmp_path, watched, c
     path, folder = _layout(tmp_path, carrier, {"location": "w.bin", "offset": "0",
                                                "length": "24"})
     watched.clear()  # from here on: what specgraph opens
-    if carrier == "sparse Constant":  # onnxruntime cannot probe a sparse Constant's output
-        model = onnx.load(path, load_external_data=False)
-        external.load(model, folder, str(path))
-        assert external.external(model) == []
-        ((_, values), (_, indices)) = list(external.tensors(model))
-        np.testing.assert_array_equal(numpy_helper.to_array(values), W.ravel())
-    else:
-        traced = onnx_frontend.trace_file(path, reference=str(path), inputs={"x": X})
-        np.testing.assert_allclose(traced.outputs["y"], X + W)
+    traced = onnx_frontend.trace_file(path, reference=str(path), inputs={"x": X})
+    np.testing.assert_allclose(traced.outputs["y"], X + W)
     assert _outside(watched, tmp_path, folder) == []
     assert any(Path(p).name == "w.bin" for p in watched)  # specgraph read it, not onnxruntime
 
@@ -184,6 +207,11 @@ def test_the_sentence_names_where_the_tensor_is(tmp_path) -> None:
     path, _ = _layout(tmp_path / "if", "If subgraph", {"location": "/etc/passwd"})
     with pytest.raises(TraceError, match=r"initializer 'W' in the subgraph of attribute "
                                          r"'then_branch' of node '' \(If\) keeps its data"):
+        onnx_frontend.trace_file(path, reference=str(path))
+    path, _ = _layout(tmp_path / "loop", "If in a Loop body", {"location": "../secret.bin"})
+    with pytest.raises(TraceError, match=r"initializer 'W' in the subgraph of attribute "
+                                         r"'then_branch' of node '' \(If\) in the subgraph "
+                                         r"of attribute 'body' of node '' \(Loop\) keeps"):
         onnx_frontend.trace_file(path, reference=str(path))
 
 
