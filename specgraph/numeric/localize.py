@@ -13,6 +13,7 @@ order the run met them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from specgraph.numeric.oracle import (conditioning_error, directional_derivative
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.repro import ReproCase, write_repro
 from specgraph.numeric.sides import Sides
-from specgraph.numeric.stats import Stats, Tolerance, measure
+from specgraph.numeric.stats import Stats, Tolerance, measure, reduction_size
 from specgraph.report import CODES, Finding
 
 __all__ = ["Localizer", "feedable"]
@@ -137,9 +138,9 @@ class Localizer:
         if verdict.reason == "conditioning":
             self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
                       f"scale (seed {self.seed}), within what float32 allows on these inputs "
-                      f"(they make the layer ill-conditioned: its fp64 reference moves by "
-                      f"{verdict.bound / 4:.2e} when they are rounded to float32), and both "
-                      "sides keep that: not reported as a divergence")
+                      f"(they make the layer ill-conditioned: float32 allows it "
+                      f"{verdict.bound:.2e}), and both sides keep that: not reported as a "
+                      "divergence")
             return False
         if verdict.reason == "inherited" and not upstream:
             root = self._definition_root(j)
@@ -199,9 +200,11 @@ class Localizer:
         er = max((_rel_error(x, t) for x, t in zip(riso, truth_r)), default=0.0)
         rtol = tol.rtol
         if self.native_rhs is not None:
-            # what float32 inputs alone allow this layer: the fp64 reference moved by
-            # rounding its inputs to float32 (large where the input makes it ill-conditioned)
-            bound = 4.0 * conditioning_error(a, lin, truth_l)
+            # what float32 allows this layer on these inputs: the fp64 reference moved by
+            # rounding its inputs to float32 (large where the input makes it ill-conditioned),
+            # grown with the square root of the terms each output sums (rounding inside)
+            spread = conditioning_error(a, lin, truth_l)
+            bound = 4.0 * spread * math.sqrt(max(1, reduction_size(a)))
             if not differ and max(el, er) <= max(rtol, bound):
                 return words.Verdict("unknown", "conditioning", bound)
             rtol = max(rtol, bound)

@@ -67,7 +67,7 @@ def directional_derivative(node: Node, inputs: Sequence[np.ndarray],
 def conditioning_error(node: Node, inputs: Sequence[np.ndarray],
                        truth: Sequence[np.ndarray] | None = None, *, trials: int = 2) -> float:
     """How far ``node``'s fp64 outputs move, relative to their scale, when its floating
-    inputs are perturbed by float32 rounding (each element by a random fraction of half a
+    inputs are perturbed by float32 rounding (each element by a random fraction of up to one
     float32 ulp): the error any float32 implementation may show on these inputs. Large for a
     layer the inputs make ill-conditioned (a LayerNorm over values whose mean is thousands
     of times their spread)."""
@@ -80,7 +80,7 @@ def conditioning_error(node: Node, inputs: Sequence[np.ndarray],
             x = _f64(a)
             if np.asarray(x).dtype.kind == "f":
                 ulp = np.spacing(np.abs(x).astype(np.float32)).astype(np.float64)
-                x = x + ulp * rng.uniform(-0.5, 0.5, np.shape(x))
+                x = x + ulp * rng.uniform(-1.0, 1.0, np.shape(x))
             moved.append(x)
         for t, m in zip(base, reference_outputs(node, moved)):
             t, m = np.asarray(t, np.float64), np.asarray(m, np.float64)
