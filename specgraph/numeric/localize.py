@@ -335,6 +335,14 @@ class Localizer:
                 for k in range(len(a.inputs))]
         lshares = [self.lhs.host(key) if key is not None and key in self.lhs else None
                    for key in keys]
+        if native is not None and any(x is None for x in lshares) and \
+                all(c is not None for c in locts):
+            # lhs's program gave totals, not this layer's shares: lhs's kernel makes them
+            lrun = self.s.lrun
+            _, pull = lrun.vjp(a, [lrun.put(x, v.dtype) for x, v in zip(lin, a.inputs)])
+            made = pull([lrun.put(c, v.dtype) for c, v in zip(locts, a.outputs)])
+            lshares = [x if x is not None else (None if m is None else lrun.fetch(m))
+                       for x, m in zip(lshares, made)]
         rhost = [None if c is None else rrun.fetch(c).astype(np.float64) for c in rshares]
         if not any(x is not None and y is not None and measure(x, y, tol, floor).diverges
                    for x, y in zip(lshares, rhost)):

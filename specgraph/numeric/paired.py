@@ -307,9 +307,13 @@ class PairedRun:
         a = self.p.lhs.nodes[i]
         # the output gradients were measured as the shares of the readers that sent them;
         # rhs's own program gives totals, not shares: those are measured here, whole
-        oct_ok = s.options.isolated or (
-            self._octs_agree(i, node, octs) if self.localizer.native_rhs is not None
-            else all(rec.shares_agree.get(v, True) for v in node.outputs))
+        oct_stats = None
+        if self.localizer.native_rhs is not None and not s.options.isolated:
+            oct_stats = self._oct_stats(i, node, octs)
+            oct_ok = oct_stats is not None and not oct_stats.diverges
+        else:
+            oct_ok = s.options.isolated or all(rec.shares_agree.get(v, True)
+                                               for v in node.outputs)
         if self._moves_data_alike(a, node) and oct_ok:
             rec.shares_agree.update((v, True) for v in node.inputs)
             return
@@ -318,8 +322,12 @@ class PairedRun:
                     default=0.0)
         stats = [st for slot, h in enumerate(kept)
                  if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None]
+        if oct_stats is not None:
+            self._gradient_reached(j, node, oct_stats, tol)
         most = worst(stats)
         if most is None:
+            if oct_stats is not None:  # no share known: the gradient that reached it, whole
+                rec.backward[j] = oct_stats
             return
         rec.backward[j] = most
         fwd = rec.forward.get(j)
@@ -327,20 +335,44 @@ class PairedRun:
         if most.diverges and local:
             self.localizer.backward(j, most, tol, floor)
 
-    def _octs_agree(self, i: int, node: Node, octs: Sequence[Any]) -> bool:
-        """Whether the gradients that reached rhs node ``node``'s outputs (its own
-        program's) agree with those that reached lhs node ``i``'s (unknown: no)."""
-        for k, (v, c) in enumerate(zip(node.outputs, octs)):
+    def _gradient_reached(self, j: int, node: Node, stats: Stats, tol: Tolerance) -> None:
+        """rhs's own program gives the gradient that reached each value whole: where the
+        gradient reaching rhs node ``j``'s outputs parts while the gradients reaching the
+        outputs of its one reader agreed (and that reader's forward agreed), that reader's
+        backward is where they part (its input gradients are not shares one can see)."""
+        rec, rg = self.record, self.p.rhs
+        rec.octs_agree[j] = not stats.diverges
+        if not stats.diverges or self.localizer.first_bwd is not None:
+            return
+        readers = {id(r): r for v in node.outputs for r in rg.consumers(v)}
+        if len(readers) != 1:
+            return
+        (reader,) = readers.values()
+        r = rg.index(reader)
+        fwd = rec.forward.get(r)
+        if r in self.p.r2l and rec.octs_agree.get(r, False) and \
+                rec.inputs_agree.get(r, False) and not (fwd and fwd.diverges):
+            floor = max((self.ax.rms(x) for x in self._reader_octs(r)), default=0.0)
+            self.localizer.backward(r, stats, self.s.tol(reader, backward=True), floor)
+
+    def _reader_octs(self, r: int) -> list[Any]:
+        native = self.localizer.native_rhs
+        return [native.grads[v] for v in self.p.rhs.nodes[r].outputs if v in native.grads]
+
+    def _oct_stats(self, i: int, node: Node, octs: Sequence[Any]) -> Stats | None:
+        """The gradients that reached rhs node ``node``'s outputs (its own program's)
+        measured against those that reached lhs node ``i``'s; None where one is unknown."""
+        stats = []
+        for k, c in enumerate(octs):
             if c is None:
                 continue
             want = self.lhs.output_gradient(i, k) if k < len(self.p.lhs.nodes[i].outputs) \
                 else None
             if want is None:
-                return False
+                return None
             tol = self.s.tol(node, backward=True)
-            if self.ax.measure(want, self.ax.keep(self.s.rrun, c), tol).diverges:
-                return False
-        return True
+            stats.append(self.ax.measure(want, self.ax.keep(self.s.rrun, c), tol))
+        return worst(stats)
 
     def _share_stats(self, i: int, node: Node, slot: int, kept: Any, tol: Tolerance,
                      floor: float) -> Stats | None:

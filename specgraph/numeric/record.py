@@ -28,6 +28,8 @@ class Measurements:
         inputs_agree: whether a layer read the counterparts of lhs's inputs, all agreeing.
         agrees: whether an rhs value agrees with its lhs counterpart.
         shares_agree: whether every gradient share that reached an rhs value agrees.
+        octs_agree: for an rhs node whose own program gave the gradients reaching its
+            outputs, whether they agree with lhs's.
         lhs_finite / rhs_finite: whether each side's value is all finite.
         lhs_introduces: the lhs nodes that turn finite inputs into NaN or Inf.
         floors: for an rhs parameter, the size of the gradient that reached its reader (the
@@ -42,6 +44,7 @@ class Measurements:
     inputs_agree: dict[int, bool] = field(default_factory=dict)
     agrees: dict[Value, bool] = field(default_factory=dict)
     shares_agree: dict[Value, bool] = field(default_factory=dict)
+    octs_agree: dict[int, bool] = field(default_factory=dict)
     lhs_finite: dict[Value, bool] = field(default_factory=dict)
     rhs_finite: dict[Value, bool] = field(default_factory=dict)
     lhs_introduces: set[int] = field(default_factory=set)
