@@ -4,7 +4,7 @@ Each graph tensor maps to an IR ``Value``, to a NumPy array (a constant, or a sm
 computation on constants folded with the ops' references: shape arithmetic), to a variable
 read (turned into a parameter in the layout its consumer asks for: ``native``, ``oihw`` or
 ``depthwise``), or to ``None`` (a tensor the IR cannot hold, such as a string or an
-unknown shape).
+unknown shape). Each IR value records the graph tensor it equals (``_native_key``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,14 @@ class VarRead:
 
 def _key(t: Any) -> tuple[int, str]:
     return (id(t.graph), t.name)
+
+
+def _native_key(calls: Sequence[str], t: Any) -> Hashable:
+    """The native key of tensor ``t``: its name (``model/dense/MatMul:0``) in the concrete
+    function's own graph; inside a called function's body, the names of the call ops that
+    lead there and the tensor's name in the body (``("model/StatefulPartitionedCall",
+    "dense/MatMul:0")``)."""
+    return (*calls, t.name) if calls else t.name
 
 
 def flatten_named(tree: Any, root: str) -> list[tuple[str, Any]]:
@@ -145,7 +153,10 @@ def _classify(file: str, framework: tuple[str, ...]) -> str:
 class Converter(BaseConverter):
     """Walks a concrete function's graph and builds the IR, one converter call per op.
 
-    Variables become parameters keyed by the id of their handle (``variables``).
+    Variables become parameters keyed by the id of their handle (``variables``). Each IR
+    value an op's output converts to is recorded as that tensor's native value
+    (``_native_key``) where their shapes agree; values inside called bodies are recorded
+    after the walk, so that a call's outputs keep the names the outer graph gives them.
     """
 
     LAYOUTS = {NATIVE: no_steps, "oihw": _oihw, "depthwise": _depthwise}
@@ -163,6 +174,8 @@ class Converter(BaseConverter):
         self.origins: dict[Value, Value] = {}  # reshape-like result -> value before them
         self.op: Any = None
         self.prefix: list[str] = []
+        self.calls: tuple[str, ...] = ()  # the call ops whose bodies the walk is in
+        self._inner_natives: list[tuple[Value, Hashable]] = []
         self._inferred: tuple[Any, list[tuple[int, ...] | None]] = (None, [])
 
     # --- the walk ------------------------------------------------------------------------
@@ -185,6 +198,8 @@ class Converter(BaseConverter):
             self.env[_key(t)] = self.b.input(name, tuple(t.shape.as_list()), dtype)
         self.env.update(captured)
         self.walk(graph)
+        for value, key in self._inner_natives:
+            self.b.native(value, key)
         for name, t in flatten_named(self.cf.structured_outputs, ""):
             if isinstance(t, tf.Tensor):
                 self.b.output(name, self._graph_output(name, t))
@@ -224,6 +239,18 @@ class Converter(BaseConverter):
             result = (result,)
         for t, r in zip(op.outputs, result):
             self.env[_key(t)] = r
+            self._record_native(t, r)
+
+    def _record_native(self, t: Any, result: Any) -> None:
+        """``result`` equals tensor ``t`` where it is an IR value of ``t``'s static shape."""
+        if not isinstance(result, Value) or t.shape.rank is None:
+            return
+        if tuple(t.shape.as_list()) != result.shape:
+            return
+        if self.calls:
+            self._inner_natives.append((result, _native_key(self.calls, t)))
+        else:
+            self.b.native(result, _native_key(self.calls, t))
 
     def unknown(self, op: Any) -> tuple:
         """An op no converter takes: its value where TensorFlow computes it from inputs
@@ -248,10 +275,11 @@ class Converter(BaseConverter):
             return self.opaque(op)
         for inner, outer in zip(body.inputs, op.inputs if args is None else args):
             self.env[_key(inner)] = self.env.get(_key(outer))
-        saved = self.prefix
+        saved, calls = self.prefix, self.calls
         self.prefix = saved + op.name.split("/")[:-1]
+        self.calls = calls + (op.name,)
         self.walk(body)
-        self.prefix = saved
+        self.prefix, self.calls = saved, calls
         self.op, self._where = op, None
         return tuple(self.env.get(_key(t)) for t in body.outputs)
 

@@ -1,13 +1,15 @@
-"""TensorFlow's native logging kept off the terminal while it starts up."""
+"""TensorFlow's logging kept off the terminal while it starts up, traces and runs."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 
-__all__ = ["quiet_native"]
+__all__ = ["quiet_native", "quiet_tf"]
 
 
 @contextlib.contextmanager
@@ -28,3 +30,21 @@ def quiet_native() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+@contextlib.contextmanager
+def quiet_tf() -> Iterator[None]:
+    """Keep TensorFlow's, Keras' and absl's log lines and warnings off the terminal while the
+    model is traced or its program runs; their reasons reach the user through the
+    one-sentence error."""
+    loggers = [logging.getLogger(n) for n in ("tensorflow", "absl", "keras", "tf_keras")]
+    levels = [(lg, lg.level) for lg in loggers]
+    for lg, _ in levels:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), quiet_native():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in levels:
+            lg.setLevel(level)

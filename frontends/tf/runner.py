@@ -23,7 +23,7 @@ from specgraph.ops.dtypes import FLOAT_DTYPES
 with quiet_native():
     import tensorflow as tf
 
-__all__ = ["TfRunner"]
+__all__ = ["TfRunner", "device_name"]
 
 _DEVICES = {"cpu": "/CPU:0", "cuda": "/GPU:0"}
 
@@ -33,7 +33,8 @@ def _xla_refused(err: tf.errors.OpError) -> bool:
     return "XLA" in (err.message or "") and "compile" in (err.message or "")
 
 
-def _device_name(device: str) -> str:
+def device_name(device: str) -> str:
+    """The TensorFlow device for ``Context.device`` (``auto``: a GPU where there is one)."""
     with quiet_native():
         has_gpu = bool(tf.config.list_physical_devices("GPU"))
     if device == "auto":
@@ -69,7 +70,7 @@ class TfRunner(Runner):
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
-        self.device = _device_name(context.device)
+        self.device = device_name(context.device)
         self._storage = tf.as_dtype(context.storage)
         self._compiled = _PROGRAMS  # shared by every runner of the process
         self.not_compiled: set[str] = set()

@@ -9,24 +9,22 @@ parameters named by their path with ``.`` for ``/``: Keras 3 ``variable.path``
 ``tf.Module``'s attribute path (``layers.0.w``); a leading model name is dropped. ``scope``
 is the Keras layer path recovered from op names, ``source`` the user frame of the op's
 traceback. NHWC convolutions, pools and fused batch norms are wrapped in transposes to
-NCHW; their kernels are stored in canonical layout (HWIO -> OIHW).
+NCHW; their kernels are stored in canonical layout (HWIO -> OIHW). The concrete function is
+kept as the model's own program (``specgraph.frontends.tf.program``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import logging
 import os
 import re
 import sys
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from specgraph.frontends.tf.quiet import quiet_native as _quiet_native
+from specgraph.frontends.tf.quiet import quiet_tf
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -38,6 +36,7 @@ from specgraph.frontends._common.inputs import example_tuple  # noqa: E402
 from specgraph.frontends._common.table import join  # noqa: E402
 from specgraph.frontends.tf import ops, shape_ops  # noqa: E402
 from specgraph.frontends.tf.convert import Converter, flatten_named  # noqa: E402
+from specgraph.frontends.tf.program import TFProgram, tf_variable  # noqa: E402
 from specgraph.frontends.tf.scopes import Scopes  # noqa: E402
 from specgraph.model import LazyOutputs, TracedModel  # noqa: E402
 
@@ -97,27 +96,30 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
         raise TraceError(f"{reference}: this Keras 3 model runs on the {backend} backend; set "
                          "KERAS_BACKEND=tensorflow to trace it with the TF frontend, or pass it "
                          "to the JAX frontend")
-    with _quiet_tf():
+    with quiet_tf():
         try:
             concrete = _concrete_function(model, args, keras, reference)
         except TraceError:
             _run_eagerly(model, args, keras, reference)  # a clearer reason if it fails eagerly
             raise
         scopes = Scopes(model)
-        converter = Converter(concrete, reference, _variables(model, concrete, scopes), scopes,
-                              _CONVERTERS)
+        variables = _variables(model, concrete, scopes)
+        converter = Converter(concrete, reference, variables, scopes, _CONVERTERS)
         inputs = dict(_input_names(model, args, keras))
         graph, weights = converter.convert(list(inputs))
     names = list(graph.output_names)
+    steps, shapes = converter.native_layouts()
+    program = TFProgram(concrete, list(inputs), names, variables)
 
     def own_outputs() -> dict[str, np.ndarray]:  # TensorFlow running the traced graph
-        with _quiet_tf():
+        with quiet_tf():
             result = concrete(*tf.nest.flatten(tf.nest.map_structure(tf.convert_to_tensor,
                                                                      args)))
         return {name: _to_numpy(t) for name, t in flatten_named(result, "") if name in names}
 
     return TracedModel(graph, weights, inputs, LazyOutputs(own_outputs, names), FRAMEWORK,
-                       reference, native=model)
+                       reference, native=model, program=program, param_layouts=steps,
+                       param_shapes=shapes)
 
 
 # --- inputs, the eager run and the concrete function ------------------------------------
@@ -195,23 +197,6 @@ def _reason(err: BaseException) -> str:
     return reason
 
 
-@contextlib.contextmanager
-def _quiet_tf() -> Iterator[None]:
-    """Keep TensorFlow's, Keras' and absl's log lines and warnings off the terminal while the
-    model is traced; their reasons reach the user through the one-sentence error."""
-    loggers = [logging.getLogger(n) for n in ("tensorflow", "absl", "keras", "tf_keras")]
-    levels = [(lg, lg.level) for lg in loggers]
-    for lg, _ in levels:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), _quiet_native():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in levels:
-            lg.setLevel(level)
-
-
 def _call_parameters(model: Any, keras: bool) -> list[str]:
     fn = model.call if keras else getattr(model.__call__, "python_function", model.__call__)
     try:
@@ -271,11 +256,8 @@ def _variables(model: Any, concrete: Any, scopes: Scopes) -> dict[int, tuple[str
 
 
 def _handle(variable: Any) -> Any:
-    inner = getattr(variable, "value", None)
-    if isinstance(inner, tf.Variable):
-        variable = inner
     try:
-        return variable.handle
+        return tf_variable(variable).handle
     except (AttributeError, ValueError):
         return None
 
