@@ -268,6 +268,8 @@ def _neutral(rw: Rewriter, node: Node) -> bool:
     """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, a head mask of ones, an
     attention mask of zeros) are x, where the constant, broadcast, leaves x's shape as is."""
     a, b = node.inputs
+    if node.attrs.get("rounding"):
+        return False  # x // 1 floors x
     unit = 1.0 if node.op in ("mul", "div") else 0.0
     for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
         if rw.uniform(other) == unit and keep.shape == node.outputs[0].shape and \

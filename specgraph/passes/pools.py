@@ -135,6 +135,8 @@ def _unit_axes_before_reduce(rw: Rewriter, node: Node) -> bool:
 def _sum_over_count(rw: Rewriter, node: Node) -> bool:
     """reduce_sum(x)/N or reduce_sum(x)·(1/N), N the number of summed elements: a mean."""
     total, other = node.inputs
+    if node.attrs.get("rounding"):
+        return False
     inner = rw.producer(total)
     c = rw.scalar(other)
     if inner is None or inner.op != "reduce_sum" or c is None or rw.uses(total) != 1:

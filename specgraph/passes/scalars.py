@@ -24,8 +24,9 @@ _MOVES = ("reshape", "transpose", "squeeze", "unsqueeze", "expand")
 
 
 def _factor(rw: Rewriter, node: Node) -> tuple[Value, float] | None:
-    """``node`` as x·c: a multiplication or division by a constant scalar."""
-    if node.op not in ("mul", "div"):
+    """``node`` as x·c: a multiplication or division (not a rounding one) by a constant
+    scalar."""
+    if node.op not in ("mul", "div") or node.attrs.get("rounding"):
         return None
     a, b = node.inputs
     ca, cb = rw.scalar(a), rw.scalar(b)

@@ -54,3 +54,15 @@ def test_a_shared_divisor_gives_one_shared_reciprocal():
     canonical = canonicalize(g)
     assert "div" not in _ops(canonical) and len(canonical.constants) == 1
     _same(g, canonical)
+
+
+def test_a_rounding_division_is_no_scalar_factor():
+    # x mod 2 as TensorFlow's FloorMod converts: x - floor(x / 2) * 2, which is not x - x
+    f = B(2, 3)
+    g = f.build(f("sub", f.x, f("mul", f("div", f.x, f.c(2.0), rounding="floor"), f.c(2.0))))
+    c = canonicalize(g)
+    assert _ops(c) == ["div", "mul", "sub"]
+    _same(g, c)
+    f = B(2, 3)
+    g = f.build(f("tanh", f("div", f.x, f.c(1.0), rounding="floor")))  # x // 1 is floor(x)
+    assert _ops(canonicalize(g)) == ["div", "tanh"]
