@@ -96,6 +96,8 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
                 notes.append(f"{side}'s numbers replay its canonical graph on "
                              f"{model.framework}'s kernels: its frontend keeps no program "
                              "to run as written yet")
+            else:
+                notes.extend(f"{side}'s program: {note}" for note in model.program.notes)
     findings: list[Finding] = []
     layers: tuple[LayerResult, ...] = ()
     outputs: dict[str, Stats] = {}

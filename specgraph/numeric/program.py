@@ -51,9 +51,12 @@ class NativeProgram(abc.ABC):
 
     Attributes:
         framework: the framework that runs it (for messages).
+        notes: what the program cannot run as the model runs it, one sentence each (the
+            report shows them).
     """
 
     framework: str = ""
+    notes: tuple[str, ...] = ()
 
     def require_float32(self, context: Context) -> None:
         """Refuse precisions the program cannot be run in yet, in one sentence."""
