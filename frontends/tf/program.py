@@ -20,6 +20,7 @@ last bits from a plain call's; without, they are the call's exactly.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Collection, Hashable, Iterator, Mapping
 from typing import Any
 
@@ -45,15 +46,23 @@ def tf_variable(variable: Any) -> Any:
     return inner if isinstance(inner, tf.Variable) else variable
 
 
-def _without_placeholders(graph_def: Any, dropped: set[str]) -> Any:
-    """``graph_def`` without the nodes ``dropped`` (the placeholders fed through
-    ``input_map``: XLA compiles no placeholder) nor colocation constraints naming them."""
+def _importable(graph_def: Any, dropped: set[str]) -> tuple[Any, list[str]]:
+    """``graph_def`` as another graph can import it, and the ops whose custom gradient it
+    loses: without the nodes ``dropped`` (the placeholders fed through ``input_map``: XLA
+    compiles no placeholder) nor colocation constraints naming them, and without the
+    gradient overrides of ``tf.custom_gradient`` (TensorFlow keeps each as a Python closure
+    over the traced graph's own tensors, which no other graph can call)."""
     out = type(graph_def)()
     out.CopyFrom(graph_def)
     kept = [n for n in out.node if n.name not in dropped]
     del out.node[:]
     out.node.extend(kept)
+    custom = []
     for node in out.node:
+        override = node.attr.get("_gradient_op_type")
+        if override is not None and override.s.startswith(b"CustomGradient"):
+            custom.append(node.name)
+            del node.attr["_gradient_op_type"]
         if "_class" not in node.attr:
             continue
         locs = [s for s in node.attr["_class"].list.s
@@ -63,7 +72,7 @@ def _without_placeholders(graph_def: Any, dropped: set[str]) -> Any:
             node.attr["_class"].list.s.extend(locs)
         else:
             del node.attr["_class"]
-    return out
+    return out, custom
 
 
 class TFProgram(NativeProgram):
@@ -90,15 +99,25 @@ class TFProgram(NativeProgram):
                         flatten_named(concrete.structured_outputs, "")
                         if isinstance(t, tf.Tensor) and name in wanted]
         self.captures = captures
+        # how TensorFlow differentiates each call of another tf.function (its forward and
+        # backward pair); an imported call op would get the C++ SymbolicGradient instead
+        self.call_gradients = {op.name: op._gradient_function  # noqa: SLF001
+                               for op in graph.get_operations()
+                               if getattr(op, "_gradient_function", None) is not None}
         read = [variables[id(e)] for e in captures.values() if id(e) in variables]
         self.params = {name: tf_variable(v) for name, v in read}  # the variables it reads
         self.param_of = {id(e): variables[id(e)][0] for e in captures.values()
                          if id(e) in variables}
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs
                            if t.dtype.is_floating}
-        self.graph_def = _without_placeholders(
+        self.graph_def, custom = _importable(
             graph.as_graph_def(), {name.split(":")[0] for name in [*captures, *(
                 t.name for t in user)]})
+        self.notes = tuple(
+            [f"its gradients through {len(custom)} tf.custom_gradient op(s) (such as "
+             f"{custom[0]}) are TensorFlow's gradients of their forward ops: a custom "
+             "gradient is a Python closure over the traced graph, which the rerun program "
+             "cannot call"] if custom else [])
         self._copies: dict[str, dict[str, Any]] = {}
         self._built: dict[tuple[Any, ...], tuple[Any, list[str]]] = {}
 
@@ -145,6 +164,9 @@ class TFProgram(NativeProgram):
             outs, seen = found[:len(fetch)], found[len(fetch):]
             if not backward:
                 return outs, seen, [], []
+            for name, gradient in self.call_gradients.items():
+                op = func_graph.get_operation_by_name(f"{_SCOPE}/{name}")
+                op._gradient_function = gradient  # noqa: SLF001
             pairs = [(o, ct) for o, ct in zip(outs, cotangents) if o.dtype.is_floating]
             names = list(handles)
             grads = tf.gradients([o for o, _ in pairs], [*seen, *handles.values()],
@@ -175,7 +197,7 @@ class TFProgram(NativeProgram):
             try:
                 outs, seen, grads, param_grads = run(values, args, cts)
             except tf.errors.OpError as err:
-                reason = (err.message or type(err).__name__).strip().splitlines()[0]
+                reason = _reason(err)
                 raise RunnerError(f"TensorFlow failed to run the model's program in "
                                   f"{context.mode} mode ({reason}); compare without --native "
                                   "or in another --lhs-context/--rhs-context") from err
@@ -186,6 +208,16 @@ class TFProgram(NativeProgram):
             obs.param_grads = {name: _numpy(g) for name, g in param_grads.items()
                                if g is not None and name in weights}
         return obs
+
+
+_NOISE = re.compile(r"^(Graph execution error:|Detected at node|File |\[\[|Stack trace)")
+
+
+def _reason(err: Any) -> str:
+    """The line of a TensorFlow error that says what failed (not where)."""
+    lines = [line.strip() for line in (err.message or "").splitlines()]
+    return next((line for line in lines if line and not _NOISE.match(line)),
+                type(err).__name__)
 
 
 def _numpy(t: Any) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 The invariant: with nothing observed, what the program gives is exactly what the concrete
 function gives when called (and within float32 rounding what the model gives called
-eagerly); observed values have the canonical values' shapes; its gradients are TensorFlow's
+eagerly); each observed value is the canonical value it is recorded for, in its shape and
+(within float32 rounding) in the fp64 reference's numbers; its gradients are TensorFlow's
 (``tf.GradientTape``); the weights it is given are the weights it runs with, the model's own
 variables untouched. Then, through the CLI with ``--native``: a Keras model against itself
 agrees, eager and compiled by XLA, and so do the PyTorch/Keras golden pairs.
@@ -23,6 +24,7 @@ from specgraph.cli import main  # noqa: E402
 from specgraph.frontends import tf as tf_frontend  # noqa: E402
 from specgraph.frontends.tf.convert import flatten_named  # noqa: E402
 from specgraph.frontends.tf.tracer import _call, _is_keras  # noqa: E402
+from specgraph.interpreter import run  # noqa: E402
 from specgraph.numeric import program as prog  # noqa: E402
 from specgraph.numeric.runner import Context, RunnerError  # noqa: E402
 from specgraph.passes import canonicalize_model  # noqa: E402
@@ -37,6 +39,25 @@ def _layer_norm_far_from_zero():
                               keras.layers.Dense(4, name="head")], name="ln_offset")
     x = 1013.0 + 0.4 * np.random.default_rng(0).standard_normal((3, 64))
     return model, (x.astype(np.float32),)
+
+
+def _silu_mlp():
+    """Keras' silu is tf.nn.silu, whose gradient is a tf.custom_gradient."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="silu",
+                                                                    name="fc1"),
+                              keras.layers.Dense(3, name="fc2")], name="silu_mlp")
+    return model, (np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32),)
+
+
+def _grouped_conv():
+    """A grouped convolution, which Keras runs as a call of a tf.function compiled by XLA
+    (TensorFlow's CPU kernels have none)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6, 6, 4)),
+                              keras.layers.Conv2D(6, 3, groups=2, name="conv"),
+                              keras.layers.GlobalAveragePooling2D(name="gap")], name="grouped")
+    return model, (np.random.default_rng(0).standard_normal((2, 6, 6, 4)).astype(np.float32),)
 
 
 class _Inner(tf.Module):
@@ -66,7 +87,8 @@ def _nested_module():
     return _Outer(), (np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32),)
 
 
-MODELS = {**ZOO, "ln_offset": _layer_norm_far_from_zero, "nested_module": _nested_module}
+MODELS = {**ZOO, "ln_offset": _layer_norm_far_from_zero, "nested_module": _nested_module,
+          "silu_mlp": _silu_mlp, "grouped_conv": _grouped_conv}
 
 
 def _own_call(model, inputs) -> dict[str, np.ndarray]:
@@ -109,6 +131,14 @@ def test_the_program_gives_exactly_what_its_concrete_function_gives(name):
     for v, native in traced.graph.natives.items():
         if native.key in seen.values:
             assert native.canonical(seen.values[native.key]).shape == v.shape, native
+    reference = {}  # the canonical graph in fp64: each observed value is the one it names
+    run(traced.graph, traced.inputs, traced.weights,
+        on_node=lambda node, outs: reference.update(zip(node.outputs, outs)))
+    for v, want in reference.items():
+        native = traced.graph.natives.get(v)
+        if native is not None and native.key in seen.values:
+            got = native.canonical(seen.values[native.key])
+            assert np.abs(got - want).max() <= 1e-3 * max(1.0, np.abs(want).max()), native
     floating = [v for v in named if v.dtype.startswith("float")
                 and isinstance(traced.graph.natives[v].key, str)]
     assert all(traced.graph.natives[v].key in seen.values for v in floating)
@@ -153,6 +183,27 @@ def test_gradients_are_gradient_tapes():
         _assert_close(obs.param_grads[name], tape.gradient(y, v, output_gradients=out).numpy())
 
 
+@pytest.mark.parametrize("name", ["silu_mlp", "grouped_conv"])
+def test_parameter_gradients_are_gradient_tapes(name):
+    model, (x,), _, traced = _traced(name)
+    ct = _cotangent(traced)
+    obs = _observe(traced, (), ct)
+    with tf.GradientTape(persistent=True) as tape:
+        y = model(tf.constant(x), training=False)
+    (out,) = ct.values()
+    assert set(obs.param_grads) == set(traced.graph.params)
+    for v in model.trainable_variables:
+        name = v.path.split("/", 1)[1].replace("/", ".")  # the model's name dropped
+        _assert_close(obs.param_grads[name], tape.gradient(y, v, output_gradients=out).numpy())
+
+
+def test_a_custom_gradient_is_named_in_the_programs_notes():
+    *_, traced = _traced("silu_mlp")  # its gradient: TensorFlow's of silu's forward ops
+    (note,) = traced.program.notes
+    assert "1 tf.custom_gradient op(s)" in note and "fc1" in note
+    assert _traced("mlp")[3].program.notes == ()
+
+
 def test_gradients_reach_through_called_functions():
     model, (x,), _, traced = _traced("nested_module")
     ct = _cotangent(traced)
@@ -178,7 +229,7 @@ def test_given_weights_are_the_weights_it_runs_with(name):
     for key, want in raw.outputs.items():  # the model's own variables are untouched
         assert np.array_equal(again.outputs[key], want), key
     for v in model.variables:
-        v.assign(np.asarray(v) * 2)
+        v.assign(v.numpy() * 2)
     doubled = tf_frontend.trace(model, inputs, reference=name).outputs
     for key, want in doubled.items():  # its concrete function, on doubled variables
         assert np.array_equal(obs.outputs[key], want), key
