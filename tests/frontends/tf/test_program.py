@@ -269,7 +269,7 @@ def _peer(name: str, framework: str):
     ("bert", "tf"),  # HF transformers' TFBertModel, two narrow layers
     pytest.param("resnet50", "keras", marks=pytest.mark.slow),  # 32x32, weights=None
 ])
-def test_real_models_programs_give_exactly_their_own_outputs(name, framework):
+def test_real_models_programs_give_exactly_their_own_outputs_and_gradients(name, framework):
     raw, traced = _peer(name, framework)
     keys = {n.key for n in traced.graph.natives.values()}
     obs = _observe(traced)
@@ -281,6 +281,33 @@ def test_real_models_programs_give_exactly_their_own_outputs(name, framework):
     assert len(floating) >= 0.8 * len(computed)
     assert all(traced.graph.natives[v].key in seen.grads for v in floating)
     assert set(seen.param_grads) == set(traced.graph.params)
+
+
+def _peer_archs() -> list[tuple[str, str]]:
+    try:
+        from bench.peer_models import ARCHS
+    except ImportError:
+        return []
+    return [(name, fw) for name, arch in sorted(ARCHS.items()) for fw in sorted(arch.classes)
+            if fw in ("tf", "keras")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "framework"), _peer_archs())
+def test_peer_models_programs_give_exactly_their_own_outputs(name, framework):
+    """The invariant over HF transformers' TensorFlow ports of the peer corpus and Keras'
+    ResNet50 and ConvNeXt-T: every output bit for bit, every float value named observed,
+    gradients reaching the weights."""
+    raw, traced = _peer(name, framework)
+    obs = _observe(traced)
+    for key, want in raw.outputs.items():
+        assert np.array_equal(obs.outputs[key], want), key
+    natives = traced.graph.natives
+    seen = _observe(traced, {n.key for n in natives.values()}, _cotangent(traced))
+    floating = [v for node in traced.graph.nodes for v in node.outputs
+                if v.dtype == "float32" and v in natives]
+    assert floating and all(natives[v].key in seen.values for v in floating)
+    assert seen.grads and seen.param_grads
 
 
 # --- through the CLI -----------------------------------------------------------------------
