@@ -11,7 +11,11 @@ that function as TensorFlow runs a ``tf.function`` (the graph executor, after gr
 compiled mode compiles it whole with XLA (``jit_compile=True``), forward and backward.
 
 Only tensors of the concrete function's own graph can be observed: a value inside the body
-of a called function (``PartitionedCall``, ``If``) is named by a tuple key and skipped.
+of a called function (``PartitionedCall``, ``If``) is named by a tuple key and skipped. A
+call of another ``tf.function`` keeps the gradient TensorFlow gave it when the model was
+traced (its forward and backward pair: Keras' grouped convolutions, compiled by XLA, have no
+other); a ``tf.custom_gradient`` (``tf.nn.silu``) is a Python closure over the traced
+graph's tensors, so its op is differentiated through its forward ops instead (``notes``).
 Grappler rewrites nothing that is fetched, so observing values can keep its arithmetic
 optimizer from rewriting across them: with observed keys, the outputs may differ in the
 last bits from a plain call's; without, they are the call's exactly.
@@ -134,6 +138,8 @@ class TFProgram(NativeProgram):
 
     def _build(self, keys: Collection[Hashable], mode: str, backward: bool, device: str
                ) -> tuple[Any, list[str]]:
+        """The program as a ``tf.function`` of (weights, inputs, cotangents), and the keys
+        it observes (the floating tensors of the function's own graph among ``keys``)."""
         observed = sorted({k for k in keys if isinstance(k, str) and k in self.observable})
         cache_key = (tuple(observed), mode, backward, device)
         if cache_key in self._built:
