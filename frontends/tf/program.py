@@ -114,6 +114,7 @@ class TFProgram(NativeProgram):
                          if id(e) in variables}
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs
                            if t.dtype.is_floating}
+        self.single = _single_readers(graph)
         self.graph_def, custom = _importable(
             graph.as_graph_def(), {name.split(":")[0] for name in [*captures, *(
                 t.name for t in user)]})
@@ -174,11 +175,12 @@ class TFProgram(NativeProgram):
                 op = func_graph.get_operation_by_name(f"{_SCOPE}/{name}")
                 op._gradient_function = gradient  # noqa: SLF001
             pairs = [(o, ct) for o, ct in zip(outs, cotangents) if o.dtype.is_floating]
-            names = list(handles)
-            grads = tf.gradients([o for o, _ in pairs], [*seen, *handles.values()],
+            wrt = {**handles, **{f"input:{name}": x for (name, _, _), x in
+                                 zip(self.inputs, inputs) if x.dtype.is_floating}}
+            grads = tf.gradients([o for o, _ in pairs], [*seen, *wrt.values()],
                                  grad_ys=[ct for _, ct in pairs])
             dense = [None if g is None else tf.convert_to_tensor(g) for g in grads]
-            return outs, seen, dense[:len(seen)], dict(zip(names, dense[len(seen):]))
+            return outs, seen, dense[:len(seen)], dict(zip(wrt, dense[len(seen):]))
 
         run = tf.function(program, autograph=False, jit_compile=mode == "compiled")
         self._built[cache_key] = (run, observed)
@@ -201,7 +203,7 @@ class TFProgram(NativeProgram):
                                                     tf.float32)
                    for name, _, shape, dtype in self.outputs] if backward else []
             try:
-                outs, seen, grads, param_grads = run(values, args, cts)
+                outs, seen, grads, leaf_grads = run(values, args, cts)
             except tf.errors.OpError as err:
                 reason = _reason(err)
                 raise RunnerError(f"TensorFlow failed to run the model's program in "
@@ -211,9 +213,25 @@ class TFProgram(NativeProgram):
                           values={k: _numpy(v) for k, v in zip(observed, seen)})
         if backward:
             obs.grads = {k: _numpy(g) for k, g in zip(observed, grads) if g is not None}
-            obs.param_grads = {name: _numpy(g) for name, g in param_grads.items()
+            obs.param_grads = {name: _numpy(g) for name, g in leaf_grads.items()
                                if g is not None and name in weights}
+            obs.input_grads = {name.removeprefix("input:"): _numpy(g)
+                               for name, g in leaf_grads.items()
+                               if g is not None and name.startswith("input:")}
+            obs.single_reader = {k for k in obs.grads if k in self.single}
         return obs
+
+
+def _single_readers(graph: Any) -> set[str]:
+    """The tensors of ``graph`` that one op alone reads, once (a graph output, read by
+    the caller too, is none)."""
+    outputs = {t.name for t in graph.outputs}
+    reads: dict[str, int] = {}
+    for op in graph.get_operations():
+        returns = op.type == "Identity" and op.outputs[0].name in outputs
+        for t in op.inputs:
+            reads[t.name] = reads.get(t.name, 0) + (2 if returns else 1)
+    return {name for name, n in reads.items() if n == 1 and name not in outputs}
 
 
 _NOISE = re.compile(r"^(Graph execution error:|Detected at node|File |\[\[|Stack trace)")

@@ -168,15 +168,21 @@ def test_gradients_are_gradient_tapes():
     g = traced.graph
     last = g.nodes[-1]
     key = g.natives[last.inputs[0]].key  # what the last layer reads: fc2's activation
+    output = g.natives[g.outputs[0]].key
     ct = _cotangent(traced)
-    obs = _observe(traced, {key}, ct)
+    obs = _observe(traced, {key, output}, ct)
     head = model.get_layer("fc3")
     with tf.GradientTape(persistent=True) as tape:
-        h = model.get_layer("fc2")(model.get_layer("fc1")(tf.constant(x)))
+        x = tf.constant(x)
+        tape.watch(x)
+        h = model.get_layer("fc2")(model.get_layer("fc1")(x))
         tape.watch(h)
         y = head(h)
     (out,) = ct.values()
     _assert_close(obs.grads[key], tape.gradient(y, h, output_gradients=out).numpy())
+    (name,) = g.input_names
+    _assert_close(obs.input_grads[name], tape.gradient(y, x, output_gradients=out).numpy())
+    assert obs.single_reader == {key}  # fc3's matmul alone reads it; the output the caller
     assert set(obs.param_grads) == set(traced.graph.params)
     for v in model.trainable_variables:
         name = v.path.replace("/", ".").removeprefix("mlp.")  # the model's name dropped
