@@ -5,13 +5,41 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "Side", "Finding", "AcceptRule", "Accepted", "Row", "DiffReport"]
+__all__ = ["CODES", "Voice", "DIFF", "Side", "Finding", "AcceptRule", "Accepted", "Row",
+           "DiffReport"]
 
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
     "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
-    "nondeterminism", "unsupported-op",
+    "nondeterminism", "unsupported-op", "param-count-mismatch",
 )
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How findings name the two sides: ``lhs`` and ``rhs`` in a diff; a check against a
+    spec names them ``the implementation`` and ``the spec``.
+
+    Attributes:
+        lhs / rhs: each side's name in messages.
+        spec: which side (``lhs`` or ``rhs``) is a spec, the definition the other is held
+            against; None when neither is.
+    """
+
+    lhs: str = "lhs"
+    rhs: str = "rhs"
+    spec: str | None = None
+
+    def name(self, side: str) -> str:
+        """The name of ``side`` (``lhs`` or ``rhs``)."""
+        return self.lhs if side == "lhs" else self.rhs
+
+    def other(self, side: str) -> str:
+        """The name of the side that is not ``side``."""
+        return self.rhs if side == "lhs" else self.lhs
+
+
+DIFF = Voice()  # the two sides of a diff
 
 
 @dataclass(frozen=True)
