@@ -179,8 +179,9 @@ def file_format(reference: str) -> FileFormat | None:
     return next((f for suffix, f in FILE_FORMATS.items() if reference.endswith(suffix)), None)
 
 
-def trace_file(path: Any, reference: str) -> Any:
-    """The TracedModel of the model file at ``path`` (its format known by its suffix)."""
+def trace_file(path: Any, reference: str, **options: Any) -> Any:
+    """The TracedModel of the model file at ``path`` (its format known by its suffix);
+    ``options`` go to the format's tracer (a spec's ``dims`` and ``fills``)."""
     fmt = file_format(reference)
     if fmt is None:
         raise ValueError(f"{reference} is not a model file of a known format")
@@ -190,7 +191,7 @@ def trace_file(path: Any, reference: str) -> Any:
     else:
         framework = Framework(fmt.package, fmt.requires, fmt.extra, (), "", "")
         package = _import(fmt.package, framework, what)
-    return package.trace_file(path, reference=reference)
+    return package.trace_file(path, reference=reference, **options)
 
 
 def tracer(kind: str) -> Callable[..., Any]:

@@ -204,12 +204,14 @@ def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any,
     return (*items[:-1], resize(items[-1]))
 
 
-def trace(reference: str, *, batch: int | None = None) -> TracedModel:
+def trace(reference: str, *, batch: int | None = None, **file_options: Any) -> TracedModel:
     """Trace the model that ``reference`` names into a TracedModel.
 
     Args:
         reference: ``path/to/file.py:factory``, an ``.onnx`` file or a paper spec ``.yaml``.
         batch: trace with the example inputs resized to this many examples.
+        file_options: for a model file, options of its format's tracer (a spec's ``dims``
+            and ``fills``).
 
     Raises:
         SpecgraphError: the reference, the factory or the trace failed (one sentence).
@@ -224,7 +226,7 @@ def trace(reference: str, *, batch: int | None = None) -> TracedModel:
                                       f"not exist; pass the path of {fmt.describes}")
         if batch is not None:
             raise ModelReferenceError(f"model reference {reference!r}: {fmt.batch}")
-        return frontends.trace_file(path, reference)
+        return frontends.trace_file(path, reference, **file_options)
     kind, items = call_factory(reference)
     if batch is not None:
         items = with_batch(items, batch, reference)

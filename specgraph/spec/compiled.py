@@ -136,6 +136,7 @@ class CompiledSpec:
         input_shapes: each input's shape as written, one text per axis (``B``, ``T``,
             ``d_model``), so that its dims can be bound to another model's input sizes.
         counts: the parameter counts the spec states, whole spec, blocks and statements.
+        input_positions: where each input is declared, (line, column).
     """
 
     graph: Graph
@@ -149,6 +150,7 @@ class CompiledSpec:
     tolerance: Tolerance = field(default_factory=Tolerance)
     input_shapes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     counts: tuple[Count, ...] = ()
+    input_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def statement(self, scope: str) -> Statement | None:
         """The statement whose nodes carry ``scope``, or the nearest one above it."""

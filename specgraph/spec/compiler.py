@@ -140,7 +140,8 @@ class _Compiler:
         return CompiledSpec(graph, self.doc.name, dict(self.data.get("paper") or {}),
                             dict(self.sizes), dims, self.ranges, tuple(self.unchecked),
                             tuple(self.statements), tolerance, self.input_shapes,
-                            tuple(self.counts))
+                            tuple(self.counts),
+                            {n: self.doc.where(("inputs", n), key=True) for n in self.input_shapes})
 
     def _sizes(self) -> None:
         for section in ("dims", "hyper"):
