@@ -486,15 +486,22 @@ def _merge_moved(findings: list[Finding], v: Voice) -> list[Finding]:
                         g.attr == f.attr and g.lhs and g.rhs and g.lhs.value == f.rhs.value \
                         and g.rhs.value == f.lhs.value:
                     used.add(j)
+                    # told by the value that moved, not the one left (a stride of 2, not 1)
+                    x, y = (g, f) if _unit(f.lhs.value) and not _unit(f.rhs.value) else (f, g)
                     f = Finding("attr-mismatch", (
-                        f"{f.op} {f.attr} {_fmt(f.lhs.value)} sits at {f.lhs.scope} in "
-                        f"{v.lhs} but at {g.rhs.scope} in {v.rhs}, which has "
-                        f"{_fmt(f.rhs.value)} at {f.rhs.scope}: the {f.attr} moved from one "
+                        f"{f.op} {f.attr} {_fmt(x.lhs.value)} sits at {x.lhs.scope} in "
+                        f"{v.lhs} but at {y.rhs.scope} in {v.rhs}, which has "
+                        f"{_fmt(x.rhs.value)} at {x.rhs.scope}: the {f.attr} moved from one "
                         f"{f.op} to another"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs,
                         places=((f.lhs, f.rhs), (g.lhs, g.rhs)))
                     break
         out.append(f)
     return out
+
+
+def _unit(value: Any) -> bool:
+    """A value that leaves its op as it is: strides and dilations of 1."""
+    return isinstance(value, tuple) and bool(value) and all(x == 1 for x in value)
 
 
 def _merge_wiring(findings: list[Finding]) -> list[Finding]:

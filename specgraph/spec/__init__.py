@@ -9,7 +9,7 @@ The result is a ``CompiledSpec``: the Graph, and the side table of what the spec
 ``file:line:col:``. Nothing here imports a deep-learning framework.
 
 Example:
-    >>> spec = load("examples/specs/xor.yaml")  # doctest: +SKIP
+    >>> spec = load("examples/specs/xor.spec.yaml")  # doctest: +SKIP
     >>> [n.op for n in spec.graph.nodes]  # doctest: +SKIP
     ['linear', 'relu', 'linear', 'split', 'reshape', 'reshape']
 """

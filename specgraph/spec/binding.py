@@ -7,7 +7,7 @@ evaluated once the dims are bound and must agree, or it is a conflict: the model
 differs from what the spec states.
 
 Example:
-    >>> spec = load("examples/specs/bert_layer.yaml")  # doctest: +SKIP
+    >>> spec = load("examples/specs/bert_layer.spec.yaml")  # doctest: +SKIP
     >>> bind(spec, [(4, 16, 32)]).dims  # doctest: +SKIP
     {'B': 4, 'T': 16}
 """

@@ -15,7 +15,8 @@ from typing import Any
 
 from specgraph.ir import Graph
 
-__all__ = ["CompiledSpec", "Unchecked", "Statement", "Tolerance", "Count", "Fill"]
+__all__ = ["CompiledSpec", "Unchecked", "Statement", "Tolerance", "Count", "Fill",
+           "Implementation"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,25 @@ class Count:
 
 
 @dataclass(frozen=True)
+class Implementation:
+    """An implementation the spec lists as checked against it (``implementations:``).
+
+    Attributes:
+        model: its reference as written (``file.py:factory``, relative to the spec's folder).
+        expect: ``satisfied`` or ``differs`` (a known port that leaves the spec).
+        codes: the finding codes it is expected to have; says: text a finding must say.
+        line / column: where it is listed.
+    """
+
+    model: str
+    expect: str = "satisfied"
+    codes: tuple[str, ...] = ()
+    says: str = ""
+    line: int = 1
+    column: int = 1
+
+
+@dataclass(frozen=True)
 class Fill:
     """What an implementation has where a spec leaves something open, to run the spec as
     the implementation chose: values for open attributes, and the op of a stand-in
@@ -137,6 +157,7 @@ class CompiledSpec:
             ``d_model``), so that its dims can be bound to another model's input sizes.
         counts: the parameter counts the spec states, whole spec, blocks and statements.
         input_positions: where each input is declared, (line, column).
+        implementations: the implementations the spec lists as checked against it.
     """
 
     graph: Graph
@@ -151,6 +172,7 @@ class CompiledSpec:
     input_shapes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     counts: tuple[Count, ...] = ()
     input_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    implementations: tuple[Implementation, ...] = ()
 
     def statement(self, scope: str) -> Statement | None:
         """The statement whose nodes carry ``scope``, or the nearest one above it."""

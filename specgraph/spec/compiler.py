@@ -22,7 +22,8 @@ from specgraph.errors import GraphError, SpecError, first_line
 from specgraph.ir import GraphBuilder, Value
 from specgraph.ops import REQUIRED, get_spec
 from specgraph.spec import shapes
-from specgraph.spec.compiled import CompiledSpec, Count, Fill, Statement, Tolerance, Unchecked
+from specgraph.spec.compiled import (CompiledSpec, Count, Fill, Implementation, Statement,
+                                     Tolerance, Unchecked)
 from specgraph.spec.expr import FUNCTIONS, ExprError, equation, evaluate, suggest
 from specgraph.spec.inference import attribute, infer, listed
 from specgraph.spec.reader import Document, Path
@@ -141,7 +142,17 @@ class _Compiler:
                             dict(self.sizes), dims, self.ranges, tuple(self.unchecked),
                             tuple(self.statements), tolerance, self.input_shapes,
                             tuple(self.counts),
-                            {n: self.doc.where(("inputs", n), key=True) for n in self.input_shapes})
+                            {n: self.doc.where(("inputs", n), key=True)
+                             for n in self.input_shapes}, self._implementations())
+
+    def _implementations(self) -> tuple[Implementation, ...]:
+        out = []
+        for k, item in enumerate(self.data.get("implementations") or []):
+            item = item if isinstance(item, dict) else {"model": item}
+            out.append(Implementation(item["model"], item.get("expect", "satisfied"),
+                                      tuple(item.get("codes") or ()), item.get("says", ""),
+                                      *self.doc.where(("implementations", k))))
+        return tuple(out)
 
     def _sizes(self) -> None:
         for section in ("dims", "hyper"):
