@@ -14,6 +14,7 @@ line. Stated parameter counts are held against the implementation's parameters.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -28,11 +29,11 @@ from specgraph.numeric.options import NumericOptions
 from specgraph.passes import canonicalize_model
 from specgraph.report import (Finding, Location, Side, SpecFinding, SpecReport,
                               StatementResult, Voice)
-from specgraph.spec import CompiledSpec
+from specgraph.spec import CompiledSpec, Implementation
 from specgraph.spec.binding import bind
 from specgraph.spec.resolve import fills
 
-__all__ = ["check_spec", "CHECK"]
+__all__ = ["check_spec", "CHECK", "listed", "unexpected"]
 
 CHECK = Voice("the implementation", "the spec", spec="rhs")
 _FLAGS = {"bias": "bias", "weight": "scale"}  # a parameter's role -> the flag that has it
@@ -63,7 +64,7 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
 
     Example:
         >>> report = check_spec("examples/specs/bert_torch.py:encoder",
-        ...                     "examples/specs/bert_layer.yaml")  # doctest: +SKIP
+        ...                     "examples/specs/bert_layer.spec.yaml")  # doctest: +SKIP
         >>> report.satisfied  # doctest: +SKIP
         True
     """
@@ -319,3 +320,35 @@ def _inputs_differ(impl: TracedModel, spec: CompiledSpec, reference: str,
     status = StatementResult(name, "input", at, "failed", (0,))
     return SpecReport(reference, impl.reference, impl.framework, placed, (status,), None,
                       (), dict(spec.paper))
+
+
+def listed(spec: str | Path, implementation: Implementation) -> str:
+    """The model reference of an implementation a spec lists, its file taken relative to
+    the spec's folder (``bert_torch.py:encoder`` next to ``examples/specs/bert.spec.yaml``
+    is ``examples/specs/bert_torch.py:encoder``)."""
+    model = implementation.model
+    path, sep, factory = model.rpartition(":") if ".py:" in model else (model, "", "")
+    if Path(path).is_absolute():
+        return model
+    joined = Path(os.path.normpath(Path(spec).parent / path)).as_posix()
+    return f"{joined}{sep}{factory}"
+
+
+def unexpected(report: SpecReport, implementation: Implementation) -> list[str]:
+    """How ``report`` departs from what the spec says of ``implementation`` (``expect``,
+    ``codes``, ``says``), in sentences; empty when it is as listed."""
+    if implementation.expect == "satisfied":
+        return [f"[{f.finding.code}] {f.finding.message} (spec: {f.spec_at}, "
+                f"implementation: {f.model_at})" for f in report.findings]
+    out = []
+    if report.satisfied:
+        out.append(f"{implementation.model} is listed as differing from the spec, but it "
+                   "satisfies it")
+    codes = {f.finding.code for f in report.findings}
+    out += [f"no {code} finding, which the spec lists for {implementation.model} (found: "
+            f"{', '.join(sorted(codes)) or 'none'})" for code in implementation.codes
+            if code not in codes]
+    if implementation.says and not any(implementation.says in f.finding.message
+                                       for f in report.findings):
+        out.append(f"no finding says {implementation.says!r}")
+    return out

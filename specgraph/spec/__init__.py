@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from specgraph.errors import SpecError
-from specgraph.spec.compiled import CompiledSpec, Count, Fill, Statement, Tolerance, Unchecked
+from specgraph.spec.compiled import (CompiledSpec, Count, Fill, Implementation, Statement,
+                                     Tolerance, Unchecked)
 from specgraph.spec.compiler import compile_document
 from specgraph.spec.reader import MAX_BYTES, read
 from specgraph.spec.schema import validate
 
 __all__ = ["load", "loads", "CompiledSpec", "Unchecked", "Statement", "Tolerance", "Count",
-           "Fill", "SpecError"]
+           "Fill", "Implementation", "SpecError"]
 
 
 def load(path: str | Path, *, name: str | None = None, source: str | None = None,
