@@ -105,6 +105,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Hold MODEL against the paper spec SPEC.yaml: what the spec states, in "
         "structure, then in numbers (MODEL's weights moved into the spec, the spec run in "
         "float64). Exit 0: the spec is satisfied, 1: differences."), CHECK_FORMATS)
+    spec = sub.add_parser("spec", help="work with paper specs (spec init MODEL drafts one)",
+                          description="Paper specs: `spec init MODEL` drafts a spec from an "
+                          "implementation, to edit into what the paper says.")
+    spec_sub = spec.add_subparsers(dest="spec_command", required=True, parser_class=_Parser)
+    init = spec_sub.add_parser("init", help="draft a spec from an implementation",
+                               description="Trace MODEL and print a spec that states it: its "
+                               "sizes as dims and hyperparameters, repeated blocks folded into "
+                               "repeat:, each statement's equation; MODEL satisfies it.")
+    init.add_argument("model", metavar="MODEL", help="file.py:factory or a .onnx file")
+    init.add_argument("-o", "--output", metavar="FILE",
+                      help="write the spec to FILE (default: stdout)")
+    init.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    init.set_defaults(format="text")
     schema = sub.add_parser("schema", help="print the JSON Schema of paper spec files",
                             description="Print the JSON Schema of the paper spec language, "
                             "for editors (# yaml-language-server: $schema=PATH) and "
@@ -344,8 +357,30 @@ def _schema(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[
     return EXIT_OK, resources.files("specgraph.spec").joinpath(FILE).read_text("utf-8")
 
 
+def _spec(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    from specgraph.loading import trace
+    from specgraph.passes import canonicalize_model
+    from specgraph.spec import loads
+    from specgraph.spec.draft import draft
+
+    if args.output is not None:
+        _check_side_file("output", Path(args.output))
+    progress.step(f"tracing {args.model}")
+    traced = canonicalize_model(trace(args.model))
+    progress.step(f"drafting a spec of {len(traced.graph)} nodes")
+    text = draft(traced.graph, reference=args.model, framework=traced.framework)
+    try:
+        loads(text, name="the draft")
+    except SpecgraphError as err:  # a draft that does not compile is a bug in specgraph
+        raise RuntimeError(f"the draft does not compile: {err}") from err
+    if args.output is None:
+        return EXIT_OK, text
+    Path(args.output).write_text(text, encoding="utf-8")
+    return EXIT_OK, f"wrote {args.output}\n"
+
+
 _COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "check": _check,
-                                  "schema": _schema}
+                                  "spec": _spec, "schema": _schema}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
