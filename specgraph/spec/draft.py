@@ -87,10 +87,13 @@ class _Drafter:
                f"# Drafted by `specgraph spec init` from {self.reference} ({self.framework}):",
                "# edit it to say what the paper says. Every attribute is stated; leave one out",
                "# (or write `unspecified`) where the paper does not say it.",
-               "paper:", '  title: "TODO: the paper"', "",
-               "dims: " + _flow(self.dims), "", "hyper:"]
-        out += [f"  {k}: {_scalar(v)}" for k, v in {**blocks, **self.hyper}.items()]
-        out += ["", "inputs:", *inputs, "", "layers:", *body, "", "outputs:"]
+               "paper:", '  title: "TODO: the paper"', ""]
+        if self.dims:
+            out += ["dims: " + _flow(self.dims), ""]
+        hyper = {**blocks, **self.hyper}
+        if hyper:
+            out += ["hyper:", *(f"  {k}: {_scalar(v)}" for k, v in hyper.items()), ""]
+        out += ["inputs:", *inputs, "", "layers:", *body, "", "outputs:"]
         out += [f"  {name}: {json.dumps(self.renamed.get(self.names[v], self.names[v]))}"
                 for name, v in zip(self.g.output_names, self.g.outputs)]
         total = sum(math.prod(v.shape) for v in self.g.params.values())
