@@ -118,6 +118,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="write the spec to FILE (default: stdout)")
     init.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     init.set_defaults(format="text")
+    validate = spec_sub.add_parser(
+        "validate", help="check spec files against the schema and compile them",
+        description="Read each spec FILE, check it against the JSON Schema of the language "
+        "and compile it; every error is one line at file:line:col. Exit 0: all valid, 2: "
+        "not. Imports no framework (the pre-commit hook runs it).")
+    validate.add_argument("files", metavar="FILE", nargs="+", help="spec .yaml files")
+    validate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    validate.set_defaults(format="text")
     schema = sub.add_parser("schema", help="print the JSON Schema of paper spec files",
                             description="Print the JSON Schema of the paper spec language, "
                             "for editors (# yaml-language-server: $schema=PATH) and "
@@ -357,7 +365,25 @@ def _schema(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[
     return EXIT_OK, resources.files("specgraph.spec").joinpath(FILE).read_text("utf-8")
 
 
+def _validate(args: argparse.Namespace) -> tuple[int, str]:
+    from specgraph.spec import load
+
+    errors = []
+    for name in args.files:
+        try:
+            load(name)
+        except SpecgraphError as err:
+            errors.append(f"specgraph: error: {err}")
+    if errors:
+        print("\n".join(strip_controls(e) for e in errors), file=sys.stderr)
+        noun = "file" if len(args.files) == 1 else "files"
+        return EXIT_ERROR, f"{len(errors)} of {len(args.files)} spec {noun} invalid\n"
+    return EXIT_OK, ""
+
+
 def _spec(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    if args.spec_command == "validate":
+        return _validate(args)
     from specgraph.loading import trace
     from specgraph.passes import canonicalize_model
     from specgraph.spec import loads

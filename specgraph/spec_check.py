@@ -29,7 +29,7 @@ from specgraph.numeric.options import NumericOptions
 from specgraph.passes import canonicalize_model
 from specgraph.report import (Finding, Location, Side, SpecFinding, SpecReport,
                               StatementResult, Voice)
-from specgraph.spec import CompiledSpec, Implementation
+from specgraph.spec import CompiledSpec, Fill, Implementation
 from specgraph.spec.binding import bind
 from specgraph.spec.resolve import fills
 
@@ -83,12 +83,14 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
         return _inputs_differ(impl, stated.native, reference, binding.conflicts)
     if binding.dims != {d: stated.native.sizes[d] for d in binding.dims}:
         stated = trace(reference, dims=binding.dims)
-    first = canonicalize_model(stated)
+    resolved = canonicalize_model(stated)
     say("aligning the spec with the implementation")
-    chosen = fills(stated.native, align(impl.graph, first.graph))
-    resolved = canonicalize_model(trace(reference, dims=binding.dims, fills=chosen))
-    compiled: CompiledSpec = resolved.native
     alignment = align(impl.graph, resolved.graph)
+    chosen = fills(stated.native, alignment)
+    if _changes(chosen, resolved.graph):  # run the spec as the implementation chose
+        resolved = canonicalize_model(trace(reference, dims=binding.dims, fills=chosen))
+        alignment = align(impl.graph, resolved.graph)
+    compiled: CompiledSpec = resolved.native
     opts = replace(options or NumericOptions(), voice=CHECK, tolerances=_tolerances(compiled))
     report = compare(impl, resolved, mode=mode, raw=True, options=opts, progress=say,
                      voice=CHECK, keep=_Keep(compiled, alignment), alignment=alignment)
@@ -98,6 +100,17 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
     return SpecReport(reference, impl.reference, impl.framework, placed,
                       _statements(compiled, placed), report, report.notes,
                       dict(compiled.paper))
+
+
+def _changes(chosen: Mapping[tuple[str, str], Fill], graph: Graph) -> bool:
+    """Whether the fills change a node of ``graph`` (what the spec leaves open is not
+    already what the implementation chose)."""
+    for node in graph.nodes:
+        fill = chosen.get((node.scope, node.op))
+        if fill is not None and ((fill.op is not None and fill.op != node.op) or any(
+                node.attrs.get(k) != v for k, v in fill.attrs.items())):
+            return True
+    return False
 
 
 def _traced(reference: str, say: Callable[[str], None], batch: int | None) -> TracedModel:
