@@ -69,6 +69,11 @@ def bert_wide():
     return Encoder(d_model=64, heads=4, d_ff=256), (torch.randn(2, 8, 64),)
 '''
 
+HEAD = '''
+inputs: {x: "B 8"}
+dims: {B: 2}
+layers:'''
+
 SPEC = '''
 inputs:
   x: "B 8"
@@ -157,17 +162,14 @@ def test_a_stated_parameter_count_is_held_against_the_implementation(files, caps
 
 def test_an_unspecified_block_is_not_checked(files) -> None:
     folder, spec = files
-    text = '''
-    inputs: {x: "B 8"}
-    dims: {B: 2}
+    text = HEAD + '''
+  - {name: fc1, linear: x, out: 16}
+  - {name: act, relu: fc1}
+  - name: head
+    unspecified: true
     layers:
-      - {name: fc1, linear: x, out: 16}
-      - {name: act, relu: fc1}
-      - name: head
-        unspecified: true
-        layers:
-          - {name: fc2, linear: act, out: 99}
-    '''
+      - {name: fc2, linear: act, out: 99}
+'''
     report = check_spec(f"{folder}/models.py:mlp", spec(text=text))
     assert report.satisfied, [f.finding.message for f in report.findings]
     assert [s.status for s in report.statements] == ["passed", "passed", "unchecked"]
@@ -175,14 +177,11 @@ def test_an_unspecified_block_is_not_checked(files) -> None:
 
 def test_a_statements_tolerance_applies_to_its_layers(files) -> None:
     folder, spec = files
-    text = '''
-    inputs: {x: "B 8"}
-    dims: {B: 2}
-    layers:
-      - {name: fc1, linear: x, out: 16, activation: relu%s}
-      - {name: fc2, linear: fc1, out: 4}
-    %s
-    '''
+    text = HEAD + '''
+  - {name: fc1, linear: x, out: 16, activation: relu%s}
+  - {name: fc2, linear: fc1, out: 4}
+%s
+'''
     model = f"{folder}/models.py:mlp_gelu"  # GELU where the spec states ReLU: numbers part
     said = []
     for fc1, rest in (("", ""), (", tolerance: 1e-3", ""), (", tolerance: 100", ""),
