@@ -26,17 +26,22 @@ class SelfAttention(nn.Module):
 
 class Layer(nn.Module):
     def __init__(self, d_model: int = 32, heads: int = 4, d_ff: int = 128,
-                 eps: float = 1e-12, approximate: str = "none") -> None:
+                 eps: float = 1e-12, approximate: str = "none", relu: bool = False,
+                 norm_first: bool = False) -> None:
         super().__init__()
         self.attention = SelfAttention(d_model, heads)
         self.attention_output = nn.Linear(d_model, d_model)
         self.attention_norm = nn.LayerNorm(d_model, eps=eps)
         self.intermediate = nn.Linear(d_model, d_ff)
-        self.act = nn.GELU(approximate=approximate)
+        self.act = nn.ReLU() if relu else nn.GELU(approximate=approximate)
+        self.norm_first = norm_first
         self.output = nn.Linear(d_ff, d_model)
         self.output_norm = nn.LayerNorm(d_model, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm_first:  # pre-LN: x + Sublayer(LayerNorm(x))
+            x = x + self.attention_output(self.attention(self.attention_norm(x)))
+            return x + self.output(self.act(self.intermediate(self.output_norm(x))))
         x = self.attention_norm(x + self.attention_output(self.attention(x)))
         return self.output_norm(x + self.output(self.act(self.intermediate(x))))
 
