@@ -329,7 +329,9 @@ def _inputs_differ(impl: TracedModel, spec: CompiledSpec, reference: str,
                       f"{said}; nothing else was compared", op="input",
                       lhs=Side("<model>", "input"), rhs=Side(name, "input", f"{path}:{line}"),
                       blame="lhs")
-    placed = (SpecFinding(finding, at, None, (name,)),)
+    readers = [n for v in impl.graph.inputs for n in impl.graph.consumers(v) if n.source]
+    placed = (SpecFinding(finding, at, _location(readers[0].source) if readers else None,
+                          (name,)),)
     status = StatementResult(name, "input", at, "failed", (0,))
     return SpecReport(reference, impl.reference, impl.framework, placed, (status,), None,
                       (), dict(spec.paper))

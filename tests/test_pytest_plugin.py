@@ -45,7 +45,8 @@ implementations:
 
 
 def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the plugin loaded by name alone: an installed copy's entry point would load it twice
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "specgraph.pytest_plugin",
                            "-p", "no:cacheprovider", "-q", "-rf", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=600)

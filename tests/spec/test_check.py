@@ -116,6 +116,7 @@ def test_an_input_the_spec_sizes_otherwise_is_one_finding_at_the_input(files, ca
     assert "axis 2 of input x is d_model = 32 in the spec but 64 in the model" in \
         finding["message"]
     assert finding["spec_at"] == {"path": BERT, "line": 19, "column": 3}
+    assert finding["model_at"]["path"] == "examples/specs/bert_torch.py"  # what reads it
 
 
 def test_open_parts_are_never_findings(files) -> None:
