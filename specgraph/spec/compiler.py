@@ -22,10 +22,10 @@ from specgraph.errors import GraphError, SpecError, first_line
 from specgraph.ir import GraphBuilder, Value
 from specgraph.ops import REQUIRED, get_spec
 from specgraph.spec import shapes
-from specgraph.spec.compiled import (CompiledSpec, Count, Fill, Implementation, Statement,
-                                     Tolerance, Unchecked)
-from specgraph.spec.expr import FUNCTIONS, ExprError, equation, evaluate, suggest
+from specgraph.spec.compiled import CompiledSpec, Count, Fill, Statement, Tolerance, Unchecked
+from specgraph.spec.expr import FUNCTIONS, ExprError, evaluate, suggest
 from specgraph.spec.inference import attribute, infer, listed
+from specgraph.spec.stated import Stated
 from specgraph.spec.reader import Document, Path
 from specgraph.spec.vocabulary import (REARRANGE, RULES, SPEC_OPS, STAND_IN_ACTIVATION,
                                        STATEMENT_FIELDS, Rule, attributes)
@@ -38,7 +38,6 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _OUTPUT = re.compile(r"^(.*)\[(\d+)\]$")
 _PARAM_DTYPE = "float32"
-_MAX_COUNT = 10**15
 
 
 class _Names:
@@ -89,7 +88,7 @@ def compile_document(doc: Document, source: str, *, dims: Mapping[str, int] | No
     return _Compiler(doc, source, dict(dims or {}), fills).run()
 
 
-class _Compiler:
+class _Compiler(Stated):
     def __init__(self, doc: Document, source: str, dims: dict[str, int],
                  fills: Mapping[tuple[str, str], Fill] | None) -> None:
         self.doc, self.source = doc, source
@@ -144,15 +143,6 @@ class _Compiler:
                             tuple(self.counts),
                             {n: self.doc.where(("inputs", n), key=True)
                              for n in self.input_shapes}, self._implementations())
-
-    def _implementations(self) -> tuple[Implementation, ...]:
-        out = []
-        for k, item in enumerate(self.data.get("implementations") or []):
-            item = item if isinstance(item, dict) else {"model": item}
-            out.append(Implementation(item["model"], item.get("expect", "satisfied"),
-                                      tuple(item.get("codes") or ()), item.get("says", ""),
-                                      *self.doc.where(("implementations", k))))
-        return tuple(out)
 
     def _sizes(self) -> None:
         for section in ("dims", "hyper"):
@@ -586,62 +576,6 @@ class _Compiler:
         elif spec.attrs:
             self.unchecked.append(Unchecked(scope, op, tuple(sorted(spec.attrs)), source=source))
         return (out,)
-
-    # --- what statements state beyond the graph ------------------------------------------
-    def _record(self, item: dict[str, Any], path: Path, op: str, scope: str, source: str,
-                env: Mapping[str, int | float], tolerance: Tolerance, refs: list[str],
-                params: int, blanket: bool) -> None:
-        tolerance = self._tolerance(item.get("tolerance"), (*path, "tolerance"), tolerance)
-        expr, text = None, item.get("equation", "")
-        if text:
-            spec = get_spec(op) if op != REARRANGE else None
-            tensors = {r for r in refs if r.isidentifier()} | {"W", "b", "gamma", "beta",
-                                                               "γ", "β", "mu", "μ", "sigma"}
-            if spec is not None:
-                tensors |= {e.lstrip("*").partition("?")[0] for e in spec.inputs}
-            scalars = set(env) | set(attributes(op))
-            with self.at((*path, "equation")):
-                _, expr = equation(text, tensors, scalars - tensors)
-        count = None
-        if "param_count" in item:
-            count = self._count(item["param_count"], (*path, "param_count"), env, params,
-                                f"statement {scope}", scope)
-        line, column = self.doc.where(path)
-        keys = {k: self.doc.where((*path, k), key=True) for k in item}
-        self.statements.append(Statement(scope, source, op, expr, text, tolerance, count,
-                                         line, column, keys, blanket))
-
-    def _tolerance(self, value: Any, path: Path, inherited: Tolerance) -> Tolerance:
-        if value is None:
-            return inherited
-        given = value
-        if not isinstance(value, dict):
-            value = {"rtol": value}
-        out = {}
-        for key, number in value.items():
-            where = (*path, key) if isinstance(given, dict) else path
-            with self.at(where, f"tolerance {key}: "):
-                out[key] = float(evaluate(number, self.sizes))
-            if out[key] < 0:
-                raise self.fail(where, f"the tolerance {key} is {out[key]:g}; a tolerance is a "
-                                "number from 0")
-        return Tolerance(out.get("rtol", inherited.rtol), out.get("atol", inherited.atol))
-
-    def _count(self, stated: Any, path: Path, env: Mapping[str, int | float], actual: int,
-               what: str, scope: str) -> int | None:
-        if stated is None:
-            return None
-        with self.at(path, "param_count: "):
-            value = evaluate(stated, env)
-        if not float(value).is_integer() or not 0 <= value <= _MAX_COUNT:
-            raise self.fail(path, f"param_count is {value:g}; a parameter count is a whole "
-                            f"number from 0 to {_MAX_COUNT:,}")
-        value = int(value)
-        self.counts.append(Count(scope, value, actual, *self.doc.where(path, key=True)))
-        if value != actual and self.fills is None:
-            raise self.fail(path, f"{what} states {value:,} parameters but its statements hold "
-                            f"{actual:,}; fix the count or the shapes")
-        return value
 
     def _outputs(self, root: _Names, last: tuple[Value, ...]) -> None:
         given = self.data.get("outputs")

@@ -83,7 +83,7 @@ class _Drafter:
         self._lift()
         statements = self._statements()
         body, blocks = self._fold(statements)
-        out = [f"# yaml-language-server: $schema=spec.schema.json",
+        out = ["# yaml-language-server: $schema=spec.schema.json",
                f"# Drafted by `specgraph spec init` from {self.reference} ({self.framework}):",
                "# edit it to say what the paper says. Every attribute is stated; leave one out",
                "# (or write `unspecified`) where the paper does not say it.",
