@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from specgraph.renderers import get_renderer
 from specgraph.renderers.github import LIMIT, escape_data, escape_property
@@ -140,3 +141,11 @@ def test_markdown_stays_under_the_limit() -> None:
     small = MarkdownRenderer(max_bytes=50_000).render(report)
     assert len(small.encode("utf-8")) <= 50_000
     assert "more findings are left out" in small and "#0" in small
+
+
+@pytest.mark.parametrize(("fmt", "suffix"), [("text", "txt"), ("json", "json"),
+                                             ("github", "github.txt"), ("junit", "xml"),
+                                             ("sarif", "sarif"), ("markdown", "md")])
+def test_renders_match_golden(golden, fmt: str, suffix: str) -> None:
+    report = _report(2, HOSTILE.replace("\r", ""))  # golden files are read as text: no CR
+    golden(f"check_hostile.{suffix}", get_renderer(fmt).render(report))
