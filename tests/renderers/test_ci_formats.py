@@ -38,7 +38,7 @@ def _report(n: int = 1, message: str = HOSTILE) -> SpecReport:
     statements.append(StatementResult("head\x1b[31m", "linear", Location(SPEC, 99, 5),
                                       "unchecked"))
     return SpecReport(SPEC, f"{MODEL}:make", "torch", tuple(findings), tuple(statements),
-                      None, (f"a note with {HOSTILE}",), {"title": "T <b>"})
+                      None, (f"a note with {message}",), {"title": "T <b>"})
 
 
 def _unescape(text: str) -> str:
