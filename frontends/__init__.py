@@ -181,7 +181,8 @@ def file_format(reference: str) -> FileFormat | None:
 
 def trace_file(path: Any, reference: str, **options: Any) -> Any:
     """The TracedModel of the model file at ``path`` (its format known by its suffix);
-    ``options`` go to the format's ``trace_file`` (an ONNX file's input ``shapes``)."""
+    ``options`` go to the format's tracer (an ONNX file's input ``shapes``, a spec's
+    ``dims`` and ``fills``)."""
     fmt = file_format(reference)
     if fmt is None:
         raise ValueError(f"{reference} is not a model file of a known format")

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from specgraph.renderers.base import Renderer
-from specgraph.report import DiffReport
+from specgraph.report import DiffReport, SpecReport
 from specgraph.summary import LayerRow, ModelSummary, TensorInfo
 
 __all__ = ["JsonRenderer"]
@@ -65,5 +65,9 @@ class JsonRenderer(Renderer):
         return json.dumps(_finite(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def _render_DiffReport(self, r: DiffReport) -> str:
+        return json.dumps(_finite(r.to_dict()), indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"
+
+    def _render_SpecReport(self, r: SpecReport) -> str:
         return json.dumps(_finite(r.to_dict()), indent=2, ensure_ascii=False,
                           allow_nan=False) + "\n"

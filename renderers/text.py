@@ -7,11 +7,11 @@ from typing import Any
 
 from specgraph.renderers.base import Renderer
 from specgraph.renderers.side_by_side import Fold, Line, layout
-from specgraph.report import AcceptRule, DiffReport, Finding, Row, Side
+from specgraph.report import AcceptRule, DiffReport, Finding, Row, Side, SpecReport
 from specgraph.summary import LayerRow, ModelSummary
 from specgraph.symbolic import group_by_scope
 
-__all__ = ["TextRenderer", "format_value", "format_shape", "table"]
+__all__ = ["TextRenderer", "format_value", "format_shape", "table", "seed_text"]
 
 
 def format_shape(shape: Sequence[int]) -> str:
@@ -111,7 +111,7 @@ class TextRenderer(Renderer):
             else:
                 checked = "same canonical graph"
             if r.numeric is not None:
-                seeds = _seed_text(r.numeric.seeds)
+                seeds = seed_text(r.numeric.seeds)
                 if _numbers_part(r.numeric):
                     checked += f"; numbers compared over {seeds}"
                 else:
@@ -121,15 +121,57 @@ class TextRenderer(Renderer):
             out.append(self._mark(f"verdict: EQUIVALENT ({checked})", "1;32"))
         return "\n".join(out) + "\n"
 
-    def _side_by_side(self, rows: Sequence[Row]) -> list[str]:
+    def _render_SpecReport(self, r: SpecReport) -> str:
+        """A check against a spec: the two sides aligned, the numbers, the findings at the
+        spec's line and column and the model's source line, the statements, the verdict."""
+        names = ("model", "spec")
+        out = [f"spec   {r.spec}" + (f"  ({r.paper['title']})" if r.paper and
+                                      r.paper.get("title") else ""),
+               f"model  {r.model}  ({r.framework})", ""]
+        c = r.comparison
+        if c is not None:
+            out += self._side_by_side(c.rows, names) + [""]
+            if c.numeric is not None:
+                out += _numeric_lines(c.numeric, ("the implementation", "the spec"))
+        out += [f"note: {n}" for n in r.notes] + ([""] if r.notes else [])
+        if r.findings:
+            out.append(f"Findings ({len(r.findings)})")
+            out += self._findings([f.finding for f in r.findings], where=[
+                [(name, str(at)) for name, at in (("spec", f.spec_at),
+                                                  ("implementation", f.model_at)) if at]
+                for f in r.findings])
+            out.append("")
+        counts = {k: sum(s.status == k for s in r.statements)
+                  for k in ("passed", "failed", "unchecked")}
+        out.append(f"Statements: {len(r.statements)}, {counts['passed']} passed, "
+                   f"{counts['failed']} failed, {counts['unchecked']} left unspecified")
+        out += [f"  failed: {s.scope} ({s.op}) at {s.at}" for s in r.statements
+                if s.status == "failed"][:12]
+        out.append("")
+        if r.findings:
+            noun = "difference" if len(r.findings) == 1 else "differences"
+            out.append(self._mark(f"verdict: SPEC NOT SATISFIED, {len(r.findings)} {noun}",
+                                  "1;31"))
+        else:
+            said = "what the spec states holds"
+            if c is not None and c.numeric is not None:
+                said += f"; numbers agree over {seed_text(c.numeric.seeds)}"
+            out.append(self._mark(f"verdict: SPEC SATISFIED ({said})", "1;32"))
+        return "\n".join(out) + "\n"
+
+    def _side_by_side(self, rows: Sequence[Row], names: tuple[str, str] = ("lhs", "rhs")
+                      ) -> list[str]:
         """The table of aligned rows, identical runs folded and rows grouped by block
-        (``renderers.side_by_side``); every row with ``full``."""
+        (``renderers.side_by_side``); every row with ``full``; ``names`` head the two
+        sides' columns."""
         lines = layout(rows, full=self.full)
         cells = [["!" if item.row is not None and item.row.differs else "", item.lhs_scope,
                   item.row.lhs if item.row else "", item.row.rhs if item.row else "",
                   item.rhs_scope] for item in lines if isinstance(item, Line)]
-        header, rule, *body = table(["", "lhs scope", "lhs", "rhs", "rhs scope"], cells)
-        indent = " " * header.index("lhs scope")
+        left, right = names
+        header, rule, *body = table(["", f"{left} scope", left, right, f"{right} scope"],
+                                    cells)
+        indent = " " * header.index(f"{left} scope")
         out, text = [header, rule], iter(body)
         for item in lines:
             if isinstance(item, Fold):
@@ -141,13 +183,17 @@ class TextRenderer(Renderer):
         return out
 
     def _findings(self, findings: Sequence[Finding],
-                  rules: Sequence[Sequence[AcceptRule]] = ()) -> list[str]:
+                  rules: Sequence[Sequence[AcceptRule]] = (),
+                  where: Sequence[Sequence[tuple[str, str]]] = ()) -> list[str]:
+        """Numbered findings with where each is (``where``: per finding, the (name, place)
+        lines to show instead of each side's source), its places and accepting rules."""
         out = []
         for i, f in enumerate(findings, 1):
             out.append(f"  {i}. [{f.code}] {f.message}")
-            for name, side in (("lhs", f.lhs), ("rhs", f.rhs)):
-                if side is not None and side.source:
-                    out.append(f"       {name}: {side.source}")
+            lines = where[i - 1] if i <= len(where) else [
+                (name, side.source) for name, side in (("lhs", f.lhs), ("rhs", f.rhs))
+                if side is not None and side.source]
+            out += [f"       {name}: {place}" for name, place in lines]
             if f.places:
                 out.append(f"       places: {self._places(f)}")
             if i <= len(rules):
@@ -170,7 +216,8 @@ class TextRenderer(Renderer):
                        if rest else "")
 
 
-def _seed_text(seeds: Sequence[int]) -> str:
+def seed_text(seeds: Sequence[int]) -> str:
+    """``seed 0``, ``seeds 0-19`` or ``seeds 1,5,9``."""
     if len(seeds) == 1:
         return f"seed {seeds[0]}"
     if list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
@@ -183,12 +230,15 @@ def _worst(values: Any) -> float:
                default=0.0)
 
 
-def _numeric_lines(n: Any) -> list[str]:
-    """The numbers section: settings, the worst errors, the layers that part."""
-    moved = "lhs's weights moved into rhs" if n.transferred else "each side's own weights"
+def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]:
+    """The numbers section: settings, the worst errors, the layers that part; ``names``
+    name the two sides."""
+    left, right = names
+    moved = f"{left}'s weights moved into {right}" if n.transferred else \
+        "each side's own weights"
     mode = "isolated layers" if n.isolated else "end to end"
-    out = [f"Numbers  (lhs {n.lhs_context}, rhs {n.rhs_context}; {_seed_text(n.seeds)}; "
-           f"{moved}; {mode})"]
+    out = [f"Numbers  ({left} {n.lhs_context}, {right} {n.rhs_context}; "
+           f"{seed_text(n.seeds)}; {moved}; {mode})"]
     fwd = [layer.forward for layer in n.layers]
     bwd = [layer.backward for layer in n.layers if layer.backward is not None]
     parted = [layer for layer in n.layers if (layer.forward and layer.forward.diverges)
@@ -205,7 +255,7 @@ def _numeric_lines(n: Any) -> list[str]:
                  f"{layer.backward.max_rel:.2e}" if layer.backward else ""]
                 for layer in parted[:12]]
         out += ["  " + line for line in table(
-            ["lhs layer", "rhs layer", "forward", "isolated", "backward"], rows)]
+            [f"{left} layer", f"{right} layer", "forward", "isolated", "backward"], rows)]
         if len(parted) > 12:
             out.append(f"  ... and {len(parted) - 12} more layers that part")
     out += [f"  note: {note}" for note in n.notes]

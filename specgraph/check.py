@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from specgraph.align import align
+from specgraph.align import Alignment, align
 from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
@@ -25,7 +25,7 @@ from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
 from specgraph.passes import canonicalize_model
-from specgraph.report import DiffReport, Finding
+from specgraph.report import DIFF, DiffReport, Finding, Voice
 from specgraph.transfer import TransferError
 
 __all__ = ["compare", "compare_structure", "backends", "InputMismatchError", "MODES"]
@@ -93,7 +93,9 @@ def compare_structure(lhs: str | TracedModel, rhs: str | TracedModel, *, raw: bo
 def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both",
             raw: bool = False, options: NumericOptions | None = None,
             batch: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
-            progress: Callable[[str], None] | None = None) -> DiffReport:
+            progress: Callable[[str], None] | None = None, voice: Voice = DIFF,
+            keep: Callable[[Finding], bool] | None = None,
+            alignment: Alignment | None = None) -> DiffReport:
     """Compare two implementations of a model: structure, then numbers.
 
     Args:
@@ -111,6 +113,11 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
         shapes: sizes of inputs by name for the ``.onnx`` references (``--input-shape``),
             each for whichever side has an input of that name.
         progress: called with a line of text at each step (for a terminal).
+        voice: how findings name the two sides (a check against a spec names them the
+            implementation and the spec).
+        keep: which findings count, structural and numeric (a check drops those on what
+            its spec leaves open); None keeps all.
+        alignment: the two prepared graphs' alignment, when the caller has it.
 
     Returns:
         The report; ``bool(report)`` is True when the models are equivalent.
@@ -137,17 +144,21 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     check_shapes(shapes, references, (left, right))
     _check_inputs(left, right)
     say("aligning and comparing structure")
-    alignment = align(left.graph, right.graph)
-    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False)
-    findings: list[Finding] = found if mode != "numbers" else []
+    if alignment is None:
+        alignment = align(left.graph, right.graph)
+    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False, voice=voice)
+    kept = keep or (lambda _: True)
+    findings: list[Finding] = [f for f in found if kept(f)] if mode != "numbers" else []
     notes: list[str] = []
     result = None
     if mode != "structure":
         opts = options or NumericOptions()
         pairing = pair(alignment)
         numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
+        numeric = [f for f in numeric if kept(f)]
         if result is None:
-            notes.append(_SKIPPED_TRANSFER)
+            notes.append(f"numbers not compared: weights cannot be moved from {voice.lhs} "
+                         f"to {voice.rhs}")
         elif findings:
             say("holding the structural findings against the numbers")
             findings, settled = arbitrate(findings, pairing, left, right,
@@ -155,14 +166,12 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                                           result.seeds)
             notes.extend(settled)
             findings, numeric = confirm(findings, numeric, pairing)
-        findings = [*group_repeated(findings, alignment), *numeric]
+        findings = [*group_repeated(findings, alignment, voice), *numeric]
     else:
-        findings = group_repeated(findings, alignment)
+        findings = group_repeated(findings, alignment, voice)
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes))
 
-
-_SKIPPED_TRANSFER = "numbers not compared: weights cannot be moved from lhs to rhs"
 
 
 def _rhs_weights(pairing: Pairing, left: TracedModel, right: TracedModel,

@@ -67,7 +67,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from specgraph.renderers import FORMATS
+    from specgraph.renderers import CHECK_FORMATS, FORMATS
 
     parser = _Parser(prog="specgraph", description="Trace models from any framework into one "
                      "graph, show them as equations, and check that two implementations agree.")
@@ -104,12 +104,58 @@ def _parser() -> argparse.ArgumentParser:
                            "repeatable, and read from [tool.specgraph] accept in "
                            "pyproject.toml too")
     _numeric_arguments(diff)
+    _check_arguments(sub.add_parser(
+        "check", help="check an implementation against a paper spec",
+        description="Hold MODEL against the paper spec SPEC.yaml: what the spec states, in "
+        "structure, then in numbers (MODEL's weights moved into the spec, the spec run in "
+        "float64). Exit 0: the spec is satisfied, 1: differences."), CHECK_FORMATS)
+    spec = sub.add_parser("spec", help="work with paper specs (spec init MODEL drafts one)",
+                          description="Paper specs: `spec init MODEL` drafts a spec from an "
+                          "implementation, to edit into what the paper says.")
+    spec_sub = spec.add_subparsers(dest="spec_command", required=True, parser_class=_Parser)
+    init = spec_sub.add_parser("init", help="draft a spec from an implementation",
+                               description="Trace MODEL and print a spec that states it: its "
+                               "sizes as dims and hyperparameters, repeated blocks folded into "
+                               "repeat:, each statement's equation; MODEL satisfies it.")
+    init.add_argument("model", metavar="MODEL", help="file.py:factory or a .onnx file")
+    init.add_argument("-o", "--output", metavar="FILE",
+                      help="write the spec to FILE (default: stdout)")
+    init.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    init.set_defaults(format="text")
+    validate = spec_sub.add_parser(
+        "validate", help="check spec files against the schema and compile them",
+        description="Read each spec FILE, check it against the JSON Schema of the language "
+        "and compile it; every error is one line at file:line:col. Exit 0: all valid, 2: "
+        "not. Imports no framework (the pre-commit hook runs it).")
+    validate.add_argument("files", metavar="FILE", nargs="+", help="spec .yaml files")
+    validate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    validate.set_defaults(format="text")
     schema = sub.add_parser("schema", help="print the JSON Schema of paper spec files",
                             description="Print the JSON Schema of the paper spec language, "
                             "for editors (# yaml-language-server: $schema=PATH) and "
                             "check-jsonschema.")
     schema.set_defaults(format="text", debug=False)
     return parser
+
+
+def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> None:
+    check.add_argument("model", metavar="MODEL", help="the implementation: file.py:factory or "
+                       "a .onnx file")
+    check.add_argument("--spec", required=True, metavar="SPEC.yaml",
+                       help="the paper spec to check MODEL against")
+    check.add_argument("--format", choices=formats, default="text",
+                       help="output format: text, json, github (annotations on the spec's "
+                            "and the model's lines, then the text), junit, sarif (2.1.0), "
+                            "markdown (a job summary)")
+    check.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    check.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0 to FILE")
+    check.add_argument("--summary", metavar="FILE",
+                       help="also append a Markdown summary to FILE (e.g. "
+                            "$GITHUB_STEP_SUMMARY)")
+    check.add_argument("--full", action="store_true",
+                       help="show every row of the side-by-side view")
+    check.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _numeric_arguments(check)
 
 
 MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
@@ -298,6 +344,41 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), text
 
 
+_SIDE_FILES = (("junit", "junit"), ("sarif", "sarif"), ("summary", "markdown"))
+
+
+def _check(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    from specgraph.renderers import get_renderer
+    from specgraph.spec_check import check_spec
+
+    if args.repro is not None:
+        _check_repro_folder(Path(args.repro))
+    for flag, _ in _SIDE_FILES:
+        if getattr(args, flag):
+            _check_side_file(flag, Path(getattr(args, flag)))
+    mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
+    report = check_spec(args.model, args.spec, mode=mode, options=_numeric_options(args),
+                        batch=args.batch, progress=progress.step)
+    for flag, fmt in _SIDE_FILES:
+        target = getattr(args, flag)
+        if target:
+            text = get_renderer(fmt).render(report)
+            with open(target, "a" if flag == "summary" else "w", encoding="utf-8") as out:
+                out.write(text)
+    text = get_renderer(args.format, color=color, full=args.full).render(report)
+    return (EXIT_OK if report.satisfied else EXIT_DIFFERENT), text
+
+
+def _check_side_file(flag: str, path: Path) -> None:
+    """Refuse a side file that cannot be written, before anything runs."""
+    if path.is_dir():
+        raise SpecgraphError(f"--{flag} {path}: that is a folder; name a file to write")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise SpecgraphError(f"--{flag} {path}: {folder} is not a folder you can write "
+                             "into; name a file in one")
+
+
 def _check_repro_folder(folder: Path) -> None:
     """Refuse a --repro target that cannot become a folder, before anything runs."""
     there = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
@@ -336,7 +417,48 @@ def _schema(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[
     return EXIT_OK, resources.files("specgraph.spec").joinpath(FILE).read_text("utf-8")
 
 
-_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "schema": _schema}
+def _validate(args: argparse.Namespace) -> tuple[int, str]:
+    from specgraph.spec import load
+
+    errors = []
+    for name in args.files:
+        try:
+            load(name)
+        except SpecgraphError as err:
+            errors.append(f"specgraph: error: {err}")
+    if errors:
+        print("\n".join(strip_controls(e) for e in errors), file=sys.stderr)
+        noun = "file" if len(args.files) == 1 else "files"
+        return EXIT_ERROR, f"{len(errors)} of {len(args.files)} spec {noun} invalid\n"
+    return EXIT_OK, ""
+
+
+def _spec(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    if args.spec_command == "validate":
+        return _validate(args)
+    from specgraph.loading import trace
+    from specgraph.passes import canonicalize_model
+    from specgraph.spec import loads
+    from specgraph.spec.draft import draft
+
+    if args.output is not None:
+        _check_side_file("output", Path(args.output))
+    progress.step(f"tracing {args.model}")
+    traced = canonicalize_model(trace(args.model))
+    progress.step(f"drafting a spec of {len(traced.graph)} nodes")
+    text = draft(traced.graph, reference=args.model, framework=traced.framework)
+    try:
+        loads(text, name="the draft")
+    except SpecgraphError as err:  # a draft that does not compile is a bug in specgraph
+        raise RuntimeError(f"the draft does not compile: {err}") from err
+    if args.output is None:
+        return EXIT_OK, text
+    Path(args.output).write_text(text, encoding="utf-8")
+    return EXIT_OK, f"wrote {args.output}\n"
+
+
+_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "check": _check,
+                                  "spec": _spec, "schema": _schema}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -380,8 +502,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{type(err).__name__} (a BaseException): {first_line(err)}"
                     f"{_during(progress)}; user code must raise Exceptions, not stop the "
                     "run: rerun with --debug for the traceback", EXIT_ERROR)
-    if args.format == "text":  # names from a model reach the terminal as text, not commands
-        text = strip_controls(text, color=color)
+    if args.format in ("text", "github"):  # names reach the terminal as text, not commands
+        text = strip_controls(text, color=color and args.format == "text")
     sys.stdout.write(text)
     return code
 

@@ -18,7 +18,7 @@ from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
-from specgraph.report import Finding, Row, Side
+from specgraph.report import DIFF, Finding, Row, Side, Voice
 
 __all__ = ["diff", "describe_node", "node_side"]
 
@@ -42,8 +42,8 @@ def _fmt(value: Any) -> str:
 
 
 class _Differ:
-    def __init__(self, al: Alignment) -> None:
-        self.al = al
+    def __init__(self, al: Alignment, voice: Voice = DIFF) -> None:
+        self.al, self.v = al, voice
         self.lhs, self.rhs = al.lhs, al.rhs
         self.l2r, self.r2l = al.lhs_to_rhs, al.rhs_to_lhs
         self.findings: list[tuple[int, Finding]] = []  # (sort key, finding)
@@ -171,7 +171,7 @@ class _Differ:
                 self._missing_run(self.rhs, rc, "rhs")
 
     def _missing_run(self, graph: Graph, comp: list[int], side: str) -> None:
-        other = "rhs" if side == "lhs" else "lhs"
+        other = self.v.other(side)
         matched = self.l2r if side == "lhs" else self.r2l
         first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
         before, _ = self._neighbour_scopes(graph, first, matched)
@@ -179,7 +179,7 @@ class _Differ:
         ops = tuple(graph.nodes[i].op for i in comp)
         where = node_side(graph, first)
         message = (f"{other} has no {'·'.join(ops)} between {before} and {after} "
-                   f"({side} has it at {first.scope or '<model>'}"
+                   f"({self.v.name(side)} has it at {first.scope or '<model>'}"
                    f"{', ' + first.source if first.source else ''})")
         finding = Finding("missing-op", message, op=first.op,
                           lhs=where if side == "lhs" else None,
@@ -195,7 +195,8 @@ class _Differ:
         detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
                            for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",
                                                                     "batch_norm"))
-        message = (f"lhs computes {l_ops} where rhs computes {r_ops}, between {before} and "
+        message = (f"{self.v.lhs} computes {l_ops} where {self.v.rhs} computes {r_ops}, "
+                   f"between {before} and "
                    f"{after} ({a.scope or '<model>'} / {b.scope or '<model>'})"
                    f"{': ' + detail if detail else ''}")
         self.findings.append((lc[0], Finding("op-mismatch", message, op=a.op,
@@ -217,7 +218,7 @@ class _Differ:
             if a.op != b.op:
                 self._add(i, Finding(
                     "op-mismatch",
-                    f"lhs computes {a.op} where rhs computes {b.op} "
+                    f"{self.v.lhs} computes {a.op} where {self.v.rhs} computes {b.op} "
                     f"({a.scope or '<model>'} / {b.scope or '<model>'})",
                     op=a.op, lhs=node_side(self.lhs, a, a.op), rhs=node_side(self.rhs, b, b.op)))
             elif not (a.op == "attention" and self._heads(i, a, b)):
@@ -230,8 +231,8 @@ class _Differ:
                         va.shape != vb.shape for va, vb in zip(a.outputs, b.outputs)):
                     self._add(i, Finding(
                         "shape-mismatch",
-                        f"{a.op} produces {a.outputs[0].shape} in lhs "
-                        f"({a.scope or '<model>'}) but {b.outputs[0].shape} in rhs "
+                        f"{a.op} produces {a.outputs[0].shape} in {self.v.lhs} "
+                        f"({a.scope or '<model>'}) but {b.outputs[0].shape} in {self.v.rhs} "
                         f"({b.scope or '<model>'}) from inputs of the same shape",
                         op=a.op, lhs=node_side(self.lhs, a, a.outputs[0].shape),
                         rhs=node_side(self.rhs, b, b.outputs[0].shape)))
@@ -251,8 +252,9 @@ class _Differ:
             return False
         self._add(i, Finding(
             "attr-mismatch",
-            f"attention uses {qa[-3]} heads of size {qa[-1]} in lhs ({a.scope or '<model>'}) "
-            f"but {qb[-3]} heads of size {qb[-1]} in rhs ({b.scope or '<model>'})",
+            f"attention uses {qa[-3]} heads of size {qa[-1]} in {self.v.lhs} "
+            f"({a.scope or '<model>'}) but {qb[-3]} heads of size {qb[-1]} in {self.v.rhs} "
+            f"({b.scope or '<model>'})",
             op="attention", attr="heads", lhs=node_side(self.lhs, a, (qa[-3], qa[-1])),
             rhs=node_side(self.rhs, b, (qb[-3], qb[-1]))))
         for key in ("causal", "has_mask"):
@@ -273,8 +275,8 @@ class _Differ:
                 said = {"causal", "has_mask"}
                 self._add(i, Finding(
                     "attr-mismatch",
-                    f"attention at {a.scope or '<model>'} lets each query see {x} in lhs but "
-                    f"{y} in rhs ({b.scope or '<model>'})", op=a.op, attr="mask",
+                    f"attention at {a.scope or '<model>'} lets each query see {x} in "
+                    f"{self.v.lhs} but {y} in {self.v.rhs} ({b.scope or '<model>'})", op=a.op, attr="mask",
                     lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
@@ -284,8 +286,8 @@ class _Differ:
             affects = schema.affects if schema is not None and schema.affects else None
             self._add(i, Finding(
                 "attr-mismatch",
-                f"{a.op} {key} is {_fmt(x)} in lhs ({a.scope or '<model>'}) but {_fmt(y)} in "
-                f"rhs ({b.scope or '<model>'})"
+                f"{a.op} {key} is {_fmt(x)} in {self.v.lhs} ({a.scope or '<model>'}) but "
+                f"{_fmt(y)} in {self.v.rhs} ({b.scope or '<model>'})"
                 + (f"; the forward pass is the same, it changes {affects}" if affects else ""),
                 op=a.op, attr=key, lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y),
                 affects=affects))
@@ -302,7 +304,8 @@ class _Differ:
         said = "; ".join(f"{na} {list(sa)} vs {nb} {list(sb)}" for na, sa, nb, sb in diffs)
         self._add(i, Finding(
             "param-mismatch",
-            f"{a.op} parameters differ in shape between lhs ({a.scope or '<model>'}) and rhs "
+            f"{a.op} parameters differ in shape between {self.v.lhs} ({a.scope or '<model>'}) "
+            f"and {self.v.rhs} "
             f"({b.scope or '<model>'}): {said}",
             op=a.op, lhs=node_side(self.lhs, a, [list(d[1]) for d in diffs]),
             rhs=node_side(self.rhs, b, [list(d[3]) for d in diffs])))
@@ -323,8 +326,9 @@ class _Differ:
         lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
         self._add(i, Finding(
             "edge-mismatch",
-            f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, self.lhs)} in lhs but "
-            f"{self._say(rm, self.rhs)} in rhs ({b.scope or '<model>'}): the two sides are "
+            f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, self.lhs)} in {self.v.lhs} "
+            f"but {self._say(rm, self.rhs)} in {self.v.rhs} ({b.scope or '<model>'}): the two "
+            "sides are "
             "wired differently here",
             op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
 
@@ -339,7 +343,8 @@ class _Differ:
             self._add(i, Finding(
                 "edge-mismatch",
                 f"{a.op} at {a.scope or '<model>'} reads a constant tensor {list(va.shape)} "
-                f"in lhs whose numbers differ from rhs's ({b.scope or '<model>'}) by up to "
+                f"in {self.v.lhs} whose numbers differ from {self.v.rhs}'s "
+                f"({b.scope or '<model>'}) by up to "
                 f"{gap:.3g}", op=a.op, lhs=node_side(self.lhs, a, slot),
                 rhs=node_side(self.rhs, b, slot)))
             return
@@ -435,7 +440,8 @@ def _explains_layout(f: Finding, lhs: Graph, rhs: Graph) -> bool:
     return [v.shape for v in a.outputs] != [v.shape for v in b.outputs]
 
 
-def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph) -> list[Finding]:
+def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph, v: Voice
+                    ) -> list[Finding]:
     """A reshape whose shape differs and the transpose that reads it, whose permutation
     differs, are one relayout written another way (heads split as (head_dim, heads) where
     the other side splits (heads, head_dim)): the transpose's finding joins the reshape's."""
@@ -459,12 +465,13 @@ def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph) -> list[Fin
             continue
         g = out[r]
         out[r] = dataclasses.replace(g, message=f"{g.message}, then transposed by "
-                                     f"{_fmt(f.lhs.value)} in lhs but {_fmt(f.rhs.value)} in rhs")
+                                     f"{_fmt(f.lhs.value)} in {v.lhs} but "
+                                     f"{_fmt(f.rhs.value)} in {v.rhs}")
         dropped.add(k)
     return [f for k, f in enumerate(out) if k not in dropped]
 
 
-def _merge_moved(findings: list[Finding]) -> list[Finding]:
+def _merge_moved(findings: list[Finding], v: Voice) -> list[Finding]:
     """Two attribute findings whose values trade places are one moved attribute (a stride
     moved from one conv to another), whose places are both."""
     out: list[Finding] = []
@@ -479,14 +486,22 @@ def _merge_moved(findings: list[Finding]) -> list[Finding]:
                         g.attr == f.attr and g.lhs and g.rhs and g.lhs.value == f.rhs.value \
                         and g.rhs.value == f.lhs.value:
                     used.add(j)
+                    # told by the value that moved, not the one left (a stride of 2, not 1)
+                    x, y = (g, f) if _unit(f.lhs.value) and not _unit(f.rhs.value) else (f, g)
                     f = Finding("attr-mismatch", (
-                        f"{f.op} {f.attr} {_fmt(f.lhs.value)} sits at {f.lhs.scope} in lhs "
-                        f"but at {g.rhs.scope} in rhs, which has {_fmt(f.rhs.value)} at "
-                        f"{f.rhs.scope}: the {f.attr} moved from one {f.op} to another"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs,
+                        f"{f.op} {f.attr} {_fmt(x.lhs.value)} sits at {x.lhs.scope} in "
+                        f"{v.lhs} but at {y.rhs.scope} in {v.rhs}, which has "
+                        f"{_fmt(x.rhs.value)} at {x.rhs.scope}: the {f.attr} moved from one "
+                        f"{f.op} to another"), op=f.op, attr=f.attr, lhs=f.lhs, rhs=f.rhs,
                         places=((f.lhs, f.rhs), (g.lhs, g.rhs)))
                     break
         out.append(f)
     return out
+
+
+def _unit(value: Any) -> bool:
+    """A value that leaves its op as it is: strides and dilations of 1."""
+    return isinstance(value, tuple) and bool(value) and all(x == 1 for x in value)
 
 
 def _merge_wiring(findings: list[Finding]) -> list[Finding]:
@@ -502,8 +517,8 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
             or f is first]
 
 
-def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: bool = True
-         ) -> tuple[list[Finding], list[Row]]:
+def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: bool = True,
+         voice: Voice = DIFF) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
     the side-by-side rows of the alignment.
 
@@ -513,15 +528,16 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
         group: make a difference found in several places one finding with its places
             (``specgraph.grouping``); False leaves one finding per place (for callers that
             judge each place before grouping, as ``specgraph.check.compare`` does).
+        voice: how messages name the two sides (``lhs`` and ``rhs`` unless told).
     """
-    d = _Differ(alignment if alignment is not None else align(lhs, rhs))
+    d = _Differ(alignment if alignment is not None else align(lhs, rhs), voice)
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
     if any(_explains_layout(f, d.lhs, d.rhs) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
-    findings = _merge_wiring(_merge_moved(_merge_relayout(findings, d.lhs, d.rhs)))
-    return (group_repeated(findings, d.al) if group else findings), d.rows()
+    findings = _merge_wiring(_merge_moved(_merge_relayout(findings, d.lhs, d.rhs, voice), voice))
+    return (group_repeated(findings, d.al, voice) if group else findings), d.rows()
 
 
 def _keys_kept(graph: Graph, node: Node) -> str | None:

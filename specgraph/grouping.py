@@ -27,15 +27,15 @@ from typing import Any
 
 from specgraph.align import Alignment
 from specgraph.ir import Graph, Node
-from specgraph.report import Finding, Side
+from specgraph.report import DIFF, Finding, Side, Voice
 
 __all__ = ["group_repeated"]
 
 _PAIRED = ("op-mismatch", "shape-mismatch", "param-mismatch")
 
 
-def group_repeated(findings: Sequence[Finding], alignment: Alignment | None = None
-                   ) -> list[Finding]:
+def group_repeated(findings: Sequence[Finding], alignment: Alignment | None = None,
+                   voice: Voice = DIFF) -> list[Finding]:
     """``findings`` with each difference found in several places made one finding, at the
     place of its first occurrence; a difference found once is returned unchanged.
 
@@ -43,6 +43,7 @@ def group_repeated(findings: Sequence[Finding], alignment: Alignment | None = No
         findings: the diff's findings, in lhs graph order.
         alignment: the alignment they come from, which says what a missing run sits
             between; without it, missing runs are never grouped.
+        voice: how messages name the two sides.
     """
     groups: dict[Hashable, list[Finding]] = {}
     order: list[Hashable | Finding] = []
@@ -61,7 +62,7 @@ def group_repeated(findings: Sequence[Finding], alignment: Alignment | None = No
             out.append(item)
         else:
             same = groups[item]
-            out.append(same[0] if len(same) == 1 else _grouped(same, item))
+            out.append(same[0] if len(same) == 1 else _grouped(same, item, voice))
     return out
 
 
@@ -131,16 +132,17 @@ def _say(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _at(lhs: Side | None, rhs: Side | None, op: str | None = None) -> str:
+def _at(lhs: Side | None, rhs: Side | None, op: str | None = None, v: Voice = DIFF) -> str:
     """The first place, in words: ``conv at stage1.0`` (and rhs's scope where it differs)."""
     what = f"{op} at " if op else "at "
     if lhs is None or rhs is None:
         side = lhs or rhs
         return f"{what}{side.scope if side else '?'}"
-    return f"{what}{lhs.scope}" + (f" (rhs: {rhs.scope})" if rhs.scope != lhs.scope else "")
+    return f"{what}{lhs.scope}" + (f" ({v.rhs}: {rhs.scope})" if rhs.scope != lhs.scope
+                                   else "")
 
 
-def _grouped(same: list[Finding], key: Any) -> Finding:
+def _grouped(same: list[Finding], key: Any, v: Voice) -> Finding:
     first = same[0]
     n, a, b = len(same), first.lhs, first.rhs
     more = f"and {n - 1} more"
@@ -149,20 +151,23 @@ def _grouped(same: list[Finding], key: Any) -> Finding:
         at = a or b
         before, after = key[-2:]
         source = f", {at.source}" if at.source else ""
-        message = (f"{other} has no {'·'.join(first.ops)} between {before} and {after} in "
-                   f"{n} places: {side} has it at {at.scope}{source}, {more}")
+        message = (f"{v.name(other)} has no {'·'.join(first.ops)} between {before} and "
+                   f"{after} in {n} places: {v.name(side)} has it at {at.scope}{source}, "
+                   f"{more}")
     elif first.code == "attr-mismatch":
-        message = (f"{first.op} {first.attr} is {_say(a.value)} in lhs but {_say(b.value)} in "
-                   f"rhs in {n} places: {_at(a, b, first.op)} {more}")
+        message = (f"{first.op} {first.attr} is {_say(a.value)} in {v.lhs} but "
+                   f"{_say(b.value)} in {v.rhs} in {n} places: {_at(a, b, first.op, v)} {more}")
     elif first.code == "op-mismatch":
-        message = (f"lhs computes {a.value} where rhs computes {b.value} in {n} places: "
-                   f"{_at(a, b)} {more}")
+        message = (f"{v.lhs} computes {a.value} where {v.rhs} computes {b.value} in {n} "
+                   f"places: {_at(a, b, None, v)} {more}")
     elif first.code == "shape-mismatch":
-        message = (f"{first.op} produces {_say(a.value)} in lhs but {_say(b.value)} in rhs "
-                   f"from inputs of the same shape in {n} places: {_at(a, b, first.op)} {more}")
+        message = (f"{first.op} produces {_say(a.value)} in {v.lhs} but {_say(b.value)} in "
+                   f"{v.rhs} from inputs of the same shape in {n} places: "
+                   f"{_at(a, b, first.op, v)} {more}")
     else:  # param-mismatch
-        message = (f"{first.op} parameters differ in shape, {_say(a.value)} in lhs but "
-                   f"{_say(b.value)} in rhs, in {n} places: {_at(a, b, first.op)} {more}")
+        message = (f"{first.op} parameters differ in shape, {_say(a.value)} in {v.lhs} but "
+                   f"{_say(b.value)} in {v.rhs}, in {n} places: {_at(a, b, first.op, v)} "
+                   f"{more}")
     return Finding(first.code, message, op=first.op, attr=first.attr, lhs=a, rhs=b,
                    blame=first.blame, ops=first.ops,
                    places=tuple((f.lhs, f.rhs) for f in same))

@@ -205,8 +205,8 @@ def with_batch(items: tuple[Any, ...], batch: int, reference: str) -> tuple[Any,
 
 
 def trace(reference: str, *, batch: int | None = None,
-          shapes: Mapping[str, Sequence[int]] | None = None, shared_shapes: bool = False
-          ) -> TracedModel:
+          shapes: Mapping[str, Sequence[int]] | None = None, shared_shapes: bool = False,
+          **file_options: Any) -> TracedModel:
     """Trace the model that ``reference`` names into a TracedModel.
 
     Args:
@@ -216,6 +216,8 @@ def trace(reference: str, *, batch: int | None = None,
         shared_shapes: ``shapes`` are meant for either side of a diff: names this model
             has no input of, and a factory reference, leave them aside (the caller checks
             them with ``check_shapes``).
+        file_options: for a model file, options of its format's tracer (a spec's ``dims``
+            and ``fills``).
 
     Raises:
         SpecgraphError: the reference, the factory or the trace failed (one sentence).
@@ -232,12 +234,12 @@ def trace(reference: str, *, batch: int | None = None,
             raise ModelReferenceError(f"model reference {reference!r}: {fmt.batch}")
         if reference.endswith(".onnx"):
             return frontends.trace_file(path, reference, shapes=shapes,
-                                        shared_shapes=shared_shapes)
+                                        shared_shapes=shared_shapes, **file_options)
         if shapes and not shared_shapes:
             raise ModelReferenceError(
                 f"model reference {reference!r}: --input-shape sizes the inputs of .onnx "
                 "files; a paper spec states its own sizes in dims:")
-        return frontends.trace_file(path, reference)
+        return frontends.trace_file(path, reference, **file_options)
     if shapes and not shared_shapes:
         raise ModelReferenceError(
             f"model reference {reference!r}: --input-shape sizes the inputs of .onnx files, "

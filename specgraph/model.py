@@ -58,7 +58,7 @@ class TracedModel:
 class LazyOutputs(Mapping[str, np.ndarray]):
     """A model's own outputs by name, computed on first read (one run of the framework),
     so that tracing costs no more than the framework's tracer; ``compute`` raises a
-    SpecgraphError if the run fails."""
+    SpecgraphError if the run fails. (A spec's seeded weights are made the same way.)"""
 
     def __init__(self, compute: Callable[[], Mapping[str, np.ndarray]],
                  names: Sequence[str]) -> None:

@@ -5,13 +5,58 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "Side", "Finding", "AcceptRule", "Accepted", "Row", "DiffReport"]
+__all__ = ["CODES", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptRule",
+           "Accepted", "Row", "DiffReport", "Location", "SpecFinding", "StatementResult",
+           "SpecReport", "STATUSES"]
 
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
     "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
-    "nondeterminism", "unsupported-op",
+    "nondeterminism", "unsupported-op", "param-count-mismatch",
 )
+
+# what each code means, for people and for tools that list rules (SARIF)
+DESCRIPTIONS = {
+    "missing-op": "an op one side computes and the other lacks",
+    "op-mismatch": "the two sides compute different ops in the same place",
+    "attr-mismatch": "an op's attribute (an eps, a stride, an approximation) differs",
+    "shape-mismatch": "a value or an input has another shape",
+    "param-mismatch": "a layer's parameters have other shapes",
+    "edge-mismatch": "the same ops, wired to different values",
+    "numeric-divergence": "the values part at a layer, forward",
+    "gradient-divergence": "the gradients part at a layer, backward",
+    "nan-introduced": "a layer turns finite values into NaN or Inf",
+    "nondeterminism": "a layer gives different results on the same inputs",
+    "unsupported-op": "an op specgraph cannot compare",
+    "param-count-mismatch": "the parameter count differs from the one the spec states",
+}
+
+
+@dataclass(frozen=True)
+class Voice:
+    """How findings name the two sides: ``lhs`` and ``rhs`` in a diff; a check against a
+    spec names them ``the implementation`` and ``the spec``.
+
+    Attributes:
+        lhs / rhs: each side's name in messages.
+        spec: which side (``lhs`` or ``rhs``) is a spec, the definition the other is held
+            against; None when neither is.
+    """
+
+    lhs: str = "lhs"
+    rhs: str = "rhs"
+    spec: str | None = None
+
+    def name(self, side: str) -> str:
+        """The name of ``side`` (``lhs`` or ``rhs``)."""
+        return self.lhs if side == "lhs" else self.rhs
+
+    def other(self, side: str) -> str:
+        """The name of the side that is not ``side``."""
+        return self.rhs if side == "lhs" else self.lhs
+
+
+DIFF = Voice()  # the two sides of a diff
 
 
 @dataclass(frozen=True)
@@ -165,3 +210,109 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a file: ``path`` as a person reads it (relative to the working directory,
+    or from an installed package's root), 1-based ``line`` and ``column`` (None: the whole
+    line)."""
+
+    path: str
+    line: int
+    column: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" + (f":{self.column}" if self.column else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True)
+class SpecFinding:
+    """A finding of a check against a spec, placed in the spec and in the model's source.
+
+    Attributes:
+        finding: the finding; its ``lhs`` is the implementation, its ``rhs`` the spec.
+        spec_at: the spec's line and column it concerns (the attribute where one is
+            written, else the statement), or None.
+        model_at: the model's source line, or None where the model has nothing there.
+        statements: the scopes of the spec statements it concerns, the first place first.
+    """
+
+    finding: Finding
+    spec_at: Location | None = None
+    model_at: Location | None = None
+    statements: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.finding.to_dict(),
+                "statements": list(self.statements),
+                "spec_at": self.spec_at.to_dict() if self.spec_at else None,
+                "model_at": self.model_at.to_dict() if self.model_at else None}
+
+
+STATUSES = ("passed", "failed", "unchecked")
+
+
+@dataclass(frozen=True)
+class StatementResult:
+    """One statement of the spec, checked: ``status`` is ``passed``, ``failed`` (the
+    indices of its ``findings`` in the report) or ``unchecked`` (marked ``unspecified``)."""
+
+    scope: str
+    op: str
+    at: Location
+    status: str
+    findings: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "op": self.op, "at": self.at.to_dict(),
+                "status": self.status, "findings": list(self.findings)}
+
+
+@dataclass(frozen=True)
+class SpecReport:
+    """The result of checking an implementation against a paper spec.
+
+    Attributes:
+        spec: the spec file as given; model: the model reference; framework: the model's.
+        findings: what the implementation does otherwise than the spec states, each with
+            its places in the spec and in the model's source.
+        statements: every statement of the spec, with its status.
+        comparison: the comparison underneath (lhs the implementation, rhs the spec run
+            as the implementation chose where it is open): its rows and numbers.
+        notes: what was not checked, and why.
+        paper: the paper the spec states (title, url, section).
+    """
+
+    spec: str
+    model: str
+    framework: str
+    findings: tuple[SpecFinding, ...]
+    statements: tuple[StatementResult, ...] = ()
+    comparison: DiffReport | None = None
+    notes: tuple[str, ...] = ()
+    paper: Any = None
+
+    @property
+    def satisfied(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.satisfied
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "satisfied": self.satisfied,
+            "equivalent": self.satisfied,
+            "spec": {"path": self.spec, "paper": dict(self.paper or {})},
+            "model": {"model": self.model, "framework": self.framework},
+            "findings": [f.to_dict() for f in self.findings],
+            "statements": [s.to_dict() for s in self.statements],
+            "numeric": c.numeric.to_dict() if c is not None and c.numeric is not None
+            else None,
+            "notes": list(self.notes),
+        }

@@ -1,8 +1,10 @@
-"""pytest helpers: assert that two implementations of a model are equivalent.
+"""pytest helpers: assert that two implementations of a model are equivalent, or that an
+implementation satisfies a paper spec.
 
 Example:
-    >>> from specgraph.testing import assert_equivalent
+    >>> from specgraph.testing import assert_equivalent, assert_matches_spec
     >>> assert_equivalent("model_torch.py:build", "model_jax.py:build")  # doctest: +SKIP
+    >>> assert_matches_spec("model_torch.py:build", "bert.spec.yaml")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from specgraph.check import compare
 from specgraph.model import TracedModel
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import Context
-from specgraph.report import DiffReport
+from specgraph.report import DiffReport, SpecReport
 
-__all__ = ["assert_equivalent"]
+__all__ = ["assert_equivalent", "assert_matches_spec"]
 
 
 def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
@@ -59,4 +61,40 @@ def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
         raise AssertionError(
             f"{report.lhs} and {report.rhs} are not equivalent:\n  " + "\n  ".join(lines)
             + "\n\n" + TextRenderer().render(report))
+    return report
+
+
+def assert_matches_spec(model: str | TracedModel, spec: str, *,
+                        seeds: int | tuple[int, ...] = (0,), mode: str = "both",
+                        context: str = "", rtol: float | None = None,
+                        atol: float | None = None, **options: Any) -> SpecReport:
+    """Fail the test, with every finding at the spec's line and the model's source line,
+    unless ``model`` satisfies the paper spec ``spec``.
+
+    Args:
+        model: the implementation (``file.py:factory``, ``.onnx`` or a TracedModel).
+        spec: the spec ``.yaml`` file.
+        seeds: input seeds, or a count (``20`` means seeds 0-19).
+        mode: ``both`` (structure, then numbers), ``structure`` or ``numbers``.
+        context: the implementation's ``device,mode,dtype`` words, e.g. ``"cpu,compiled"``.
+        rtol / atol: tolerances instead of the spec's and the dtype-aware defaults.
+        options: further NumericOptions fields.
+
+    Returns:
+        The report, for further assertions.
+    """
+    __tracebackhide__ = True
+    from specgraph.spec_check import check_spec
+
+    seed_list = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    opts = NumericOptions(seeds=seed_list, lhs_context=Context.parse(context, Context(
+        device="auto")), rtol=rtol, atol=atol, **options)
+    report = check_spec(model, spec, mode=mode, options=opts)
+    if not report.satisfied:
+        lines = [f"{f.finding.code}: {f.finding.message}"
+                 + (f"\n      spec: {f.spec_at}" if f.spec_at else "")
+                 + (f"\n      implementation: {f.model_at}" if f.model_at else "")
+                 for f in report.findings]
+        raise AssertionError(f"{report.model} does not satisfy {report.spec}:\n  "
+                             + "\n  ".join(lines))
     return report

@@ -94,7 +94,10 @@ def test_wheel_contains_every_subpackage_under_specgraph(wheel: Path) -> None:
     assert top <= {"specgraph", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
                    + ".dist-info"}, top
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "specgraph = specgraph.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    entries = zipfile.ZipFile(wheel).read(entry).decode()
+    assert "specgraph = specgraph.cli:main" in entries
+    assert "[pytest11]\nspecgraph = specgraph.pytest_plugin" in entries  # *.spec.yaml tests
+    assert "specgraph/renderers/sarif.py" in names and "specgraph/pytest_plugin.py" in names
 
 
 def test_wheel_imports_every_subpackage(wheel: Path, tmp_path: Path) -> None:

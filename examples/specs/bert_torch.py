@@ -1,4 +1,5 @@
-"""A small BERT encoder written in PyTorch, to hold against bert_layer.yaml."""
+"""BERT encoders written in PyTorch, to hold against bert_layer.spec.yaml (a small encoder)
+and bert_base.spec.yaml (one BERT-base layer)."""
 
 import torch
 from torch import nn
@@ -25,17 +26,22 @@ class SelfAttention(nn.Module):
 
 class Layer(nn.Module):
     def __init__(self, d_model: int = 32, heads: int = 4, d_ff: int = 128,
-                 eps: float = 1e-12) -> None:
+                 eps: float = 1e-12, approximate: str = "none", relu: bool = False,
+                 norm_first: bool = False) -> None:
         super().__init__()
         self.attention = SelfAttention(d_model, heads)
         self.attention_output = nn.Linear(d_model, d_model)
         self.attention_norm = nn.LayerNorm(d_model, eps=eps)
         self.intermediate = nn.Linear(d_model, d_ff)
-        self.act = nn.GELU()
+        self.act = nn.ReLU() if relu else nn.GELU(approximate=approximate)
+        self.norm_first = norm_first
         self.output = nn.Linear(d_ff, d_model)
         self.output_norm = nn.LayerNorm(d_model, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm_first:  # pre-LN: x + Sublayer(LayerNorm(x))
+            x = x + self.attention_output(self.attention(self.attention_norm(x)))
+            return x + self.output(self.act(self.intermediate(self.output_norm(x))))
         x = self.attention_norm(x + self.attention_output(self.attention(x)))
         return self.output_norm(x + self.output(self.act(self.intermediate(x))))
 
@@ -61,3 +67,15 @@ def encoder_eps():
     """With PyTorch's default LayerNorm eps (1e-5) instead of BERT's 1e-12."""
     torch.manual_seed(0)
     return Encoder(eps=1e-5), (torch.randn(2, 8, 32),)
+
+
+def base_layer():
+    """One BERT-base layer (H 768, A 12, 4H, eps 1e-12, GELU with erf)."""
+    torch.manual_seed(0)
+    return Layer(768, 12, 3072).eval(), (torch.randn(2, 16, 768),)
+
+
+def base_layer_tanh():
+    """The same with GELU's tanh approximation, as in GPT-2 and some BERT ports."""
+    torch.manual_seed(0)
+    return Layer(768, 12, 3072, approximate="tanh").eval(), (torch.randn(2, 16, 768),)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from specgraph.interpreter import run
 from specgraph.ir import Graph
 from specgraph.model import LazyOutputs, TracedModel
 from specgraph.ops.dtypes import is_float
-from specgraph.spec import CompiledSpec, load
+from specgraph.spec import CompiledSpec, Fill, load
 
 __all__ = ["trace_file", "make_inputs", "make_weights", "FRAMEWORK"]
 
@@ -20,15 +21,22 @@ FRAMEWORK = "spec"
 SEED = 0
 
 
-def trace_file(path: Path, *, reference: str) -> TracedModel:
+def trace_file(path: Path, *, reference: str, dims: Mapping[str, int] | None = None,
+               fills: Mapping[tuple[str, str], Fill] | None = None) -> TracedModel:
     """The spec at ``path`` as a TracedModel (``native`` is the CompiledSpec, with the side
     table of what the spec leaves open).
+
+    Args:
+        path: the spec file; reference: how messages name it.
+        dims: sizes for its dims instead of its example sizes.
+        fills: what to run where it leaves something open (``specgraph.spec.resolve``).
 
     Raises:
         SpecError: the spec is malformed (``file:line:col:`` and the fix).
     """
-    spec = load(path, name=reference, source=display_path(str(path)))
-    weights = make_weights(spec.graph, SEED)
+    spec = load(path, name=reference, source=display_path(str(path)), dims=dims, fills=fills)
+    # made when first read: a check moves the implementation's weights in instead
+    weights = LazyOutputs(lambda: make_weights(spec.graph, SEED), list(spec.graph.params))
     inputs = make_inputs(spec, SEED)
     outputs = LazyOutputs(lambda: run(spec.graph, inputs, weights), spec.graph.output_names)
     return TracedModel(spec.graph, weights, inputs, outputs, FRAMEWORK, reference,

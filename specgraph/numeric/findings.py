@@ -11,9 +11,9 @@ from specgraph.ir import Graph, Node
 from specgraph.numeric.stats import Stats, Tolerance
 from specgraph.diff import describe_node as describe
 from specgraph.diff import node_side
-from specgraph.report import Finding
+from specgraph.report import DIFF, Finding, Voice
 
-__all__ = ["Verdict", "judge", "describe", "numeric_divergence", "gradient_divergence",
+__all__ = ["Verdict", "judge", "describe", "statement", "numeric_divergence", "gradient_divergence",
            "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired"]
 
 
@@ -42,9 +42,10 @@ def judge(lhs_error: float, rhs_error: float, rtol: float, *,
     return Verdict("unknown", "both", errors=errors)
 
 
-def _where(a: Node, b: Node, seed: int) -> str:
+def _where(a: Node, b: Node, seed: int, v: Voice = DIFF) -> str:
     """``op at scope`` of the pair (both sides' where they differ), and the seed if not 0."""
-    where = describe(b) if describe(a) == describe(b) else f"{describe(a)} (rhs: {describe(b)})"
+    where = describe(b) if describe(a) == describe(b) else \
+        f"{describe(a)} ({v.rhs}: {describe(b)})"
     return f"{where} (seed {seed} inputs)" if seed else where
 
 
@@ -59,23 +60,36 @@ def _measure(stats: Stats, tol: Tolerance) -> str:
 
 
 def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
-         upstream: Sequence[tuple[str, Node]]) -> str:
+         upstream: Sequence[tuple[str, Node]], v: Voice = DIFF,
+         stated: Node | None = None) -> str:
+    """Why the layer parts, in words; ``stated`` is the spec's node where one side is a
+    spec (its statement is named when the two definitions differ)."""
     if verdict.reason == "kernel":
         side, fw = (verdict.blame, lfw if verdict.blame == "lhs" else rfw)
-        other = "rhs" if side == "lhs" else "lhs"
         errors = ""
         if len(verdict.errors) == 2:
-            errors = (f" (error against fp64: lhs {verdict.errors[0]:.2e}, rhs "
+            errors = (f" (error against fp64: {v.lhs} {verdict.errors[0]:.2e}, {v.rhs} "
                       f"{verdict.errors[1]:.2e} of the values' scale)")
+        if v.spec == side:
+            return (f"fed the same inputs, the runner of {v.name(side)} leaves its own "
+                    f"statement{errors}: this is a bug in specgraph, not in your code")
+        if v.spec is not None:
+            return (f"fed the same inputs, {v.name(side)} ({fw}) leaves {v.other(side)}: its "
+                    f"{what} is off the fp64 reference of its own layer while the spec's "
+                    f"statement holds{errors}")
         return (f"fed the same inputs, {side} ({fw}) leaves the fp64 reference of its own "
-                f"{what} while {other} keeps it{errors}: {side} is wrong")
+                f"{what} while {v.other(side)} keeps it{errors}: {side} is wrong")
     if verdict.reason == "definition":
+        if v.spec is not None and stated is not None:
+            impl = v.other(v.spec)
+            return (f"fed the same inputs, {impl} computes its own layer faithfully, but the "
+                    f"spec's own statement is {statement(stated)}: {impl} leaves the spec here")
         return ("fed the same inputs, each side computes its own definition faithfully: the "
                 "two layers are defined differently (see the structural findings)")
     if verdict.reason == "inherited":
         if upstream:
             names = " and ".join(
-                f"{side}'s {describe(n)}, which {'lhs' if side == 'rhs' else 'rhs'} has no "
+                f"{v.name(side)}'s {describe(n)}, which {v.other(side)} has no "
                 f"counterpart for" for side, n in upstream)
             return f"fed the same inputs the two layers agree: the difference comes from {names}"
         return "fed the same inputs the two layers agree: the difference comes from upstream"
@@ -84,22 +98,38 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
     return verdict.reason
 
 
+def statement(node: Node) -> str:
+    """A node as a spec states it: its op and attributes (``layer_norm with eps=1e-12``)."""
+    attrs = ", ".join(f"{k}={_value(x)}" for k, x in sorted(node.attrs.items()))
+    return f"{node.op} with {attrs}" if attrs else node.op
+
+
+def _value(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_value(e) for e in x) + ")"
+    return str(x)
+
+
 def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
                        verdict: Verdict, upstream: Sequence[tuple[str, Node]], lfw: str, rfw: str,
-                       seed: int) -> Finding:
-    where = _where(a, b, seed)
+                       seed: int, v: Voice = DIFF) -> Finding:
+    where = _where(a, b, seed, v)
+    stated = (a if v.spec == "lhs" else b) if v.spec else None
     message = (f"values part at {where}: {_measure(stats, tol)}; "
-               f"{_why(verdict, lfw, rfw, 'computation', upstream)}")
+               f"{_why(verdict, lfw, rfw, 'computation', upstream, v, stated)}")
     causes = tuple(node_side(rg if side == "rhs" else lg, n, side) for side, n in upstream)
     return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
                    rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame, causes=causes)
 
 
 def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a: Node,
-                      seen_b: Node, stats: Stats, tol: Tolerance, seed: int) -> Finding:
+                      seen_b: Node, stats: Stats, tol: Tolerance, seed: int,
+                      v: Voice = DIFF) -> Finding:
     """A layer whose two definitions differ by less than float32 noise shows, while the
     difference grows until a later layer parts."""
-    where = _where(a, b, seed)
+    where = _where(a, b, seed, v)
     message = (f"values part at {where}: fed the same inputs, the two layers are "
                f"defined differently ({gap:.2e} of the values' scale apart in float64, too "
                f"little to stand out at the layer itself); the difference grows until "
@@ -110,11 +140,11 @@ def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a
 
 def rewired(lg: Graph, a: Node, rg: Graph, b: Node,
             crossed: Sequence[tuple[Node | None, Node | None]], stats: Stats, tol: Tolerance,
-            seed: int) -> Finding:
+            seed: int, v: Voice = DIFF) -> Finding:
     """Two layers that agree when fed the same inputs but read different values."""
-    where = _where(a, b, seed)
+    where = _where(a, b, seed, v)
     reads = "; ".join(
-        f"lhs's reads {describe(la) if la else 'an input'}, rhs's reads "
+        f"{v.lhs}'s reads {describe(la) if la else 'an input'}, {v.rhs}'s reads "
         f"{describe(rb) if rb else 'an input'}" for la, rb in crossed)
     message = (f"values part at {where}: {_measure(stats, tol)}; fed the same inputs "
                f"the two layers agree, but they are wired to different values: {reads}")
@@ -125,31 +155,35 @@ def rewired(lg: Graph, a: Node, rg: Graph, b: Node,
 
 
 def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol: Tolerance,
-                        verdict: Verdict, lfw: str, rfw: str, seed: int) -> Finding:
-    where = _where(a, b, seed)
+                        verdict: Verdict, lfw: str, rfw: str, seed: int,
+                        v: Voice = DIFF) -> Finding:
+    where = _where(a, b, seed, v)
+    stated = (a if v.spec == "lhs" else b) if v.spec else None
     message = (f"gradients part in the backward of {where} while its inputs and "
                f"output gradients agree: {_measure(stats, tol)}; "
-               f"{_why(verdict, lfw, rfw, 'gradient', ())}")
+               f"{_why(verdict, lfw, rfw, 'gradient', (), v, stated)}")
     return Finding("gradient-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
                    rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame)
 
 
-def nan_introduced(side: str, graph: Graph, node: Node, direction: str) -> Finding:
+def nan_introduced(side: str, graph: Graph, node: Node, direction: str,
+                   v: Voice = DIFF) -> Finding:
     what = "values" if direction == "forward" else "gradients"
     given = "finite inputs" if direction == "forward" else "output gradients free of NaN"
     made = "NaN or Inf" if direction == "forward" else "NaN"
-    message = f"{side}'s {describe(node)} turns {given} into {made} {what} ({direction} pass)"
+    message = (f"{v.name(side)}'s {describe(node)} turns {given} into {made} {what} "
+               f"({direction} pass)")
     place = node_side(graph, node)
     return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)
 
 
 def nondeterministic(side: str, graph: Graph, node: Node, first: Sequence[np.ndarray],
-                     again: Sequence[np.ndarray]) -> Finding:
+                     again: Sequence[np.ndarray], v: Voice = DIFF) -> Finding:
     worst = max((float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)),
                               initial=0.0)) for x, y in zip(first, again)
                  if np.shape(x) == np.shape(y)), default=float("nan"))
-    message = (f"{side}'s {describe(node)} gives different results on repeated runs of the "
+    message = (f"{v.name(side)}'s {describe(node)} gives different results on repeated runs of the "
                f"same inputs (max difference {worst:.3g}): the kernel is nondeterministic")
     place = node_side(graph, node)
     return Finding("nondeterminism", message, op=node.op, lhs=place if side == "lhs" else None,

@@ -77,13 +77,15 @@ class Localizer:
         key = side if direction == "forward" else f"{side}-backward"
         if key not in self.nan:
             self.nan.add(key)
-            self.found.append(words.nan_introduced(side, graph, node, direction))
+            self.found.append(words.nan_introduced(side, graph, node, direction,
+                                                   self.s.options.voice))
 
     def nondeterminism(self, side: str, graph: Graph, node: Node, first: list[np.ndarray],
                        again: list[np.ndarray]) -> None:
         if side not in self.nondeterministic:
             self.nondeterministic.add(side)
-            self.found.append(words.nondeterministic(side, graph, node, first, again))
+            self.found.append(words.nondeterministic(side, graph, node, first, again,
+                                                     self.s.options.voice))
 
     def _capture(self, case: ReproCase) -> None:
         """Keep the first divergence, and write its repro where the options ask for one."""
@@ -106,7 +108,7 @@ class Localizer:
                 self.found.append(words.numeric_divergence(
                     self.p.lhs, a, self.p.rhs, b, stats, tol,
                     words.Verdict("unknown", "definition"), [], self.s.lrun.framework,
-                    self.s.rrun.framework, self.seed))
+                    self.s.rrun.framework, self.seed, self.s.options.voice))
             return
         if self.first_fwd is not None and not isolated:
             self.later += 1
@@ -134,7 +136,7 @@ class Localizer:
             crossed = self._rewired(a, b)
             if crossed:
                 return self._add_forward(words.rewired(p.lhs, a, p.rhs, b, crossed, stats,
-                                                       tol, self.seed))
+                                                       tol, self.seed, s.options.voice))
         if verdict.reason == "conditioning":
             self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
                       f"scale (seed {self.seed}), within what float32 allows on these inputs "
@@ -148,7 +150,7 @@ class Localizer:
                 k, gap = root
                 ra, rb = self._nodes(k)
                 return self._add_forward(words.subtle_definition(
-                    p.lhs, ra, p.rhs, rb, gap, a, b, stats, tol, self.seed))
+                    p.lhs, ra, p.rhs, rb, gap, a, b, stats, tol, self.seed, s.options.voice))
             self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
                       f"scale (seed {self.seed}), beyond the tolerance ({tol.rtol:.1e}), yet "
                       "every layer agrees when fed the same inputs and no definition "
@@ -156,7 +158,7 @@ class Localizer:
             return False
         return self._add_forward(words.numeric_divergence(
             p.lhs, a, p.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
-            s.rrun.framework, self.seed))
+            s.rrun.framework, self.seed, s.options.voice))
 
     def _rerun(self, j: int, a: Node, b: Node, tol: Tolerance) -> words.Verdict:
         """rhs's layer re-run on lhs's inputs and judged against both definitions; the
@@ -309,7 +311,7 @@ class Localizer:
                                     s.lrun.framework, s.rrun.framework, self.seed))
         self.found.append(words.gradient_divergence(
             p.lhs, a, p.rhs, b, stats, tol, verdict, s.lrun.framework, s.rrun.framework,
-            self.seed))
+            self.seed, s.options.voice))
         return True
 
     def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],

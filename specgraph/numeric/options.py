@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgraph.numeric.runner import Context
+from specgraph.report import DIFF, Voice
 
 __all__ = ["NumericOptions"]
 
@@ -29,6 +31,10 @@ class NumericOptions:
             run once forward and backward and observed at the aligned values) where its
             frontend keeps one; False replays the canonical graph layer by layer on the
             framework's kernels.
+        voice: how findings name the two sides (``lhs`` and ``rhs`` unless told).
+        tolerances: per rhs scope, a (rtol, atol) that replaces the default tolerance of
+            that scope's layers (a spec's stated tolerances, when rhs is the spec); either
+            may be None for the default; ``rtol`` and ``atol`` above still win.
     """
 
     seeds: tuple[int, ...] = (0,)
@@ -42,3 +48,5 @@ class NumericOptions:
     store_budget: int = 64 << 20
     repro: Path | None = None
     native: bool = False
+    voice: Voice = DIFF
+    tolerances: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)

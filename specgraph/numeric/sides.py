@@ -82,5 +82,8 @@ class Sides:
     def tol(self, node: Node, backward: bool = False) -> Tolerance:
         """The tolerance for ``node``'s outputs (or its pullback's shares)."""
         opts = self.options
+        rtol, atol = opts.tolerances.get(node.scope, (None, None))
         return tolerance(node, (opts.lhs_context.dtype, opts.rhs_context.dtype),
-                         rtol=opts.rtol, atol=opts.atol, backward=backward)
+                         rtol=opts.rtol if opts.rtol is not None else rtol,
+                         atol=opts.atol if opts.atol is not None else atol,
+                         backward=backward)

@@ -15,6 +15,7 @@ as a buffer) is a constant of the graph, not a weight.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
 
@@ -226,10 +227,43 @@ def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
     return node
 
 
+class _Changes(MutableMapping[str, np.ndarray]):
+    """A model's weights with the changes canonicalization makes, the others read from the
+    model's own mapping only when asked for (a spec's seeded weights are made lazily)."""
+
+    def __init__(self, base: Mapping[str, np.ndarray]) -> None:
+        self.base, self.changed = base, {}
+        self.removed: set[str] = set()
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key in self.changed:
+            return self.changed[key]
+        if key in self.removed:
+            raise KeyError(key)
+        return self.base[key]
+
+    def __setitem__(self, key: str, value: np.ndarray) -> None:
+        self.changed[key] = value
+        self.removed.discard(key)
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self.changed and (key in self.removed or key not in set(self.base)):
+            raise KeyError(key)
+        self.changed.pop(key, None)
+        self.removed.add(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in self.base if k not in self.removed and k not in self.changed)
+        yield from self.changed
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def canonicalize_model(traced: TracedModel) -> TracedModel:
     """``traced`` with its graph canonical and channels-last inputs/outputs made
     channels-first (their example inputs and outputs permuted to match)."""
-    weights = dict(traced.weights)
+    weights = _Changes(traced.weights)
     graph = canonicalize(_integer_params_as_constants(traced.graph, weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     for _ in range(4):
@@ -251,7 +285,9 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
         outputs = LazyOutputs(lambda: {
             k: np.transpose(a, np.argsort(out_layouts[k])) if k in out_layouts else a
             for k, a in native.items()}, list(native))
-    weights = {k: w for k, w in weights.items() if k in graph.params}
+    kept = [k for k in weights if k in graph.params]
+    changed = weights
+    weights = LazyOutputs(lambda: {k: changed[k] for k in kept}, kept)  # read when read
     return dataclasses.replace(
         traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,
         param_layouts=param_layouts,

@@ -15,7 +15,8 @@ from typing import Any
 
 from specgraph.ir import Graph
 
-__all__ = ["CompiledSpec", "Unchecked", "Statement", "Tolerance"]
+__all__ = ["CompiledSpec", "Unchecked", "Statement", "Tolerance", "Count", "Fill",
+           "Implementation"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class Statement:
         equation: its equation as a sympy expression (None: none given), and as written.
         tolerance: its tolerance, or the enclosing block's, or the spec's.
         param_count: the parameter count it states (verified against its shapes).
+        line / column: where the statement starts in the file (1-based).
+        keys: where each key of the statement stands, (line, column): its op, attributes,
+            ``params``, ``activation``...
+        unspecified: the statement, or a block around it, is marked ``unspecified: true``.
     """
 
     scope: str
@@ -75,6 +80,62 @@ class Statement:
     equation_text: str = ""
     tolerance: Tolerance = field(default_factory=Tolerance)
     param_count: int | None = None
+    line: int = 1
+    column: int = 1
+    keys: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    unspecified: bool = False
+
+    def position(self, key: str | None = None) -> tuple[int, int]:
+        """(line, column) of ``key`` where the statement writes it, else of the statement."""
+        return self.keys.get(key, (self.line, self.column)) if key else (self.line,
+                                                                          self.column)
+
+
+@dataclass(frozen=True)
+class Count:
+    """A parameter count the spec states: for the whole spec (``scope`` empty), one
+    iteration of a block, or a statement.
+
+    Attributes:
+        scope: the scope it counts (every parameter under it).
+        stated: the count as stated; actual: what the spec's own shapes hold.
+        line / column: where ``param_count`` stands in the file.
+    """
+
+    scope: str
+    stated: int
+    actual: int
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """An implementation the spec lists as checked against it (``implementations:``).
+
+    Attributes:
+        model: its reference as written (``file.py:factory``, relative to the spec's folder).
+        expect: ``satisfied`` or ``differs`` (a known port that leaves the spec).
+        codes: the finding codes it is expected to have; says: text a finding must say.
+        line / column: where it is listed.
+    """
+
+    model: str
+    expect: str = "satisfied"
+    codes: tuple[str, ...] = ()
+    says: str = ""
+    line: int = 1
+    column: int = 1
+
+
+@dataclass(frozen=True)
+class Fill:
+    """What an implementation has where a spec leaves something open, to run the spec as
+    the implementation chose: values for open attributes, and the op of a stand-in
+    activation (None: keep it)."""
+
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    op: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +153,11 @@ class CompiledSpec:
         unchecked: the side table of what the spec leaves open.
         statements: each statement's equation, tolerance and parameter count, in order.
         tolerance: the spec's own tolerance.
+        input_shapes: each input's shape as written, one text per axis (``B``, ``T``,
+            ``d_model``), so that its dims can be bound to another model's input sizes.
+        counts: the parameter counts the spec states, whole spec, blocks and statements.
+        input_positions: where each input is declared, (line, column).
+        implementations: the implementations the spec lists as checked against it.
     """
 
     graph: Graph
@@ -103,6 +169,22 @@ class CompiledSpec:
     unchecked: tuple[Unchecked, ...]
     statements: tuple[Statement, ...]
     tolerance: Tolerance = field(default_factory=Tolerance)
+    input_shapes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    counts: tuple[Count, ...] = ()
+    input_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    implementations: tuple[Implementation, ...] = ()
+
+    def statement(self, scope: str) -> Statement | None:
+        """The statement whose nodes carry ``scope``, or the nearest one above it."""
+        table = self.__dict__.get("_by_scope")
+        if table is None:
+            table = {s.scope: s for s in self.statements}
+            object.__setattr__(self, "_by_scope", table)
+        while scope:
+            if scope in table:
+                return table[scope]
+            scope = scope.rpartition(".")[0]
+        return None
 
     def checks(self, scope: str, op: str | None = None, attr: str | None = None) -> bool:
         """Whether the spec states ``op`` at ``scope`` (its attribute ``attr``): False where

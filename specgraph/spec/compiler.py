@@ -22,9 +22,10 @@ from specgraph.errors import GraphError, SpecError, first_line
 from specgraph.ir import GraphBuilder, Value
 from specgraph.ops import REQUIRED, get_spec
 from specgraph.spec import shapes
-from specgraph.spec.compiled import CompiledSpec, Statement, Tolerance, Unchecked
-from specgraph.spec.expr import FUNCTIONS, ExprError, equation, evaluate, suggest
+from specgraph.spec.compiled import CompiledSpec, Count, Fill, Statement, Tolerance, Unchecked
+from specgraph.spec.expr import FUNCTIONS, ExprError, evaluate, suggest
 from specgraph.spec.inference import attribute, infer, listed
+from specgraph.spec.stated import Stated
 from specgraph.spec.reader import Document, Path
 from specgraph.spec.vocabulary import (REARRANGE, RULES, SPEC_OPS, STAND_IN_ACTIVATION,
                                        STATEMENT_FIELDS, Rule, attributes)
@@ -37,7 +38,6 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _OUTPUT = re.compile(r"^(.*)\[(\d+)\]$")
 _PARAM_DTYPE = "float32"
-_MAX_COUNT = 10**15
 
 
 class _Names:
@@ -68,19 +68,33 @@ class _Names:
         return f"{self.prefix}.{name}" if self.prefix else name
 
 
-def compile_document(doc: Document, source: str) -> CompiledSpec:
+def compile_document(doc: Document, source: str, *, dims: Mapping[str, int] | None = None,
+                     fills: Mapping[tuple[str, str], Fill] | None = None) -> CompiledSpec:
     """Compile a schema-valid spec document; ``source`` names the file in nodes' ``source``.
+
+    Args:
+        doc: the document, read and validated.
+        source: the file as nodes' ``source`` names it.
+        dims: sizes for the spec's dims instead of its example sizes (the sizes of another
+            model's inputs).
+        fills: per (scope, op) of a node, what to run where the spec leaves something
+            open (an implementation's choices: ``specgraph.spec.resolve``). Stated
+            parameter counts are then recorded, not enforced (an open bias changes them).
 
     Raises:
         SpecError: a name is unknown or defined twice, a shape does not fit, an expression
             fails, a stated parameter shape or count disagrees with the statements.
     """
-    return _Compiler(doc, source).run()
+    return _Compiler(doc, source, dict(dims or {}), fills).run()
 
 
-class _Compiler:
-    def __init__(self, doc: Document, source: str) -> None:
+class _Compiler(Stated):
+    def __init__(self, doc: Document, source: str, dims: dict[str, int],
+                 fills: Mapping[tuple[str, str], Fill] | None) -> None:
         self.doc, self.source = doc, source
+        self.bound, self.fills = dims, fills
+        self.counts: list[Count] = []
+        self.input_shapes: dict[str, tuple[str, ...]] = {}
         self.data: dict[str, Any] = doc.data
         self.builder = GraphBuilder(doc.name)
         self.sizes: dict[str, int | float] = {}
@@ -116,7 +130,7 @@ class _Compiler:
                                 False, tolerance)
         self._outputs(root, last)
         self._count(self.data.get("param_count"), ("param_count",), self.sizes,
-                    self.param_total, "the spec")
+                    self.param_total, "the spec", "")
         try:
             graph = self.builder.build()
         except GraphError as err:  # a name clash between a block and a statement's params
@@ -125,7 +139,10 @@ class _Compiler:
         dims = tuple(self.data.get("dims") or {})
         return CompiledSpec(graph, self.doc.name, dict(self.data.get("paper") or {}),
                             dict(self.sizes), dims, self.ranges, tuple(self.unchecked),
-                            tuple(self.statements), tolerance)
+                            tuple(self.statements), tolerance, self.input_shapes,
+                            tuple(self.counts),
+                            {n: self.doc.where(("inputs", n), key=True)
+                             for n in self.input_shapes}, self._implementations())
 
     def _sizes(self) -> None:
         for section in ("dims", "hyper"):
@@ -137,6 +154,8 @@ class _Compiler:
                 if name in FUNCTIONS:
                     raise self.fail(path, f"{name} is the name of a function in expressions; "
                                     "call the size something else", key=True)
+                if section == "dims" and name in self.bound:
+                    value = self.bound[name]
                 with self.at(path, f"{section}.{name}: "):
                     self.sizes[name] = shapes.size(value, self.sizes) if section == "dims" \
                         else evaluate(value, self.sizes)
@@ -149,6 +168,10 @@ class _Compiler:
                                 "sizes share one namespace, rename one", key=True)
             where = (*path, "shape") if isinstance(decl, dict) else path
             decl = decl if isinstance(decl, dict) else {"shape": decl}
+            written = decl["shape"]
+            self.input_shapes[name] = tuple(
+                shapes.tokens(written) if isinstance(written, str)
+                else (str(v) for v in (written if isinstance(written, list) else [written])))
             with self.at(where, f"the shape of input {name}: "):
                 shape = shapes.shape(decl["shape"], self.sizes)
             dtype = decl.get("dtype", "float32")
@@ -273,7 +296,7 @@ class _Compiler:
                                 "statements")
             value = inner.local[item["out"]]
         self._count(item.get("param_count"), (*path, "param_count"), env,
-                    self.param_total - start, f"block {inner.prefix}")
+                    self.param_total - start, f"block {inner.prefix}", inner.prefix)
         if item.get("unspecified") is True:
             self.unchecked.append(Unchecked(inner.prefix, None, source=self.line(path)))
         return value
@@ -328,13 +351,17 @@ class _Compiler:
         else:
             values = self._op(op, item, path, inputs, env, scope, source, blanket)
         if "activation" in item:
-            values = self._activation(item["activation"], path, values, scope, source)
+            values = self._activation(item["activation"], path, values, scope, source,
+                                      blanket)
         self._define(names, name, values, (*path, "name"))
         if item.get("unspecified") is True:
             self.unchecked.append(Unchecked(scope, None, source=source))
         self._record(item, path, op, scope, source, env, tolerance, refs,
-                     self.param_total - start)
+                     self.param_total - start, blanket)
         return values
+
+    def _fill(self, scope: str, op: str) -> Fill | None:
+        return self.fills.get((scope, op)) if self.fills else None
 
     # --- one op --------------------------------------------------------------------------
     def _op(self, op: str, item: dict[str, Any], path: Path, inputs: list[Value],
@@ -350,6 +377,11 @@ class _Compiler:
                     raise self.fail((*path, "params", role), f"{scope} states params.{role} but "
                                     f"{flag}: false; drop one of them", key=True)
                 written[flag] = True
+        stated = set(written)
+        fill = self._fill(scope, op)
+        if fill is not None:  # the implementation's choices where the spec is open
+            written.update((k, v) for k, v in fill.attrs.items()
+                           if k in spec.attrs and (blanket or k not in stated))
         attrs = self._complete(op, rule, written, shapes_in, path)
         params = self._params(op, rule, item, path, attrs, shapes_in, env, scope)
         canonical = {k: v for k, v in attrs.items() if k in spec.attrs}
@@ -362,7 +394,7 @@ class _Compiler:
             raise self.fail((*path, op), f"{op} {scope}: {first_line(err)}; fix its "
                             "attributes", key=True) from None
         derived = set(rule.derived(0)) if rule.derived else set()
-        open_attrs = sorted((set(spec.attrs) - set(written) - derived) | set(stated_open))
+        open_attrs = sorted((set(spec.attrs) - stated - derived) | set(stated_open))
         if open_attrs and not blanket:
             self.unchecked.append(Unchecked(scope, op, tuple(open_attrs), source=source))
         return values
@@ -524,14 +556,19 @@ class _Compiler:
         return (value,)
 
     def _activation(self, act: str, path: Path, values: tuple[Value, ...], scope: str,
-                    source: str) -> tuple[Value, ...]:
+                    source: str, blanket: bool) -> tuple[Value, ...]:
         if len(values) != 1:
             raise self.fail((*path, "activation"), "activation: applies to a statement with "
                             "one output; write the activation as a statement of its own")
         op = STAND_IN_ACTIVATION if act == "unspecified" else act
         value = values[0]
-        out = self.builder.add(op, [value], shape=value.shape, dtype=value.dtype, scope=scope,
-                               source=source, origin="unspecified activation"
+        fill = self._fill(scope, op)
+        run, attrs = op, {}
+        if fill is not None:  # what the implementation has where the spec is open
+            run = fill.op if fill.op and (act == "unspecified" or blanket) else op
+            attrs = {k: v for k, v in fill.attrs.items() if k in get_spec(run).attrs}
+        out = self.builder.add(run, [value], attrs, shape=value.shape, dtype=value.dtype,
+                               scope=scope, source=source, origin="unspecified activation"
                                if act == "unspecified" else op)
         spec = get_spec(op)
         if act == "unspecified":
@@ -539,58 +576,6 @@ class _Compiler:
         elif spec.attrs:
             self.unchecked.append(Unchecked(scope, op, tuple(sorted(spec.attrs)), source=source))
         return (out,)
-
-    # --- what statements state beyond the graph ------------------------------------------
-    def _record(self, item: dict[str, Any], path: Path, op: str, scope: str, source: str,
-                env: Mapping[str, int | float], tolerance: Tolerance, refs: list[str],
-                params: int) -> None:
-        tolerance = self._tolerance(item.get("tolerance"), (*path, "tolerance"), tolerance)
-        expr, text = None, item.get("equation", "")
-        if text:
-            spec = get_spec(op) if op != REARRANGE else None
-            tensors = {r for r in refs if r.isidentifier()} | {"W", "b", "gamma", "beta",
-                                                               "γ", "β", "mu", "μ", "sigma"}
-            if spec is not None:
-                tensors |= {e.lstrip("*").partition("?")[0] for e in spec.inputs}
-            scalars = set(env) | set(attributes(op))
-            with self.at((*path, "equation")):
-                _, expr = equation(text, tensors, scalars - tensors)
-        count = None
-        if "param_count" in item:
-            count = self._count(item["param_count"], (*path, "param_count"), env, params,
-                                f"statement {scope}")
-        self.statements.append(Statement(scope, source, op, expr, text, tolerance, count))
-
-    def _tolerance(self, value: Any, path: Path, inherited: Tolerance) -> Tolerance:
-        if value is None:
-            return inherited
-        given = value
-        if not isinstance(value, dict):
-            value = {"rtol": value}
-        out = {}
-        for key, number in value.items():
-            where = (*path, key) if isinstance(given, dict) else path
-            with self.at(where, f"tolerance {key}: "):
-                out[key] = float(evaluate(number, self.sizes))
-            if out[key] < 0:
-                raise self.fail(where, f"the tolerance {key} is {out[key]:g}; a tolerance is a "
-                                "number from 0")
-        return Tolerance(out.get("rtol", inherited.rtol), out.get("atol", inherited.atol))
-
-    def _count(self, stated: Any, path: Path, env: Mapping[str, int | float], actual: int,
-               what: str) -> int | None:
-        if stated is None:
-            return None
-        with self.at(path, "param_count: "):
-            value = evaluate(stated, env)
-        if not float(value).is_integer() or not 0 <= value <= _MAX_COUNT:
-            raise self.fail(path, f"param_count is {value:g}; a parameter count is a whole "
-                            f"number from 0 to {_MAX_COUNT:,}")
-        value = int(value)
-        if value != actual:
-            raise self.fail(path, f"{what} states {value:,} parameters but its statements hold "
-                            f"{actual:,}; fix the count or the shapes")
-        return value
 
     def _outputs(self, root: _Names, last: tuple[Value, ...]) -> None:
         given = self.data.get("outputs")

@@ -48,11 +48,34 @@ def listed(items: list[tuple[int, ...]]) -> str:
 
 def infer(op: str, args: list[Value], attrs: Mapping[str, Any]
           ) -> list[tuple[tuple[int, ...], str]]:
-    """Output (shape, dtype) pairs of ``op`` on ``args``: its reference run on zeros.
+    """Output (shape, dtype) pairs of ``op`` on ``args``: its reference run on zeros, once
+    per op, input shapes and attributes (a block repeated 12 times runs each op once).
 
     Raises:
         ExprError: the op refuses these shapes or attributes, or its output is too large.
     """
+    signature = tuple((v.shape, v.dtype) for v in args)
+    try:
+        key = (op, signature, tuple(sorted(attrs.items())))
+        hash(key)
+    except TypeError:  # an attribute that is not hashable: no memo
+        return _infer(op, args, attrs)
+    return list(_memo(key, lambda: _infer(op, args, attrs)))
+
+
+_MEMO: dict[Any, tuple[tuple[tuple[int, ...], str], ...]] = {}
+
+
+def _memo(key: Any, compute: Any) -> tuple[tuple[tuple[int, ...], str], ...]:
+    if key not in _MEMO:
+        if len(_MEMO) > 4096:
+            _MEMO.clear()
+        _MEMO[key] = tuple(compute())
+    return _MEMO[key]
+
+
+def _infer(op: str, args: list[Value], attrs: Mapping[str, Any]
+           ) -> list[tuple[tuple[int, ...], str]]:
     _guard(op, args, attrs)
     arrays = [np.zeros(v.shape, dtype=np.float32 if v.dtype == "bfloat16" else v.dtype)
               for v in args]

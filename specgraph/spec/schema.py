@@ -133,6 +133,18 @@ def build() -> dict[str, Any]:
                              "maxProperties": 64}),
             "tolerance": _ref("tolerance"),
             "param_count": _ref("integer"),
+            "implementations": {
+                "type": "array", "maxItems": 64,
+                "description": "the implementations this spec checks (file.py:factory or a "
+                               ".onnx file, relative to the spec's folder), and whether each "
+                               "satisfies it; the pytest plugin runs them",
+                "items": _any({"type": "string", "minLength": 1},
+                              {"type": "object", "required": ["model"],
+                               "additionalProperties": False, "properties": {
+                                   "model": {"type": "string", "minLength": 1},
+                                   "expect": {"enum": ["satisfied", "differs"]},
+                                   "codes": {"type": "array", "items": {"type": "string"}},
+                                   "says": {"type": "string"}}})},
         },
         "$defs": _definitions(),
     }

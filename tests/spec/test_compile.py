@@ -21,9 +21,9 @@ SPECS = ROOT / "examples" / "specs"
 
 # example: (output name, shape, parameter count)
 EXAMPLES = {
-    "bert_layer.yaml": ("hidden", (2, 8, 32), 2 * (12 * 32**2 + 13 * 32)),
-    "small_cnn.yaml": ("logits", (2, 10), 1634),
-    "xor.yaml": ("xor_logit", (4,), 42),
+    "bert_layer.spec.yaml": ("hidden", (2, 8, 32), 2 * (12 * 32**2 + 13 * 32)),
+    "small_cnn.spec.yaml": ("logits", (2, 10), 1634),
+    "xor.spec.yaml": ("xor_logit", (4,), 42),
 }
 
 
@@ -62,11 +62,11 @@ def test_show_prints_every_example(repo_root, capsys, name: str) -> None:
 
 
 def test_bert_scopes_sources_and_sizes(repo_root) -> None:
-    spec = load("examples/specs/bert_layer.yaml")
+    spec = load("examples/specs/bert_layer.spec.yaml")
     g = spec.graph
     assert [n.op for n in g.nodes[:3]] == ["linear"] * 3
     assert g.nodes[0].scope == "layer.0.attention.query"
-    assert g.nodes[0].source == "examples/specs/bert_layer.yaml:28"
+    assert g.nodes[0].source == "examples/specs/bert_layer.spec.yaml:28"
     assert {n.scope.split(".")[1] for n in g.nodes} == {"0", "1"}
     assert "layer.1.output.norm.weight" in g.params
     attention = [n for n in g.nodes if n.op == "attention"]
@@ -84,16 +84,16 @@ def test_bert_scopes_sources_and_sizes(repo_root) -> None:
 
 
 def test_what_a_spec_leaves_open_is_in_the_side_table(repo_root) -> None:
-    bert = load("examples/specs/bert_layer.yaml")
+    bert = load("examples/specs/bert_layer.spec.yaml")
     # the GELU's approximation is not stated: not checked; its eps is
     assert not bert.checks("layer.0.intermediate", "gelu", "approximate")
     assert bert.checks("layer.0.attention.norm", "layer_norm", "eps")
     assert not bert.checks("layer.1.attention.self", "attention", "causal")
     assert bert.checks("layer.1.attention.self", "attention", "scale")
-    cnn = load("examples/specs/small_cnn.yaml")
+    cnn = load("examples/specs/small_cnn.spec.yaml")
     stand_in = [u for u in cnn.unchecked if u.stand_in]
     assert [(u.scope, u.op, u.source) for u in stand_in] == \
-        [("stage2.bn", "relu", "examples/specs/small_cnn.yaml:36")]
+        [("stage2.bn", "relu", "examples/specs/small_cnn.spec.yaml:36")]
     assert not cnn.checks("stage2.bn", "relu")
     assert not cnn.checks("head.fc", "linear") and not cnn.checks("head.fc", "linear", "bias")
     assert cnn.checks("stage1.conv", "conv", "padding")
@@ -152,7 +152,7 @@ def test_merge_keys_and_anchors_share_attributes() -> None:
 
 def test_the_spec_package_imports_no_framework() -> None:
     code = ("import sys, specgraph.spec, specgraph.spec.compiler\n"
-            "specgraph.spec.load('examples/specs/bert_layer.yaml')\n"
+            "specgraph.spec.load('examples/specs/bert_layer.spec.yaml')\n"
             "bad = {'torch', 'jax', 'tensorflow', 'onnx', 'flax', 'keras', 'onnxruntime'}\n"
             "print(sorted(bad & {m.split('.')[0] for m in sys.modules}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -175,11 +175,11 @@ def test_a_spec_exports_to_onnx_and_runs_there(repo_root, name: str) -> None:
 
 def test_the_spec_diffs_against_pytorch_structurally(repo_root, capsys) -> None:
     pytest.importorskip("torch")
-    spec = "examples/specs/bert_layer.yaml"
+    spec = "examples/specs/bert_layer.spec.yaml"
     assert main(["diff", spec, "examples/specs/bert_torch.py:encoder", "--no-numeric"]) == 0
     assert "verdict: EQUIVALENT (same canonical graph)" in capsys.readouterr()[0]
     assert main(["diff", spec, "examples/specs/bert_torch.py:encoder_eps", "--no-numeric",
                  "--format", "json"]) == 1
     (finding,) = json.loads(capsys.readouterr()[0])["findings"]
     assert (finding["code"], finding["attr"]) == ("attr-mismatch", "eps")
-    assert finding["lhs"]["source"] == "examples/specs/bert_layer.yaml:41"
+    assert finding["lhs"]["source"] == "examples/specs/bert_layer.spec.yaml:41"
