@@ -247,3 +247,42 @@ def test_two_accurate_layer_norms_on_an_ill_conditioned_input_agree(sensor, caps
     assert main(["diff", f"{sensor}:two_pass", f"{sensor}:manual", "--native",
                  "--seed", "0-3"]) == 0
     assert "within what float32 allows on these inputs" in capsys.readouterr().out
+
+
+TIES = '''
+import torch
+import torch.nn.functional as F
+
+
+class Stem(torch.nn.Module):
+    def __init__(self, zero_pad):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.zero_pad = zero_pad
+
+    def forward(self, x):
+        h = F.relu(self.conv(x))
+        if self.zero_pad:  # the padding written out: zeros that tie with ReLU's zeros
+            return F.max_pool2d(F.pad(h, (1, 1, 1, 1)), 3, 2)
+        return F.max_pool2d(h, 3, 2, padding=1)
+
+
+def padded():
+    torch.manual_seed(0)
+    return Stem(False), (torch.randn(2, 3, 8, 8),)
+
+
+def zero_pad():
+    torch.manual_seed(0)
+    return Stem(True), (torch.randn(2, 3, 8, 8),)
+'''
+
+
+def test_max_pool_ties_are_a_note_not_a_gradient_divergence(tmp_path, capsys):
+    """After a ReLU, zeros tie for a window's maximum (with the padding's zeros too): each
+    program sends the gradient to another tied element. Both are as far from fp64; the
+    layer has no derivative there."""
+    path = tmp_path / "stem.py"
+    path.write_text(TIES)
+    assert main(["diff", f"{path}:padded", f"{path}:zero_pad", "--native"]) == 0
+    assert "ties for the maximum" in capsys.readouterr().out
