@@ -13,6 +13,7 @@ extra output.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
@@ -82,6 +83,7 @@ class TorchProgram(NativeProgram):
     def __init__(self, exported: Any, targets: Mapping[str, str], input_names: list[str],
                  output_names: list[str]) -> None:
         self.ep = exported
+        self.nodes = {n.name: n for n in exported.graph.nodes}
         self.targets = dict(targets)
         self.input_names = input_names
         self.output_names = output_names
@@ -96,8 +98,7 @@ class TorchProgram(NativeProgram):
         if cache_key in self._built:
             return self._built[cache_key]
         if mode == "eager":  # the graph as is (``_Watcher`` keeps the values)
-            nodes = {n.name: n for n in self.ep.graph.nodes}
-            eager = [k for k in cache_key[0] if self._node_for(nodes, k) is not None]
+            eager = [k for k in cache_key[0] if self._node_for(self.nodes, k) is not None]
             self._built[cache_key] = (None, eager, [])
             return None, eager, []
         gm = copy.deepcopy(self.ep.graph_module)
@@ -138,18 +139,17 @@ class TorchProgram(NativeProgram):
             return None
         node = nodes[key[0]]
         if key[1] is not None:
-            node = next((u for u in node.users if u.target.__name__ == "getitem"
-                         and u.args[1] == key[1]), None) if node.users else None
+            node = next((u for u in node.users if u.target is operator.getitem
+                         and u.args[1] == key[1]), None)
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             return None
         return node if node.meta["val"].dtype.is_floating_point else None
 
     def _single_readers(self, keys: list[Hashable]) -> set[Hashable]:
         """The keys whose FX value one node alone reads (not an output of the program)."""
-        nodes = {n.name: n for n in self.ep.graph.nodes}
         out = set()
         for key in keys:
-            node = self._node_for(nodes, key)
+            node = self._node_for(self.nodes, key)
             if node is not None and len(node.users) == 1 and \
                     next(iter(node.users)).op != "output":
                 out.add(key)

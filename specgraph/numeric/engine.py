@@ -196,8 +196,8 @@ class NativeExecution(Execution):
         super().__init__(graph, runner, weights, inputs, backward=backward)
         from specgraph.numeric import program as prog
 
-        natives = {v: n for v, n in graph.natives.items()
-                   if any(v in node.outputs for node in graph.nodes)}
+        computed = {v for node in graph.nodes for v in node.outputs}
+        natives = {v: n for v, n in graph.natives.items() if v in computed}
         obs = model.program.observe(
             prog.native_weights(model, weights, model.param_shapes),
             prog.native_inputs(model, inputs), {n.key for n in natives.values()},
