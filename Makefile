@@ -6,13 +6,25 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench venv clean
+.PHONY: demo test test-all bench venv clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[all,dev]'
+	@# the HTML report inlines dagre (MIT, from npm): fetched once, checked against its sha512
+	$(BIN)/python -m specgraph.assets
 	touch $(STAMP)
+
+# the HTML report's browser tests drive Debian's Chromium: installed where we are root
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends chromium chromium-driver >/dev/null; \
+	else echo "the HTML report tests need chromium and chromium-driver: install them" \
+		"(sudo apt-get install chromium chromium-driver) and run make test again" >&2; \
+		exit 2; fi
 
 venv: $(STAMP)
 
@@ -24,11 +36,13 @@ demo: $(STAMP)
 	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:correct --seed 0-4
 	@# and the numbers alone, structure ignored, find the forgotten activation
 	$(BIN)/specgraph diff examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation --numeric-only --no-backward || test $$? -eq 1
+	@# the same pair as one offline HTML page: both graphs, the finding, equations, numbers
+	$(BIN)/specgraph report examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation -o xor-report.html || test $$? -eq 1
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 bench: $(STAMP)
@@ -37,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.align
 	$(BIN)/python -m bench.trace
 	$(BIN)/python -m bench.numeric
+	$(BIN)/python -m bench.report
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

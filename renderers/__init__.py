@@ -20,6 +20,7 @@ _PRINTERS = {
     "junit": ("junit", "JunitRenderer"),
     "sarif": ("sarif", "SarifRenderer"),
     "markdown": ("markdown", "MarkdownRenderer"),
+    "html": ("html", "HtmlRenderer"),
 }
 
 

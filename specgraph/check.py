@@ -170,7 +170,8 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     else:
         findings = group_repeated(findings, alignment, voice)
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
-                      tuple(findings), tuple(rows), numeric=result, notes=tuple(notes))
+                      tuple(findings), tuple(rows), numeric=result, notes=tuple(notes),
+                      alignment=alignment)
 
 
 

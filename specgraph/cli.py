@@ -103,7 +103,25 @@ def _parser() -> argparse.ArgumentParser:
                            "rhs scope matches WHERE (shell wildcards, * for all) do not count; "
                            "repeatable, and read from [tool.specgraph] accept in "
                            "pyproject.toml too")
+    _html_argument(diff, "--html")
     _numeric_arguments(diff)
+    report = sub.add_parser(
+        "report", help="write the HTML report of two implementations",
+        description="Compare LHS and RHS as diff does and write one self-contained HTML page: "
+        "both graphs side by side, the findings, the equations and the numbers. Exit 0: "
+        "equivalent, 1: differences.")
+    report.add_argument("lhs", metavar="LHS", help="the reference model (file.py:factory, "
+                        ".onnx or a paper spec .yaml)")
+    report.add_argument("rhs", metavar="RHS", help="the model to check against it")
+    _html_argument(report, "-o", "--output")
+    report.add_argument("--raw", action="store_true",
+                        help="compare the graphs as traced, before canonicalization")
+    report.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    report.add_argument("--accept", action="append", default=[], metavar="CODE:WHERE",
+                        help="accept a known difference (as for diff)")
+    _input_shape_argument(report, "; sizes the input NAME of each .onnx side that has one")
+    _numeric_arguments(report)
+    report.set_defaults(format="text", full=False)
     _check_arguments(sub.add_parser(
         "check", help="check an implementation against a paper spec",
         description="Hold MODEL against the paper spec SPEC.yaml: what the spec states, in "
@@ -149,6 +167,7 @@ def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> 
                             "markdown (a job summary)")
     check.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     check.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0 to FILE")
+    _html_argument(check, "--html")
     check.add_argument("--summary", metavar="FILE",
                        help="also append a Markdown summary to FILE (e.g. "
                             "$GITHUB_STEP_SUMMARY)")
@@ -161,6 +180,14 @@ def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> 
 MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
 MAX_SEED = 2**32 - 1  # what every framework's generator takes
 MAX_BATCH = 65_536  # examples per input; the inputs are repeated rows, the activations not
+
+
+def _html_argument(parser: argparse.ArgumentParser, *flags: str) -> None:
+    required = flags[0] == "-o"
+    parser.add_argument(*flags, dest="html", metavar="FILE", required=required,
+                        default=None, help="write the HTML report to FILE: one offline page "
+                        "with both graphs, the findings, the equations and the numbers"
+                        if required else "also write the HTML report to FILE")
 
 
 def _input_shape_argument(parser: argparse.ArgumentParser, also: str) -> None:
@@ -332,6 +359,7 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
 
     if args.repro is not None:
         _check_repro_folder(Path(args.repro))
+    _check_html(args)
     rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
@@ -340,8 +368,44 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     report = accept(report, rules)
     for line in report.numeric.repro if report.numeric is not None else ():
         progress.step(line)
+    written = _write_html(args, report, progress)
+    if args.command == "report":
+        return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), \
+            f"{_verdict_line(report)}\nwrote {written}\n"
     text = get_renderer(args.format, color=color, full=args.full).render(report)
     return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), text
+
+
+def _verdict_line(report: Any) -> str:
+    """The verdict in one line, for commands whose report is a file."""
+    n = len(report.findings)
+    return "equivalent" if report.equivalent else f"different: {n} finding{'s' * (n != 1)}"
+
+
+def _check_html(args: argparse.Namespace) -> None:
+    """Refuse an HTML target that cannot be written, or a report that cannot be made
+    (dagre not installed), before anything runs."""
+    if args.html is None:
+        return
+    from specgraph.assets import load
+
+    _check_side_file("html" if args.command != "report" else "output", Path(args.html))
+    load()
+
+
+def _write_html(args: argparse.Namespace, report: Any, progress: Progress) -> str | None:
+    if args.html is None:
+        return None
+    from specgraph.page import build_page
+    from specgraph.renderers import get_renderer
+
+    progress.step("writing the HTML report")
+    text = get_renderer("html").render(build_page(report))
+    target = Path(args.html)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
+    return f"{target} ({len(text.encode()) // 1024} KiB)"
 
 
 _SIDE_FILES = (("junit", "junit"), ("sarif", "sarif"), ("summary", "markdown"))
@@ -356,6 +420,7 @@ def _check(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[i
     for flag, _ in _SIDE_FILES:
         if getattr(args, flag):
             _check_side_file(flag, Path(getattr(args, flag)))
+    _check_html(args)
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = check_spec(args.model, args.spec, mode=mode, options=_numeric_options(args),
                         batch=args.batch, progress=progress.step)
@@ -365,6 +430,7 @@ def _check(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[i
             text = get_renderer(fmt).render(report)
             with open(target, "a" if flag == "summary" else "w", encoding="utf-8") as out:
                 out.write(text)
+    _write_html(args, report, progress)
     text = get_renderer(args.format, color=color, full=args.full).render(report)
     return (EXIT_OK if report.satisfied else EXIT_DIFFERENT), text
 
@@ -457,7 +523,8 @@ def _spec(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     return EXIT_OK, f"wrote {args.output}\n"
 
 
-_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "check": _check,
+_COMMANDS: dict[str, _Command] = {"show": _show, "diff": _diff, "report": _diff,
+                                  "check": _check,
                                   "spec": _spec, "schema": _schema}
 
 

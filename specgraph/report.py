@@ -185,6 +185,9 @@ class DiffReport:
     # do not make the models different; ``rules`` the accept rules in force, as written
     accepted: tuple[Accepted, ...] = ()
     rules: tuple[AcceptRule, ...] = ()
+    # the two canonical graphs compared and their node pairing (a specgraph.align.Alignment,
+    # ``lhs``/``rhs`` the graphs), for renderers that draw the models; not in to_dict
+    alignment: Any = field(default=None, compare=False, repr=False)
 
     @property
     def equivalent(self) -> bool:

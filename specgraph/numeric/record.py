@@ -57,7 +57,8 @@ class Measurements:
         return tuple(
             LayerResult(describe_node(pairing.lhs.nodes[pairing.r2l[j]]),
                         describe_node(pairing.rhs.nodes[j]), self.forward.get(j),
-                        self.isolated.get(j), self.backward.get(j))
+                        self.isolated.get(j), self.backward.get(j),
+                        lhs_node=pairing.r2l[j], rhs_node=j)
             for j in sorted(pairing.r2l) if j in self.forward or j in self.backward)
 
 

@@ -21,6 +21,8 @@ class LayerResult:
             mode and at divergences).
         backward: its pullback's gradients for each input, worst input (None when either
             side computes no gradients).
+        lhs_node / rhs_node: the two nodes' indices in the canonical graphs compared (None
+            where not known); not in the JSON report, whose ``lhs``/``rhs`` name them.
     """
 
     lhs: str
@@ -28,6 +30,8 @@ class LayerResult:
     forward: Stats | None
     isolated: Stats | None = None
     backward: Stats | None = None
+    lhs_node: int | None = None
+    rhs_node: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lhs": self.lhs, "rhs": self.rhs}

@@ -1,0 +1,502 @@
+"""``build_page``: everything the HTML report shows, as plain data for ``renderers.html``.
+
+Both canonical graphs with their scope trees (repeated identical blocks folded, blocks with
+findings opened), every node's counterpart and status, the findings with the nodes they
+concern on each side and the source lines they point at, per-layer equations side by side
+with the differing terms marked (presentation MathML), the per-layer numeric errors with
+their tolerances, and in a check against a spec the spec's YAML.
+
+Names from models are carried as data (the renderer escapes them); source lines are read
+only from the ``.py`` files a Python model was traced from, never from a path an ONNX file
+or a spec names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specgraph.align import Alignment
+from specgraph.diff import describe_node
+from specgraph.ir import Graph, Node
+from specgraph.mathml import differing_terms, to_mathml
+from specgraph.numeric.result import NumericResult
+from specgraph.numeric.stats import tolerance
+from specgraph.report import DiffReport, Finding, Side, SpecReport
+from specgraph.symbolic import Equation, equations
+
+__all__ = ["Page", "build_page", "MAX_ITEMS"]
+
+MAX_ITEMS = 120  # a scope with more direct ops than this is shown in parts of this many
+_FOLD_MIN = 1  # identical blocks after the first that make a fold
+_OPEN_ALL = 80  # a model of at most this many nodes is shown with every scope open
+_EXCERPT = 2  # source lines shown either side of the one a finding points at
+_MAX_SOURCE_BYTES = 2 << 20
+
+
+@dataclass
+class Page:
+    """The report's content.
+
+    Attributes:
+        title: the page's title.
+        verdict: ``equivalent`` (bool), ``text`` (one line), ``mode`` (``diff``/``check``).
+        sides: per side (lhs, rhs): its model, framework, nodes, edges, scopes and folds.
+        findings: each finding with the node ids it concerns on each side.
+        equations: sections of paired equations, as MathML.
+        layers: per aligned layer, forward and backward error and tolerance.
+        sources: ``file:line`` -> the lines around it (first line number, lines).
+        spec: in check mode, the spec's path and lines.
+        notes: the report's notes.
+        numeric: the run's settings (contexts, seeds) or None.
+    """
+
+    title: str
+    verdict: dict[str, Any]
+    sides: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    equations: list[dict[str, Any]] = field(default_factory=list)
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    sources: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    numeric: dict[str, Any] | None = None
+
+    def data(self) -> dict[str, Any]:
+        """What the page's script reads (the graphs, findings and layers)."""
+        return {"verdict": self.verdict, "sides": self.sides, "findings": self.findings,
+                "layers": self.layers, "sources": self.sources,
+                "spec": self.spec and {"path": self.spec["path"]}}
+
+
+def _node_index(side: Side | None) -> int | None:
+    if side is None:
+        return None
+    m = re.match(r"(\d+):", side.node)
+    return int(m.group(1)) if m else None
+
+
+def _places(f: Finding) -> list[tuple[Side | None, Side | None]]:
+    return list(f.places) if f.places else [(f.lhs, f.rhs)]
+
+
+def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None) -> Page:
+    """The page for ``report`` (a diff, or a check against a spec); the report must carry
+    its alignment (``DiffReport.alignment``, set by ``specgraph.compare``).
+
+    Raises:
+        ValueError: the report carries no alignment (it was not made by ``compare``).
+    """
+    diff_report = report.comparison if isinstance(report, SpecReport) else report
+    if diff_report is None or diff_report.alignment is None:
+        raise ValueError("the report carries no graphs to draw; make it with "
+                         "specgraph.compare or specgraph.check_spec")
+    al: Alignment = diff_report.alignment
+    check = isinstance(report, SpecReport)
+    if check:
+        placed = list(report.findings)
+        findings = [p.finding for p in placed]
+        accepted: list[Finding] = []
+    else:
+        placed = []
+        findings = list(report.findings)
+        accepted = [a.finding for a in diff_report.accepted]
+    concerned: dict[str, dict[int, list[int]]] = {"lhs": defaultdict(list),
+                                                 "rhs": defaultdict(list)}
+    rows = []
+    for k, f in enumerate([*findings, *accepted]):
+        ids: dict[str, list[int]] = {"lhs": [], "rhs": []}
+        for a, b in _places(f):
+            for name, side in (("lhs", a), ("rhs", b)):
+                i = _node_index(side)
+                if i is not None and i not in ids[name]:
+                    ids[name].append(i)
+                    if k < len(findings):
+                        concerned[name][i].append(k)
+        row = {"code": f.code, "message": f.message, "blame": f.blame,
+               "lhs": [f"n{i}" for i in ids["lhs"]], "rhs": [f"n{i}" for i in ids["rhs"]],
+               "lsrc": f.lhs.source if f.lhs else "", "rsrc": f.rhs.source if f.rhs else "",
+               "accepted": k >= len(findings)}
+        if check and k < len(placed):
+            p = placed[k]
+            row["spec_line"] = p.spec_at.line if p.spec_at else None
+            row["model_at"] = str(p.model_at) if p.model_at else ""
+        rows.append(row)
+    numeric = diff_report.numeric
+    lhs_name = "implementation" if check else "lhs"
+    rhs_name = "spec" if check else "rhs"
+    sides = [
+        _side(al.lhs, "lhs", lhs_name, diff_report.lhs, diff_report.lhs_framework,
+              al.lhs_to_rhs, concerned["lhs"], numeric, "lhs"),
+        _side(al.rhs, "rhs", rhs_name, diff_report.rhs, diff_report.rhs_framework,
+              al.rhs_to_lhs, concerned["rhs"], numeric, "rhs"),
+    ]
+    folded = {s["side"]: _folded_nodes(s) for s in sides}
+    equivalent = report.satisfied if check else report.equivalent
+    n = len(findings)
+    if check:
+        text = ("the implementation satisfies the spec" if equivalent else
+                f"the implementation leaves the spec: {n} finding{'s' * (n != 1)}")
+        title = f"{diff_report.lhs} against {report.spec}"
+    else:
+        text = ("the two models are equivalent" if equivalent else
+                f"the two models differ: {n} finding{'s' * (n != 1)}")
+        title = f"{diff_report.lhs} vs {diff_report.rhs}"
+    page = Page(
+        title=title,
+        verdict={"equivalent": equivalent, "text": text, "mode": "check" if check else "diff"},
+        sides=sides, findings=rows,
+        equations=_equations(al, folded),
+        layers=_layers(numeric, al),
+        notes=list(report.notes),
+        numeric=None if numeric is None else {
+            "lhs_context": numeric.lhs_context, "rhs_context": numeric.rhs_context,
+            "seeds": list(numeric.seeds), "notes": list(numeric.notes)},
+    )
+    python_sides = [s for s, ref in ((sides[0], diff_report.lhs), (sides[1], diff_report.rhs))
+                    if ".py:" in ref]
+    wanted = {r[k] for r in rows for k in ("lsrc", "rsrc") if r[k]}
+    wanted |= {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
+    allowed = {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
+    page.sources = _sources(sorted(wanted & allowed))
+    if check:
+        page.spec = {"path": report.spec,
+                     "lines": (spec_text if spec_text is not None else
+                               _read(Path(report.spec))).splitlines()}
+    return page
+
+
+def _read(path: Path) -> str:
+    try:
+        if path.stat().st_size > _MAX_SOURCE_BYTES:
+            return ""
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _sources(locations: Iterable[str]) -> dict[str, Any]:
+    """``file.py:line`` -> [first line number, lines around it], for Python files that
+    exist (the model's own code); nothing else is read."""
+    files: dict[str, list[str]] = {}
+    out: dict[str, Any] = {}
+    for loc in locations:
+        path, _, line = loc.rpartition(":")
+        if not path.endswith(".py") or not line.isdigit():
+            continue
+        if path not in files:
+            files[path] = _read(Path(path)).splitlines()
+        lines = files[path]
+        k = int(line)
+        if not 1 <= k <= len(lines):
+            continue
+        lo = max(1, k - _EXCERPT)
+        out[loc] = [lo, lines[lo - 1:k + _EXCERPT]]
+    return out
+
+
+def _label(node: Node) -> str:
+    return node.op
+
+
+def _info(graph: Graph, node: Node) -> str:
+    attrs = ", ".join(f"{k}={_short(v)}" for k, v in node.attrs.items())
+    shapes = " → ".join([", ".join(_shape(v.shape) for v in node.inputs),
+                          ", ".join(_shape(v.shape) for v in node.outputs)])
+    params = [n for n, v in graph.params.items() if v in set(node.inputs)]
+    return "; ".join(x for x in (attrs, shapes, ("params " + ", ".join(params))
+                                 if params else "") if x)
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "[" + "×".join(map(str, shape)) + "]"
+
+
+def _short(value: Any) -> str:
+    text = str(value.tolist() if hasattr(value, "tolist") else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _stats_of(numeric: NumericResult | None, side: str) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    if numeric is None:
+        return out
+    for layer in numeric.layers:
+        i = layer.lhs_node if side == "lhs" else layer.rhs_node
+        if i is None:
+            continue
+        row: dict[str, Any] = {}
+        if layer.forward is not None:
+            row["fw"] = _num(layer.forward.max_rel)
+        if layer.backward is not None:
+            row["bw"] = _num(layer.backward.max_rel)
+        out[i] = row
+    return out
+
+
+def _num(x: float) -> float | str:
+    return float(f"{x:.4g}") if x == x and abs(x) != float("inf") else str(x)
+
+
+def _side(graph: Graph, side: str, name: str, model: str, framework: str,
+          peers: Mapping[int, int], concerned: Mapping[int, list[int]],
+          numeric: NumericResult | None, key: str) -> dict[str, Any]:
+    stats = _stats_of(numeric, key)
+    scopes = _Scopes()
+    nodes: list[dict[str, Any]] = []
+    for k, (iname, v) in enumerate(zip(graph.input_names, graph.inputs)):
+        nodes.append({"id": f"in{k}", "op": "input", "label": iname, "scope": 0,
+                      "st": "io", "info": f"input {iname} {_shape(v.shape)} {v.dtype}"})
+    for i, node in enumerate(graph.nodes):
+        peer = peers.get(i)
+        status = "only" if peer is None else ("differs" if concerned.get(i) else "same")
+        row: dict[str, Any] = {
+            "id": f"n{i}", "op": node.op, "label": _label(node),
+            "scope": scopes.of(node.scope), "path": node.scope, "st": status,
+            "info": _info(graph, node), "src": node.source, "desc": describe_node(node)}
+        if peer is not None:
+            row["peer"] = f"n{peer}"
+        if concerned.get(i):
+            row["f"] = list(concerned[i])
+        if i in stats:
+            row.update(stats[i])
+        nodes.append(row)
+    for k, (oname, v) in enumerate(zip(graph.output_names, graph.outputs)):
+        nodes.append({"id": f"out{k}", "op": "output", "label": oname, "scope": 0,
+                      "st": "io", "info": f"output {oname} {_shape(v.shape)} {v.dtype}"})
+    edges = _edges(graph)
+    scopes.chunk(nodes)
+    folds = scopes.fold(nodes, graph)
+    scopes.open(nodes, total=len(graph.nodes))
+    return {"side": side, "name": name, "model": model, "framework": framework,
+            "nodes": nodes, "edges": edges, "scopes": scopes.rows, "folds": folds}
+
+
+def _edges(graph: Graph) -> list[list[str]]:
+    producer: dict[Any, str] = {v: f"in{k}" for k, v in enumerate(graph.inputs)}
+    seen: set[tuple[str, str]] = set()
+    out: list[list[str]] = []
+
+    def add(a: str, b: str) -> None:
+        if (a, b) not in seen:
+            seen.add((a, b))
+            out.append([a, b])
+
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v in producer:
+                add(producer[v], f"n{i}")
+        for v in node.outputs:
+            producer[v] = f"n{i}"
+    for k, v in enumerate(graph.outputs):
+        if v in producer:
+            add(producer[v], f"out{k}")
+    return out
+
+
+class _Scopes:
+    """The scope tree as rows ``{id, parent, label, path}``; 0 is the model itself."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = [{"id": 0, "parent": None, "label": "model",
+                                            "path": "", "open": True}]
+        self._by_path: dict[str, int] = {"": 0}
+
+    def of(self, path: str) -> int:
+        if path in self._by_path:
+            return self._by_path[path]
+        parent_path, _, last = path.rpartition(".")
+        parent = self.of(parent_path) if "." in path else 0
+        k = len(self.rows)
+        self.rows.append({"id": k, "parent": parent, "label": last if "." in path else path,
+                          "path": path, "open": False})
+        self._by_path[path] = k
+        return k
+
+    def chunk(self, nodes: list[dict[str, Any]]) -> None:
+        """A scope with more than MAX_ITEMS direct ops gets them in parts (laid out one by
+        one, never as one flat graph)."""
+        direct: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for nd in nodes:
+            if nd["op"] not in ("input", "output"):
+                direct[nd["scope"]].append(nd)
+        for scope, members in sorted(direct.items()):
+            if len(members) <= MAX_ITEMS:
+                continue
+            for start in range(0, len(members), MAX_ITEMS):
+                part = members[start:start + MAX_ITEMS]
+                k = len(self.rows)
+                self.rows.append({"id": k, "parent": scope, "path": self.rows[scope]["path"],
+                                  "label": f"ops {start + 1}–{start + len(part)}",
+                                  "open": False, "part": True})
+                for nd in part:
+                    nd["scope"] = k
+
+    def _descendants(self) -> dict[int, list[int]]:
+        children: dict[int, list[int]] = defaultdict(list)
+        for row in self.rows[1:]:
+            children[row["parent"]].append(row["id"])
+        return children
+
+    def fold(self, nodes: list[dict[str, Any]], graph: Graph) -> list[dict[str, Any]]:
+        """Runs of sibling blocks named by numbers (``layer.0``, ``layer.1``...) that compute
+        the same ops with the same attributes and hold no finding, folded under the first."""
+        children = self._descendants()
+        inside: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        parent = {r["id"]: r["parent"] for r in self.rows}
+        for nd in nodes:
+            s = nd["scope"]
+            while s is not None:
+                inside[s].append(nd)
+                s = parent[s]
+        folds: list[dict[str, Any]] = []
+        for scope, kids in sorted(children.items()):
+            numbered = sorted((int(self.rows[k]["label"]), k) for k in kids
+                              if str(self.rows[k]["label"]).isdigit())
+            sigs = {k: self._signature(k, inside[k], graph) for _, k in numbered}
+            run: list[int] = []
+            for _, k in [*numbered, (None, None)]:
+                if k is not None and run and sigs[k] == sigs[run[0]] and \
+                        not _marked(inside[k]):
+                    run.append(k)
+                    continue
+                if len(run) > _FOLD_MIN:
+                    first, rest = run[0], run[1:]
+                    a, b = self.rows[rest[0]]["label"], self.rows[rest[-1]]["label"]
+                    base = self.rows[first]["path"].rpartition(".")[0]
+                    base = f"{base}." if base else ""
+                    span = f"{a}–{b}" if len(rest) > 1 else f"{a}"
+                    folds.append({"id": f"f{len(folds)}", "scope": scope, "first": first,
+                                  "members": rest,
+                                  "label": f"{base}{span}: identical to "
+                                           f"{self.rows[first]['path']}",
+                                  "open": False})
+                run = [k] if k is not None else []
+        return folds
+
+    def _signature(self, scope: int, members: list[dict[str, Any]], graph: Graph) -> str:
+        prefix = self.rows[scope]["path"]
+        h = hashlib.sha256()
+        index = {nd["id"]: k for k, nd in enumerate(members)}
+        for nd in members:
+            i = int(nd["id"][1:])
+            node = graph.nodes[i]
+            rel = node.scope[len(prefix):]
+            h.update(repr((rel, node.op, sorted((k, repr(v)) for k, v in node.attrs.items()),
+                           [v.shape for v in node.outputs],
+                           [index.get(f"n{graph.index(graph.producer(v))}", -1)
+                            if graph.producer(v) is not None else -1
+                            for v in node.inputs])).encode())
+        return h.hexdigest()
+
+    def open(self, nodes: list[dict[str, Any]], total: int) -> None:
+        """Open the model, every block holding a finding or a node without counterpart,
+        and every block of a small model."""
+        parent = {r["id"]: r["parent"] for r in self.rows}
+        for nd in nodes:
+            if total <= _OPEN_ALL or nd["st"] in ("differs", "only") or nd.get("f"):
+                s = nd["scope"]
+                while s is not None:
+                    self.rows[s]["open"] = True
+                    s = parent[s]
+
+
+def _marked(members: list[dict[str, Any]]) -> bool:
+    return any(nd["st"] in ("differs", "only") or nd.get("f") for nd in members)
+
+
+def _folded_nodes(side: dict[str, Any]) -> set[int]:
+    """Node indices inside folded blocks (their equations are the first block's)."""
+    parent = {r["id"]: r["parent"] for r in side["scopes"]}
+    folded_scopes = {m for f in side["folds"] for m in f["members"]}
+    out = set()
+    for nd in side["nodes"]:
+        s = nd["scope"]
+        while s is not None:
+            if s in folded_scopes:
+                out.add(int(nd["id"][1:]))
+                break
+            s = parent[s]
+    return out
+
+
+def _equations(al: Alignment, folded: Mapping[str, set[int]]) -> list[dict[str, Any]]:
+    """Sections of equations, one per lhs layer scope, each line beside the rhs line that
+    computes its aligned node, the differing terms marked."""
+    left, right = equations(al.lhs), equations(al.rhs)
+    # a line is defined by its last node; the lines merged into it are matched after
+    rhs_own = {e.nodes[-1]: k for k, e in enumerate(right)}
+    rhs_line = {i: k for k, e in enumerate(right) for i in e.nodes}
+    used: set[int] = set()
+    sections: list[dict[str, Any]] = []
+    for e in left:
+        if set(e.nodes) <= folded["lhs"]:
+            continue
+        own = al.lhs_to_rhs.get(e.nodes[-1])
+        if own in rhs_own and rhs_own[own] not in used:
+            peers = [rhs_own[own]]
+        else:
+            peers = sorted({rhs_line[al.lhs_to_rhs[i]] for i in e.nodes
+                            if i in al.lhs_to_rhs and al.lhs_to_rhs[i] in rhs_line} - used)
+        other = right[peers[-1]] if peers else None
+        used.update(peers[-1:])
+        _add_line(sections, e, other)
+    for k, e in enumerate(right):
+        if k not in used and not set(e.nodes) <= folded["rhs"]:
+            _add_line(sections, None, e)
+    return sections
+
+
+def _add_line(sections: list[dict[str, Any]], a: Equation | None, b: Equation | None
+              ) -> None:
+    marks_a: set[Any] = set()
+    marks_b: set[Any] = set()
+    if a is not None and b is not None:
+        marks_a, marks_b = differing_terms(a.expr, b.expr)
+    scope = (a or b).scope or "<model>"  # type: ignore[union-attr]
+    node = f"n{(a or b).nodes[-1]}"  # type: ignore[union-attr]
+    line = {
+        "lhs": to_mathml(a.lhs, a.expr, marks_a) if a else "",
+        "rhs": to_mathml(b.lhs, b.expr, marks_b) if b else "",
+        "lhs_text": a.text if a else "", "rhs_text": b.text if b else "",
+        "differs": bool(marks_a or marks_b or a is None or b is None),
+        "lnode": f"n{a.nodes[-1]}" if a else "", "rnode": f"n{b.nodes[-1]}" if b else "",
+    }
+    if not sections or sections[-1]["scope"] != scope or (a is None) != \
+            (sections[-1]["lines"][-1]["lhs"] == ""):
+        sections.append({"scope": scope,
+                         "rscope": (b.scope or "<model>") if b else "", "lines": [],
+                         "node": node})
+    sections[-1]["lines"].append(line)
+    if line["differs"]:
+        sections[-1]["differs"] = True
+
+
+def _layers(numeric: NumericResult | None, al: Alignment) -> list[dict[str, Any]]:
+    """Per aligned layer (rhs order): the forward and backward error relative to the
+    tensor's scale, and the tolerance it is held to."""
+    if numeric is None:
+        return []
+    precisions = (numeric.lhs_context.rsplit(",", 1)[-1], numeric.rhs_context.rsplit(",", 1)[-1])
+    out = []
+    for layer in numeric.layers:
+        if layer.rhs_node is None or layer.lhs_node is None:
+            continue
+        node = al.rhs.nodes[layer.rhs_node]
+        row: dict[str, Any] = {"l": f"n{layer.lhs_node}", "r": f"n{layer.rhs_node}",
+                               "name": layer.rhs,
+                               "tf": tolerance(node, precisions).rtol,
+                               "tb": tolerance(node, precisions, backward=True).rtol}
+        if layer.forward is not None:
+            row["fw"] = _num(layer.forward.max_rel)
+            row["bad_f"] = layer.forward.diverges
+        if layer.backward is not None:
+            row["bw"] = _num(layer.backward.max_rel)
+            row["bad_b"] = layer.backward.diverges
+        out.append(row)
+    return out
