@@ -170,12 +170,12 @@ class BertLayer(nn.Module):
 class Bert(nn.Module):
     """BERT-base encoder: token + learned position embeddings, LayerNorm, 12 layers."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: int = LAYERS) -> None:
         super().__init__()
         self.tok = nn.Embedding(VOCAB, D)
         self.pos = nn.Parameter(torch.zeros(MAX_LEN, D))
         self.ln = nn.LayerNorm(D, eps=LN_EPS)
-        self.layers = nn.ModuleList(BertLayer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(BertLayer() for _ in range(layers))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         # the position rows get their batch axis explicitly, on both sides: JAX's implicit
@@ -289,12 +289,14 @@ class LinenBertLayer(fnn.Module):
 
 
 class LinenBert(fnn.Module):
+    layers: int = LAYERS
+
     @fnn.compact
     def __call__(self, ids: jax.Array) -> jax.Array:
         pos = self.param("pos", fnn.initializers.zeros, (MAX_LEN, D))
         x = fnn.Embed(VOCAB, D, name="tok")(ids) + pos[: ids.shape[1]][None]
         x = fnn.LayerNorm(epsilon=LN_EPS, name="ln")(x)
-        for i in range(LAYERS):
+        for i in range(self.layers):
             x = LinenBertLayer(name=f"layers_{i}")(x)
         return x
 

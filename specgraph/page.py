@@ -32,6 +32,8 @@ from specgraph.symbolic import Equation, equations
 
 __all__ = ["Page", "build_page", "MAX_ITEMS"]
 
+# a repeated block's name: a number, alone or after a stem and a separator (layers_0, h-3)
+_NUMBERED = re.compile(r"^((?:.*[_-])?)(\d+)$")
 MAX_ITEMS = 120  # a scope with more direct ops than this is shown in parts of this many
 _FOLD_MIN = 1  # identical blocks after the first that make a fold
 _OPEN_ALL = 80  # a model of at most this many nodes is shown with every scope open
@@ -356,27 +358,40 @@ class _Scopes:
                 s = parent[s]
         folds: list[dict[str, Any]] = []
         for scope, kids in sorted(children.items()):
-            numbered = sorted((int(self.rows[k]["label"]), k) for k in kids
-                              if str(self.rows[k]["label"]).isdigit())
-            sigs = {k: self._signature(k, inside[k], graph) for _, k in numbered}
-            run: list[int] = []
-            for _, k in [*numbered, (None, None)]:
-                if k is not None and run and sigs[k] == sigs[run[0]] and \
-                        not _marked(inside[k]):
-                    run.append(k)
-                    continue
-                if len(run) > _FOLD_MIN:
-                    first, rest = run[0], run[1:]
-                    a, b = self.rows[rest[0]]["label"], self.rows[rest[-1]]["label"]
-                    base = self.rows[first]["path"].rpartition(".")[0]
-                    base = f"{base}." if base else ""
-                    span = f"{a}–{b}" if len(rest) > 1 else f"{a}"
-                    folds.append({"id": f"f{len(folds)}", "scope": scope, "first": first,
-                                  "members": rest,
-                                  "label": f"{base}{span}: identical to "
-                                           f"{self.rows[first]['path']}",
-                                  "open": False})
-                run = [k] if k is not None else []
+            # siblings named by a number, alone or after a common stem: layer.0, layers_0, h_0
+            runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            for k in kids:
+                m = _NUMBERED.match(str(self.rows[k]["label"]))
+                if m and not self.rows[k].get("part"):
+                    runs[m.group(1)].append((int(m.group(2)), k))
+            for stem, numbered in sorted(runs.items()):
+                folds.extend(self._fold_run(scope, stem, sorted(numbered), inside, graph,
+                                            len(folds)))
+        return folds
+
+    def _fold_run(self, scope: int, stem: str, numbered: list[tuple[int, int]],
+                  inside: Mapping[int, list[dict[str, Any]]], graph: Graph, start: int
+                  ) -> list[dict[str, Any]]:
+        folds: list[dict[str, Any]] = []
+        sigs = {k: self._signature(k, inside[k], graph) for _, k in numbered}
+        run: list[int] = []
+        for _, k in [*numbered, (None, None)]:
+            if k is not None and run and sigs[k] == sigs[run[0]] and not _marked(inside[k]):
+                run.append(k)
+                continue
+            if len(run) > _FOLD_MIN:
+                first, rest = run[0], run[1:]
+                a = self.rows[rest[0]]["label"]
+                b = self.rows[rest[-1]]["label"][len(stem):]
+                base = self.rows[first]["path"].rpartition(".")[0]
+                base = f"{base}." if base else ""
+                span = f"{a}–{b}" if len(rest) > 1 else f"{a}"
+                folds.append({"id": f"f{start + len(folds)}", "scope": scope, "first": first,
+                              "members": rest,
+                              "label": f"{base}{span}: identical to "
+                                       f"{self.rows[first]['path']}",
+                              "open": False})
+            run = [k] if k is not None else []
         return folds
 
     def _signature(self, scope: int, members: list[dict[str, Any]], graph: Graph) -> str:

@@ -370,3 +370,56 @@ def test_equivalent_pair_report(tmp_path):
     html = path.read_text(encoding="utf-8")
     assert "the two models are equivalent" in html
     assert textwrap.dedent("No findings.") in html
+
+
+def test_missing_dagre_is_one_sentence_before_tracing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECGRAPH_ASSETS", str(tmp_path / "empty"))
+    assert main(["report", XOR, XOR_BAD, "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "needs @dagrejs/dagre 3.1.3" in err and "python -m specgraph.assets" in err
+    assert "tracing" not in err and not (tmp_path / "r.html").exists()
+
+
+def test_a_download_that_does_not_match_the_registry_is_refused(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from specgraph.assets import DAGRE, fetch
+    from specgraph.errors import SpecgraphError
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in ((DAGRE.script, b"window.__evil = 1;"), (DAGRE.license, b"MIT")):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+    monkeypatch.setenv("SPECGRAPH_ASSETS", str(tmp_path / "assets"))
+    with pytest.raises(SpecgraphError, match="does not match the registry's sha512"):
+        fetch(DAGRE, data=buf.getvalue())
+    assert not (tmp_path / "assets").exists()
+
+
+def test_a_huge_scope_is_shown_in_parts(tmp_path):
+    """A model without scopes (every op at the model itself) is never laid out flat."""
+    from specgraph.check import compare
+    from specgraph.page import MAX_ITEMS, build_page
+
+    (tmp_path / "flat.py").write_text(textwrap.dedent('''
+        import torch
+
+        class Flat(torch.nn.Module):
+            def forward(self, x):
+                for _ in range(150):
+                    x = torch.tanh(x) * 1.5
+                return x
+
+        def make():
+            return Flat(), (torch.randn(2, 3),)
+    '''))
+    ref = f"{tmp_path / 'flat.py'}:make"
+    page = build_page(compare(ref, ref, mode="structure"))
+    side = page.sides[0]
+    parts = [s for s in side["scopes"] if s.get("part")]
+    assert len(parts) == 3  # 300 ops in parts of at most MAX_ITEMS
+    counts = {p["id"]: sum(n["scope"] == p["id"] for n in side["nodes"]) for p in parts}
+    assert max(counts.values()) <= MAX_ITEMS and sum(counts.values()) == 300
