@@ -93,22 +93,31 @@
       return out;
     }
 
-    edgesAt(scope) {  // edges between this scope's items, each once
-      const out = new Map();
-      for (const [u, v] of this.d.edges) {
-        const pu = this.path(u), pv = this.path(v);
-        for (let i = 0; i < Math.min(pu.length, pv.length); i++) {
-          if (pu[i][0] !== pv[i][0]) break;
-          if (pu[i][1] !== pv[i][1]) {
-            if (pu[i][0] === scope) out.set(pu[i][1] + "|" + pv[i][1], [pu[i][1], pv[i][1]]);
-            break;
+    edgesAt(scope) {  // edges between this scope's items, each once (indexed per state)
+      if (!this.edgeIndex) {
+        this.edgeIndex = new Map();
+        for (const [u, v] of this.d.edges) {
+          const pu = this.path(u), pv = this.path(v);
+          for (let i = 0; i < Math.min(pu.length, pv.length); i++) {
+            if (pu[i][0] !== pv[i][0]) break;
+            if (pu[i][1] !== pv[i][1]) {
+              const at = pu[i][0];
+              if (!this.edgeIndex.has(at)) this.edgeIndex.set(at, new Map());
+              this.edgeIndex.get(at).set(pu[i][1] + "|" + pv[i][1], [pu[i][1], pv[i][1]]);
+              break;
+            }
           }
         }
       }
-      return [...out.values()];
+      return [...(this.edgeIndex.get(scope) || new Map()).values()];
     }
 
     label(item) {
+      const full = this.fullLabel(item);
+      return full.length > 60 ? full.slice(0, 59) + "…" : full;
+    }
+
+    fullLabel(item) {
       const [kind, key] = [item.slice(0, 1), item.slice(2)];
       if (kind === "n") { const n = this.nodes.get(key); return n.op === "input" || n.op === "output" ? n.op + " " + n.label : n.label; }
       if (kind === "f") return this.folds.get(key).label;
@@ -118,7 +127,7 @@
 
     size(item) {
       const kind = item[0];
-      const w = Math.max(64, Math.min(this.label(item).length, 60) * CHAR + 20);
+      const w = Math.max(64, this.label(item).length * CHAR + 20);
       if (kind === "s") {
         const id = Number(item.slice(2));
         if (this.open.get(id)) {
@@ -148,7 +157,7 @@
       return lay;
     }
 
-    invalidate(scope) { for (const s of this.chain(scope)) this.cache.delete(s); }
+    invalidate(scope) { this.edgeIndex = null; for (const s of this.chain(scope)) this.cache.delete(s); }
 
     draw() {
       this.view.textContent = "";
@@ -304,7 +313,7 @@
         s.panel.querySelector("[data-act=fit]").addEventListener("click", () => s.fit());
         s.panel.querySelector("[data-act=in]").addEventListener("click", () => s.zoom(1.25));
         s.panel.querySelector("[data-act=out]").addEventListener("click", () => s.zoom(0.8));
-        s.panel.querySelector("[data-act=open]").addEventListener("click", () => { for (const k of s.open.keys()) s.open.set(k, true); for (const k of s.foldOpen.keys()) s.foldOpen.set(k, true); s.cache.clear(); s.draw(); s.fit(); });
+        s.panel.querySelector("[data-act=open]").addEventListener("click", () => { for (const k of s.open.keys()) s.open.set(k, true); for (const k of s.foldOpen.keys()) s.foldOpen.set(k, true); s.cache.clear(); s.edgeIndex = null; s.draw(); s.fit(); });
       }
       document.querySelectorAll(".finding").forEach(li => li.addEventListener("click", ev => {
         if (ev.target.closest("details")) return;
