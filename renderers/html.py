@@ -86,6 +86,10 @@ class HtmlRenderer(Renderer):
         for s in page.sides:
             rows.append(f"<div>{_e(s['name'])}: <code>{_e(s['model'])}</code> "
                         f"({_e(s['framework'])}, {len(s['nodes'])} nodes)</div>")
+        paper = (page.spec or {}).get("paper") or {}
+        if paper:
+            said = ", ".join(_e(paper[k]) for k in ("title", "section", "url") if paper.get(k))
+            rows.append(f"<div>paper: {said}</div>")
         if page.numeric:
             n = page.numeric
             seeds = ", ".join(map(str, n["seeds"]))

@@ -167,7 +167,8 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     allowed = {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
     page.sources = _sources(sorted(wanted & allowed))
     if check:
-        page.spec = {"path": report.spec,
+        page.spec = {"path": report.spec, "paper": {k: str(v) for k, v in
+                                                     dict(report.paper or {}).items()},
                      "lines": (spec_text if spec_text is not None else
                                _read(Path(report.spec))).splitlines()}
     return page

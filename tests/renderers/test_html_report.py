@@ -423,3 +423,25 @@ def test_a_huge_scope_is_shown_in_parts(tmp_path):
     assert len(parts) == 3  # 300 ops in parts of at most MAX_ITEMS
     counts = {p["id"]: sum(n["scope"] == p["id"] for n in side["nodes"]) for p in parts}
     assert max(counts.values()) <= MAX_ITEMS and sum(counts.values()) == 300
+
+
+def test_hostile_spec_names_and_paper_are_text(browser, tmp_path):
+    """A spec whose file name and paper title carry markup: shown as text (statement names
+    with markup the spec language refuses, at file:line:col)."""
+    spec = (ROOT / "examples/specs/xor.spec.yaml").read_text(encoding="utf-8")
+    spec = spec.replace('title: "Learning hides bugs (the XOR + regression toy)"',
+                        'title: "</title><script>__pwned=3</script>"')
+    path = tmp_path / "<img src=x onerror=__pwned=4>.spec.yaml"
+    path.write_text(spec.replace("implementations:", "x_implementations:")
+                    .split("x_implementations:")[0], encoding="utf-8")
+    out = tmp_path / "check.html"
+    code = main(["check", str(ROOT / "examples/xor/model_jax.py") + ":forgot_activation",
+                 "--spec", str(path), "--html", str(out)])
+    assert code == 1
+    html = out.read_text(encoding="utf-8")
+    assert "<script>__pwned" not in html and "<img src=x" not in html
+    _open(browser, out)
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert "<img src=x onerror=__pwned=4>" in browser.find_element("css selector", "h1").text
+    assert "</title><script>__pwned=3</script>" in \
+        browser.find_element("css selector", ".meta").text
