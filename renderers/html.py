@@ -197,9 +197,9 @@ class HtmlRenderer(Renderer):
         lo = math.floor(math.log10(min(values))) if values else -8
         hi = math.ceil(math.log10(max(values))) if values else 0
         lo, hi = min(lo, hi - 1), max(hi, lo + 1)
-        step = max(6.0, min(28.0, 1100.0 / max(len(layers), 1)))
+        step = max(6.0, min(40.0, 1100.0 / max(len(layers), 1)))
         left, top, height = 56, 14, 220
-        width = left + step * len(layers) + 20
+        width = max(left + step * len(layers) + 20, 620)
 
         def y(v: Any) -> float:
             if not isinstance(v, (int, float)) or not math.isfinite(v):

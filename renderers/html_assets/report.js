@@ -197,7 +197,8 @@
       const t = el("text", {x: box.w / 2, y: box.h / 2 + 4, "text-anchor": "middle"}, ng);
       t.textContent = this.label("n:" + id);
       const tip = el("title", {}, ng);
-      tip.textContent = (n.desc || n.label) + (n.info ? "\n" + n.info : "") + (n.src ? "\n" + n.src : "");
+      const none = n.st === "only" ? "\nno counterpart on the other side" : "";
+      tip.textContent = (n.desc || n.label) + none + (n.info ? "\n" + n.info : "") + (n.src ? "\n" + n.src : "");
       ng.addEventListener("click", ev => { ev.stopPropagation(); App.select(this, id, true); });
     }
 
