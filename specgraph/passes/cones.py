@@ -57,9 +57,15 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_sha
 
 
 def _read_elsewhere(rw: Rewriter, value: Value) -> bool:
-    """Whether a layer other than elementwise arithmetic reads ``value`` in the graph."""
-    return any(get_spec(n.op).category not in _ARITHMETIC
-               for n in rw.graph.consumers(value))
+    """Whether a layer other than elementwise arithmetic reads ``value`` in the graph (a
+    reshape that only adds or drops size-1 axes is a view: its own readers count)."""
+    for n in rw.graph.consumers(value):
+        if n.op == "reshape" and _unit_reshape(n):
+            if _read_elsewhere(rw, n.outputs[0]):
+                return True
+        elif get_spec(n.op).category not in _ARITHMETIC:
+            return True
+    return False
 
 
 def _unit_reshape(node: Node) -> bool:

@@ -104,23 +104,34 @@ def test_softmax_written_out_becomes_softmax_with_its_axis(log: bool):
     _same(g, c)
 
 
-def _layer_norm(eps: float, style: str) -> Graph:
-    f = B(2, 5, 8)
-    gamma, beta = f.p("ln.weight", 8), f.p("ln.bias", 8)
-    mean = f("reduce_mean", f.x, axes=(2,), keepdims=True)
-    d = f("sub", f.x, mean)
+def _written_out_layer_norm(f: B, x, eps: float, style: str, name: str = "ln"):
+    gamma, beta = f.p(f"{name}.weight", 8), f.p(f"{name}.bias", 8)
+    mean = f("reduce_mean", x, axes=(2,), keepdims=True)
+    d = f("sub", x, mean)
     if style == "keras":  # variance of the centred value, then x·inv + (β - μ·inv)
         var = f("reduce_mean", f("mul", d, d), axes=(2,), keepdims=True)
         inv = f("mul", f("rsqrt", f("add", var, f.c(eps))), gamma)
-        y = f("add", f("mul", f.x, inv), f("sub", beta, f("mul", mean, inv)))
-    else:  # flax: E[x²] - E[x]², clamped at 0
-        var = f("maximum", f.c(0.0), f("sub", f("reduce_mean", f("mul", f.x, f.x), axes=(2,),
+        return f("add", f("mul", x, inv), f("sub", beta, f("mul", mean, inv)))
+    if style == "flax":  # E[x²] - E[x]², clamped at 0
+        var = f("maximum", f.c(0.0), f("sub", f("reduce_mean", f("mul", x, x), axes=(2,),
                                                   keepdims=True), f("mul", mean, mean)))
-        y = f("add", f("mul", d, f("mul", f("rsqrt", f("add", var, f.c(eps))), gamma)), beta)
-    return f.build(y)
+        return f("add", f("mul", d, f("mul", f("rsqrt", f("add", var, f.c(eps))), gamma)), beta)
+    # HF's Flax ports: the statistics reduced without keepdims, then reshaped to [..., 1]
+    shape = (*x.shape[:-1], 1)
+    mean = f("reduce_mean", x, axes=(2,), keepdims=False)
+    var = f("maximum", f.c(0.0), f("sub", f("reduce_mean", f("mul", x, x), axes=(2,)),
+                                   f("mul", mean, mean)))
+    d = f("sub", x, f("reshape", mean, shape=shape))
+    inv = f("rsqrt", f("add", f("reshape", var, shape=shape), f.c(eps)))
+    return f("add", f("mul", f("mul", d, inv), gamma), beta)
 
 
-@pytest.mark.parametrize("style", ["keras", "flax"])
+def _layer_norm(eps: float, style: str) -> Graph:
+    f = B(2, 5, 8)
+    return f.build(_written_out_layer_norm(f, f.x, eps, style))
+
+
+@pytest.mark.parametrize("style", ["keras", "flax", "hf_flax"])
 @pytest.mark.parametrize("eps", [1e-5, 1e-12])
 def test_layer_norm_arithmetic_becomes_layer_norm_with_its_eps(style: str, eps: float):
     g = _layer_norm(eps, style)
@@ -128,6 +139,21 @@ def test_layer_norm_arithmetic_becomes_layer_norm_with_its_eps(style: str, eps: 
     assert _ops(c) == ["layer_norm"]
     assert dict(c.nodes[0].attrs) == {"axis": 2, "bias": True, "eps": eps, "scale": True}
     assert [c.param_name(v) for v in c.nodes[0].inputs[1:]] == ["ln.weight", "ln.bias"]
+    _same(g, c)
+
+
+@pytest.mark.parametrize("style", ["keras", "flax", "hf_flax"])
+def test_every_layer_norm_of_a_deep_pre_norm_stream_is_raised(style: str):
+    # GPT-2 and ViT in Flax: each block adds to a residual stream that only adds and layer
+    # norms read, so the stream's arithmetic reaches back through every earlier block
+    f = B(2, 5, 8)
+    x = f.x
+    for i in range(12):
+        h = _written_out_layer_norm(f, x, 1e-5, style, f"h.{i}.ln")
+        x = f("add", x, f("matmul", h, f.p(f"h.{i}.w", 8, 8)))
+    g = f.build(_written_out_layer_norm(f, x, 1e-5, style, "ln_f"))
+    c = canonicalize(g)
+    assert _ops(c).count("layer_norm") == 13 and "reduce_mean" not in _ops(c)
     _same(g, c)
 
 
