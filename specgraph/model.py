@@ -38,6 +38,10 @@ class TracedModel:
             the values ``graph.natives`` names (``specgraph.numeric.program``); None where
             the frontend keeps none.
         param_shapes: each parameter's shape in the framework's own layout.
+        layer_attrs: attributes the traced program cannot show, read off the framework's
+            layer objects, by the layer's scope (a batch norm's momentum, which acts only
+            in training, in PyTorch's convention); canonicalization sets them on the layer
+            it raises there (``specgraph.passes.layer_attrs``).
     """
 
     graph: Graph
@@ -53,6 +57,7 @@ class TracedModel:
         default_factory=dict)
     program: Any = field(default=None, repr=False)
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    layer_attrs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class LazyOutputs(Mapping[str, np.ndarray]):

@@ -31,6 +31,34 @@ from specgraph.model import TracedModel
 __all__ = ["trace_linen", "trace_nnx"]
 
 
+# --- what an inference trace cannot show ------------------------------------------------
+def _training_attrs(module: Any) -> dict[str, float]:
+    """A batch norm's momentum in PyTorch's convention (Flax keeps ``momentum`` of the old
+    average, as Keras does): the running averages it updates are not in an eval trace."""
+    momentum = getattr(module, "momentum", None)
+    if isinstance(module, (linen.BatchNorm, nnx.BatchNorm)) and isinstance(
+            momentum, (int, float)):
+        return {"momentum": round(1.0 - float(momentum), 12)}
+    return {}
+
+
+def _linen_recorder(found: dict[str, dict[str, Any]]) -> Any:
+    """An interceptor that records the training attributes of each linen module called."""
+    def record(next_fun: Any, args: Any, kwargs: Any, context: Any) -> Any:
+        if context.method_name != "setup":
+            attrs = _training_attrs(context.module)
+            if attrs:
+                found[".".join(str(p) for p in context.module.path)] = attrs
+        return next_fun(*args, **kwargs)
+    return record
+
+
+def recording(found: dict[str, dict[str, Any]]) -> Any:
+    """A context in which linen modules called by any JAX function (HF's Flax models) have
+    their training attributes recorded into ``found``, by module path."""
+    return linen.intercept_methods(_linen_recorder(found))
+
+
 # --- linen -------------------------------------------------------------------------------
 def _linen_scope(next_fun: Any, args: Any, kwargs: Any, context: Any) -> Any:
     if context.method_name == "setup":
@@ -54,9 +82,13 @@ def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
     named = jax_frontend.checked_params(variables, reference)
     program = jax_frontend.Program(module.apply, variables, args, [n for n, _ in named],
                                     jax_frontend.positional_names(module.__call__, 0))
+    found: dict[str, dict[str, Any]] = {}
+    scopes = contextlib.ExitStack()
+    scopes.enter_context(linen.intercept_methods(_linen_scope))
+    scopes.enter_context(recording(found))
     return jax_frontend.trace_program(
         program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
-        scopes=linen.intercept_methods(_linen_scope))
+        scopes=scopes, layer_attrs=found)
 
 
 # --- NNX ---------------------------------------------------------------------------------
@@ -145,5 +177,8 @@ def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -
 
     program = jax_frontend.Program(apply, state, args, names,
                                     jax_frontend.positional_names(module.__call__, 0))
+    found = {".".join(str(p) for p in path): attrs for path, node in nnx.iter_graph(module)
+             if path and (attrs := _training_attrs(node))}
     return jax_frontend.trace_program(
-        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module)
+        program, reference=reference, framework=jax_frontend.FLAX_FRAMEWORK, native=module,
+        layer_attrs=found)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -160,8 +160,11 @@ def _own_outputs(run: Callable[[], Any], names: Sequence[str], reference: str
 
 
 def trace_program(program: Program, *, reference: str, framework: str, native: Any,
-                  scopes: Any = None) -> TracedModel:
-    """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel."""
+                  scopes: Any = None, layer_attrs: Mapping[str, Any] | None = None
+                  ) -> TracedModel:
+    """Trace ``program`` (under the ``scopes`` context, if any) into a TracedModel;
+    ``layer_attrs`` is what the trace records of layers it cannot show (filled by ``scopes``
+    while it runs)."""
     with scopes if scopes is not None else contextlib.nullcontext():
         closed, out_shape = _make_jaxpr(program, reference)
     output_names = [name for name, _ in leaves_with_names(out_shape, "")]
@@ -184,7 +187,8 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native,
                        program=own,
                        param_layouts={k: v for k, v in steps.items() if k in graph.params},
-                       param_shapes={k: v for k, v in shapes.items() if k in graph.params})
+                       param_shapes={k: v for k, v in shapes.items() if k in graph.params},
+                       layer_attrs=dict(layer_attrs or {}))
 
 
 def _numbers_as_arrays(params: Any) -> Any:
@@ -215,7 +219,19 @@ def trace(apply_fn: Any, params: Any, example_inputs: Any, *,
     names = [name for name, _ in checked_params(params, reference)]
     params = _numbers_as_arrays(params)
     program = Program(apply_fn, params, args, names, positional_names(apply_fn, 1))
-    return trace_program(program, reference=reference, framework=FRAMEWORK, native=apply_fn)
+    found: dict[str, Any] = {}
+    return trace_program(program, reference=reference, framework=FRAMEWORK, native=apply_fn,
+                         scopes=_flax_recording(found), layer_attrs=found)
+
+
+def _flax_recording(found: dict[str, Any]) -> Any:
+    """Where Flax is installed, a context recording what linen modules called inside a plain
+    function (HF's Flax models) hold that their trace cannot show."""
+    try:
+        from specgraph.frontends.jax import flax as _flax
+    except ImportError:
+        return contextlib.nullcontext()
+    return _flax.recording(found)
 
 
 def trace_linen(module: Any, variables: Any, example_inputs: Any, *,

@@ -12,6 +12,7 @@ own sub-scopes such as ``Tensordot`` or ``moments``) end the path, as does the o
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Scopes"]
@@ -79,6 +80,14 @@ class Scopes:
         if len(parts) > 2 and parts[0] == self.root.name and parts[1] in children:
             return ".".join(parts[1:])
         return path
+
+    def layers(self) -> Iterator[tuple[str, Any]]:
+        """(scope path, layer) of every layer under the model, parents first."""
+        stack = [(c, c.component) for c in reversed(self.root.children)]
+        while stack:
+            node, path = stack.pop()
+            yield path, node.obj
+            stack.extend((c, f"{path}.{c.component}") for c in reversed(node.children))
 
     def resolve(self, op_name: str) -> tuple[str, Any]:
         """The scope path of the layer that made op ``op_name``, and that layer (or None)."""

@@ -119,7 +119,18 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
 
     return TracedModel(graph, weights, inputs, LazyOutputs(own_outputs, names), FRAMEWORK,
                        reference, native=model, program=program, param_layouts=steps,
-                       param_shapes=shapes)
+                       param_shapes=shapes, layer_attrs=_training_attrs(scopes))
+
+
+def _training_attrs(scopes: Scopes) -> dict[str, dict[str, float]]:
+    """The momentum of every Keras batch normalization, in PyTorch's convention: an
+    inference program never reads it (Keras 3 writes the layer out as arithmetic)."""
+    found = {}
+    for path, layer in scopes.layers():
+        momentum = getattr(layer, "momentum", None)
+        if type(layer).__name__ == "BatchNormalization" and isinstance(momentum, (int, float)):
+            found[path] = {"momentum": round(1.0 - float(momentum), 12)}
+    return found
 
 
 # --- inputs, the eager run and the concrete function ------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 from specgraph.ir import Graph, Node, Value, prune
 from specgraph.model import LazyOutputs, TracedModel
 from specgraph.ops import get_spec
+from specgraph.passes.layer_attrs import with_layer_attrs
 from specgraph.passes.manager import canonicalize
 from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_operand
@@ -273,6 +274,7 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
         for name, chain in steps.items():
             param_layouts[name] = param_layouts.get(name, ()) + chain
         graph = canonicalize(graph)
+    graph = with_layer_attrs(graph, traced.layer_attrs)
     graph, in_layouts = _absorb_input_transposes(_hoist_to_inputs(graph))
     graph, out_layouts = _absorb_output_transposes(graph)
     if in_layouts or out_layouts:

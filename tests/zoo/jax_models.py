@@ -143,10 +143,11 @@ class LinenCNN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         h = nn.Conv(8, (3, 3), padding=1, name="conv1")(x)
-        h = nn.relu(nn.BatchNorm(use_running_average=True, name="bn1")(h))
+        h = nn.relu(nn.BatchNorm(use_running_average=True, momentum=0.9, name="bn1")(h))
         h = nn.max_pool(h, (2, 2), strides=(2, 2))
         h = nn.Conv(12, (3, 3), strides=2, padding=1, use_bias=False, name="conv2")(h)
-        h = nn.relu(nn.BatchNorm(use_running_average=True, epsilon=1e-3, name="bn2")(h))
+        h = nn.relu(nn.BatchNorm(use_running_average=True, momentum=0.9, epsilon=1e-3,
+                                    name="bn2")(h))
         h = nn.avg_pool(h, (2, 2), strides=(2, 2))
         return nn.Dense(5, name="head")(h.mean(axis=(1, 2)))
 
@@ -154,9 +155,10 @@ class LinenCNN(nn.Module):
 class NnxCNN(nnx.Module):
     def __init__(self, rngs: nnx.Rngs) -> None:
         self.conv1 = nnx.Conv(3, 8, (3, 3), padding=1, rngs=rngs)
-        self.bn1 = nnx.BatchNorm(8, use_running_average=True, rngs=rngs)
+        self.bn1 = nnx.BatchNorm(8, use_running_average=True, momentum=0.9, rngs=rngs)
         self.conv2 = nnx.Conv(8, 12, (3, 3), strides=2, padding=1, use_bias=False, rngs=rngs)
-        self.bn2 = nnx.BatchNorm(12, use_running_average=True, epsilon=1e-3, rngs=rngs)
+        self.bn2 = nnx.BatchNorm(12, use_running_average=True, momentum=0.9, epsilon=1e-3,
+                                 rngs=rngs)
         self.head = nnx.Linear(12, 5, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:

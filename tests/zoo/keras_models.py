@@ -49,14 +49,14 @@ def mlp():
 def _cnn(golden: bool):
     """The CNN of every zoo. ``golden`` writes it so that it computes what PyTorch's does:
     explicit symmetric padding before the strided conv (Keras' "same" pads only the end
-    there) and PyTorch's BatchNorm eps; otherwise it is written the Keras way."""
+    there) and PyTorch's BatchNorm eps and momentum; otherwise it is written the Keras way."""
     keras.utils.set_random_seed(0)
     conv2 = [layers.ZeroPadding2D(1, name="pad2"),
              layers.Conv2D(12, 3, strides=2, padding="valid", use_bias=False, name="conv2")]
     if not golden:
         conv2 = [layers.Conv2D(12, 3, strides=2, padding="same", use_bias=False,
                                name="conv2")]
-    bn1 = (layers.BatchNormalization(epsilon=1e-5, name="bn1") if golden
+    bn1 = (layers.BatchNormalization(epsilon=1e-5, momentum=0.9, name="bn1") if golden
            else layers.BatchNormalization(name="bn1"))
     model = keras.Sequential([
         keras.Input((16, 16, 3)),
@@ -65,7 +65,7 @@ def _cnn(golden: bool):
         layers.ReLU(name="relu1"),
         layers.MaxPooling2D(2, name="pool1"),
         *conv2,
-        layers.BatchNormalization(epsilon=1e-3, name="bn2"),
+        layers.BatchNormalization(epsilon=1e-3, momentum=0.9 if golden else 0.99, name="bn2"),
         layers.ReLU(name="relu2"),
         layers.AveragePooling2D(2, name="pool2"),
         layers.GlobalAveragePooling2D(name="gap"),

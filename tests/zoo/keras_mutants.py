@@ -119,13 +119,13 @@ def _cnn(knobs: dict[str, Any]):
         conv1 = [layers.ZeroPadding2D(1, name="pad1"),
                  layers.Conv2D(knobs["filters1"], 3, strides=knobs["stride1"], padding="valid",
                                use_bias=knobs["bias1"], name="conv1")]
-    bn1 = layers.BatchNormalization(epsilon=1e-5, name="bn1")
+    bn1 = layers.BatchNormalization(epsilon=1e-5, momentum=0.9, name="bn1")
     relu1 = [layers.ReLU(name="relu1")] if knobs["relu1"] else []
     norm1 = relu1 + [bn1] if knobs["relu_first"] else [bn1] + relu1
     if knobs["norm2"] == "layer":
         norm2 = layers.LayerNormalization(axis=-1, epsilon=knobs["eps2"], name="bn2")
     else:
-        norm2 = layers.BatchNormalization(epsilon=knobs["eps2"], name="bn2")
+        norm2 = layers.BatchNormalization(epsilon=knobs["eps2"], momentum=0.9, name="bn2")
     model = keras.Sequential([
         keras.Input((16, 16, 3)),
         *conv1,
