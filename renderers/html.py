@@ -170,8 +170,8 @@ class HtmlRenderer(Renderer):
         names = [s["name"] for s in page.sides]
         rows = []
         for sec in page.equations:
-            title = sec["scope"] if not sec.get("rscope") or sec["rscope"] == sec["scope"] \
-                else f"{sec['scope']} ↔ {sec['rscope']}"
+            ends = [s for s in (sec["scope"], sec["rscope"]) if s]
+            title = " ↔ ".join(dict.fromkeys(ends))
             rows.append(f'<tr class="sec"><th colspan="2">{_e(title)}'
                         f"{' — differs' if sec.get('differs') else ''}</th></tr>")
             for line in sec["lines"]:
