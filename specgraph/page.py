@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from specgraph.ir import Graph, Node
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.stats import tolerance
 from specgraph.page_equations import paired_equations
+from specgraph.page_sources import excerpts, read_text
 from specgraph.report import DiffReport, Finding, Side, SpecReport
 
 __all__ = ["Page", "build_page", "MAX_ITEMS"]
@@ -36,8 +37,6 @@ _NUMBERED = re.compile(r"^((?:.*[_-])?)(\d+)$")
 MAX_ITEMS = 120  # a scope with more direct ops than this is shown in parts of this many
 _FOLD_MIN = 1  # identical blocks after the first that make a fold
 _OPEN_ALL = 80  # a model of at most this many nodes is shown with every scope open
-_EXCERPT = 2  # source lines shown either side of the one a finding points at
-_MAX_SOURCE_BYTES = 2 << 20
 
 
 @dataclass
@@ -164,42 +163,13 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     wanted = {r[k] for r in rows for k in ("lsrc", "rsrc") if r[k]}
     wanted |= {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
     allowed = {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
-    page.sources = _sources(sorted(wanted & allowed))
+    page.sources = excerpts(sorted(wanted & allowed))
     if check:
         page.spec = {"path": report.spec, "paper": {k: str(v) for k, v in
                                                      dict(report.paper or {}).items()},
                      "lines": (spec_text if spec_text is not None else
-                               _read(Path(report.spec))).splitlines()}
+                               read_text(Path(report.spec))).splitlines()}
     return page
-
-
-def _read(path: Path) -> str:
-    try:
-        if path.stat().st_size > _MAX_SOURCE_BYTES:
-            return ""
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _sources(locations: Iterable[str]) -> dict[str, Any]:
-    """``file.py:line`` -> [first line number, lines around it], for Python files that
-    exist (the model's own code); nothing else is read."""
-    files: dict[str, list[str]] = {}
-    out: dict[str, Any] = {}
-    for loc in locations:
-        path, _, line = loc.rpartition(":")
-        if not path.endswith(".py") or not line.isdigit():
-            continue
-        if path not in files:
-            files[path] = _read(Path(path)).splitlines()
-        lines = files[path]
-        k = int(line)
-        if not 1 <= k <= len(lines):
-            continue
-        lo = max(1, k - _EXCERPT)
-        out[loc] = [lo, lines[lo - 1:k + _EXCERPT]]
-    return out
 
 
 def _label(node: Node) -> str:

@@ -19,14 +19,30 @@ from specgraph.symbolic import Equation, equations
 __all__ = ["paired_equations"]
 
 
+def _more_names(named: set[int], lines: list[Equation], other: set[int],
+                counterpart: Mapping[int, int], aligned: Mapping[int, int]) -> set[int]:
+    """Nodes of one side to name as well: the counterparts of the other side's defining
+    nodes (``other``) merged here into a line whose own defining node has a counterpart
+    too (the two sides group the same ops differently). A line defined by a node without
+    counterpart (an activation only this side has) keeps its ops: it is shown beside the
+    other side's line, the extra op marked."""
+    owner = {i: e.nodes[-1] for e in lines for i in e.nodes}
+    more = set()
+    for j in other:
+        i = counterpart.get(j)
+        if i is not None and i not in named and owner.get(i) in aligned:
+            more.add(i)
+    return more
+
+
 def _common_lines(al: Alignment) -> tuple[list[Equation], list[Equation]]:
-    """Both sides' equations, every value that defines a line on one side defining the line
-    of its counterpart on the other."""
+    """Both sides' equations, printed with the same lines where the two group the same
+    aligned ops differently."""
     left, right = equations(al.lhs), equations(al.rhs)
     lhs_named = {e.nodes[-1] for e in left}
     rhs_named = {e.nodes[-1] for e in right}
-    lhs_more = {al.rhs_to_lhs[j] for j in rhs_named if j in al.rhs_to_lhs} - lhs_named
-    rhs_more = {al.lhs_to_rhs[i] for i in lhs_named if i in al.lhs_to_rhs} - rhs_named
+    lhs_more = _more_names(lhs_named, left, rhs_named, al.rhs_to_lhs, al.lhs_to_rhs)
+    rhs_more = _more_names(rhs_named, right, lhs_named, al.lhs_to_rhs, al.rhs_to_lhs)
     if lhs_more:
         left = equations(al.lhs, named=lhs_named | lhs_more)
     if rhs_more:
@@ -34,27 +50,49 @@ def _common_lines(al: Alignment) -> tuple[list[Equation], list[Equation]]:
     return left, right
 
 
+def _matches(left: list[Equation], right: list[Equation], al: Alignment) -> dict[int, int]:
+    """lhs line -> rhs line: lines whose defining nodes are aligned, then a line defined by
+    a node without counterpart beside the line of its last aligned op."""
+    lhs_def = {e.nodes[-1]: k for k, e in enumerate(left)}
+    rhs_def = {e.nodes[-1]: k for k, e in enumerate(right)}
+    match = {k: rhs_def[al.lhs_to_rhs[e.nodes[-1]]] for k, e in enumerate(left)
+             if al.lhs_to_rhs.get(e.nodes[-1]) in rhs_def}
+    taken = set(match.values())
+    for k, e in enumerate(left):
+        if k in match or e.nodes[-1] in al.lhs_to_rhs:
+            continue
+        hit = next((rhs_def[al.lhs_to_rhs[i]] for i in reversed(e.nodes)
+                    if al.lhs_to_rhs.get(i) in rhs_def), None)
+        if hit is not None and hit not in taken:
+            match[k] = hit
+            taken.add(hit)
+    for k, e in enumerate(right):
+        if k in taken or e.nodes[-1] in al.rhs_to_lhs:
+            continue
+        hit = next((lhs_def[al.rhs_to_lhs[j]] for j in reversed(e.nodes)
+                    if al.rhs_to_lhs.get(j) in lhs_def), None)
+        if hit is not None and hit not in match:
+            match[hit] = k
+    return match
+
+
 def paired_equations(al: Alignment, folded: Mapping[str, set[int]]) -> list[dict[str, Any]]:
-    """Sections of rows, each row an lhs line beside the rhs line defined by its aligned
-    node (or beside nothing), in lhs order with rhs's unpaired lines where they fall; rows
-    whose lines lie only in folded blocks are left out (a block folded on one side only is
+    """Sections of rows, each row an lhs line beside its rhs line (see ``_matches``) or
+    beside nothing, in lhs order with rhs's unpaired lines where they fall; rows whose
+    lines lie only in folded blocks are left out (a block folded on one side only is
     shown)."""
     left, right = _common_lines(al)
-    rhs_line = {e.nodes[-1]: k for k, e in enumerate(right)}
+    match = _matches(left, right, al)
+    paired = set(match.values())
     pairs: list[tuple[Equation | None, Equation | None]] = []
     done = 0  # rhs lines before this one are placed
-    for e in left:
-        k = rhs_line.get(al.lhs_to_rhs.get(e.nodes[-1], -1))
-        if k is not None and k >= done:
-            pairs.extend((None, b) for b in right[done:k])
-            pairs.append((e, right[k]))
-            done = k + 1
-        elif k is not None:  # paired out of order: beside its partner all the same
-            pairs.append((e, right[k]))
-        else:
-            pairs.append((e, None))
-    paired_rhs = {id(b) for a, b in pairs if a is not None and b is not None}
-    pairs.extend((None, b) for b in right[done:] if id(b) not in paired_rhs)
+    for k, e in enumerate(left):
+        m = match.get(k)
+        if m is not None and m >= done:
+            pairs.extend((None, right[j]) for j in range(done, m) if j not in paired)
+            done = m + 1
+        pairs.append((e, right[m] if m is not None else None))
+    pairs.extend((None, right[j]) for j in range(done, len(right)) if j not in paired)
     sections: list[dict[str, Any]] = []
     for a, b in pairs:
         if _hidden(a, folded["lhs"]) and _hidden(b, folded["rhs"]):
