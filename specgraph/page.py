@@ -109,6 +109,8 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     concerned: dict[str, dict[int, list[int]]] = {"lhs": defaultdict(list),
                                                  "rhs": defaultdict(list)}
     rows = []
+    voices = ({"lhs": "the implementation", "rhs": "the spec"} if check else
+              {"lhs": "lhs", "rhs": "rhs"})
     for k, f in enumerate([*findings, *accepted]):
         ids: dict[str, list[int]] = {"lhs": [], "rhs": []}
         for a, b in _places(f):
@@ -119,6 +121,7 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
                     if k < len(findings):
                         concerned[name][i].append(k)
         row = {"code": f.code, "message": f.message, "blame": f.blame,
+               "blamed": voices.get(f.blame, ""),
                "lhs": [f"n{i}" for i in ids["lhs"]], "rhs": [f"n{i}" for i in ids["rhs"]],
                "lsrc": f.lhs.source if f.lhs else "", "rsrc": f.rhs.source if f.rhs else "",
                "accepted": k >= len(findings)}
@@ -233,6 +236,8 @@ def _side(graph: Graph, side: str, name: str, model: str, framework: str,
             "info": _info(graph, node), "src": node.source, "desc": describe_node(node)}
         if peer is not None:
             row["peer"] = f"n{peer}"
+        elif (near := _nearest_peer(graph, i, peers)) is not None:
+            row["near"] = f"n{near}"
         if concerned.get(i):
             row["f"] = list(concerned[i])
         if i in stats:
@@ -247,6 +252,28 @@ def _side(graph: Graph, side: str, name: str, model: str, framework: str,
     scopes.open(nodes, total=len(graph.nodes))
     return {"side": side, "name": name, "model": model, "framework": framework,
             "nodes": nodes, "edges": edges, "scopes": scopes.rows, "folds": folds}
+
+
+def _nearest_peer(graph: Graph, start: int, peers: Mapping[int, int]) -> int | None:
+    """The counterpart of the aligned node nearest ``start`` along the graph's edges (where
+    ``start``'s own counterpart would be), producers before readers; None if none is."""
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        nxt: list[int] = []
+        for i in frontier:
+            node = graph.nodes[i]
+            near = [graph.index(p) for v in node.inputs if (p := graph.producer(v)) is not None]
+            near += [graph.index(c) for v in node.outputs for c in graph.consumers(v)]
+            for j in near:
+                if j in seen:
+                    continue
+                if j in peers:
+                    return peers[j]
+                seen.add(j)
+                nxt.append(j)
+        frontier = nxt
+    return None
 
 
 def _edges(graph: Graph) -> list[list[str]]:
