@@ -1,4 +1,4 @@
-"""The error chart's SVG: what each point says, as markup (the browser tests draw it)."""
+"""The error chart's SVG and the equations' marks, as markup (the browser tests draw them)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,17 @@ def test_numbers_have_three_significant_digits():
     assert [fmt_number(v) for v in (1.23456e-5, 0.000999, 0.001, 0.98765, 4.0, 999.9,
                                     1000.0, -2.5e-9)] == \
         ["1.23e-5", "9.99e-4", "0.001", "0.988", "4", "1e3", "1e3", "-2.5e-9"]
+
+
+def test_an_extra_term_of_a_sum_is_marked_alone():
+    """Sums compare term by term in any order: only the term one side adds is marked."""
+    import sympy
+
+    from specgraph.mathml import differing_terms
+
+    x, w, b, c = sympy.symbols("x W_fc b_fc c", commutative=False)
+    lhs, rhs = x * w + b, x * w + b + c
+    left, right = differing_terms(lhs, rhs)
+    assert left == set() and right == {id(c)}
+    left, right = differing_terms(sympy.sqrt(x) * w + b, x * w + b)
+    assert left == {id(sympy.sqrt(x))} and right == set()  # the root lhs wraps x in
