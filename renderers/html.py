@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 from html import escape
 from importlib import resources
 from typing import Any
 
 from specgraph.assets import DAGRE, load
+from specgraph.renderers.html_chart import error_chart
 from specgraph.renderers.base import Renderer
 
 __all__ = ["HtmlRenderer"]
@@ -69,7 +69,7 @@ class HtmlRenderer(Renderer):
             "</header><main>",
             self._top(page),
             self._equations(page),
-            self._chart(page),
+            error_chart(page),
             self._spec(page),
             self._notes(page),
             "</main>",
@@ -127,7 +127,7 @@ class HtmlRenderer(Renderer):
                 f'<li class="finding{accepted}" data-k="{k}"><span class="code">'
                 f"{_e(f['code'])}</span>{' (accepted)' if accepted else ''} "
                 f"{_e(f['message'])}<div class=\"where\">{' · '.join(where)}"
-                f"{' · blame: ' + _e(f['blame']) if f['blame'] != 'unknown' else ''}</div>"
+                f"{' · blame: ' + _e(f['blamed']) if f.get('blamed') else ''}</div>"
                 f'<div class="where">{"".join(src)}</div></li>')
         findings = (f"<ol>{''.join(items)}</ol>" if items else
                     '<p class="muted">No findings.</p>')
@@ -145,7 +145,7 @@ class HtmlRenderer(Renderer):
                   '<span><i class="differs"></i>differs (a finding)</span>'
                   '<span><i class="only"></i>no counterpart on the other side</span>'
                   '<span><i class="io"></i>input / output</span>'
-                  "<span>▸ a closed block: click to open · wheel to zoom · drag to pan"
+                  "<span>▸ a closed block: click to open · wheel to scroll · ctrl + wheel to zoom · drag to pan"
                   "</span></div>")
         return (f'<div class="top"><section id="findings"><h2>Findings</h2>{findings}'
                 f'</section><section><div class="graphs">{"".join(panels)}</div>{legend}'
@@ -170,8 +170,8 @@ class HtmlRenderer(Renderer):
         names = [s["name"] for s in page.sides]
         rows = []
         for sec in page.equations:
-            title = sec["scope"] if not sec.get("rscope") or sec["rscope"] == sec["scope"] \
-                else f"{sec['scope']} ↔ {sec['rscope']}"
+            ends = [s for s in (sec["scope"], sec["rscope"]) if s]
+            title = " ↔ ".join(dict.fromkeys(ends))
             rows.append(f'<tr class="sec"><th colspan="2">{_e(title)}'
                         f"{' — differs' if sec.get('differs') else ''}</th></tr>")
             for line in sec["lines"]:
@@ -186,65 +186,6 @@ class HtmlRenderer(Renderer):
         return (f'<section id="equations"><h2>Equations</h2>{note}<table class="eqs">'
                 f'<colgroup><col><col></colgroup><tr><th>{_e(names[0])}</th>'
                 f"<th>{_e(names[1])}</th></tr>{''.join(rows)}</table></section>")
-
-    @staticmethod
-    def _chart(page: Any) -> str:
-        layers = page.layers
-        if not layers:
-            return ""
-        values = [v for row in layers for k in ("fw", "bw", "tf", "tb")
-                  if isinstance(v := row.get(k), (int, float)) and v > 0 and math.isfinite(v)]
-        lo = math.floor(math.log10(min(values))) if values else -8
-        hi = math.ceil(math.log10(max(values))) if values else 0
-        lo, hi = min(lo, hi - 1), max(hi, lo + 1)
-        step = max(6.0, min(40.0, 1100.0 / max(len(layers), 1)))
-        left, top, height = 56, 14, 220
-        width = max(left + step * len(layers) + 20, 620)
-
-        def y(v: Any) -> float:
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
-                return top
-            v = max(v, 10.0 ** lo)
-            return top + height * (hi - math.log10(v)) / (hi - lo)
-
-        svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
-               f'height="{top + height + 40}" role="img" id="error-chart">',
-               "<title>per-layer error relative to each tensor's scale, forward and "
-               "backward, log scale, with each layer's tolerance</title>"]
-        for e in range(lo, hi + 1):
-            yy = y(10.0 ** e)
-            svg.append(f'<line class="grid" x1="{left}" x2="{width - 10:.0f}" y1="{yy:.1f}" '
-                       f'y2="{yy:.1f}"/><text x="{left - 6}" y="{yy + 4:.1f}" '
-                       f'text-anchor="end">1e{e}</text>')
-        svg.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" '
-                   f'y2="{top + height}"/>')
-        for key, cls in (("tf", "tol-f"), ("tb", "tol-b")):
-            pts = []
-            for i, row in enumerate(layers):
-                x0, x1 = left + step * i, left + step * (i + 1)
-                pts.append(f"{x0:.1f},{y(row[key]):.1f} {x1:.1f},{y(row[key]):.1f}")
-            svg.append(f'<polyline class="{cls}" points="{" ".join(pts)}"/>')
-        for i, row in enumerate(layers):
-            cx = left + step * (i + 0.5)
-            for key, cls, bad in (("fw", "fw", "bad_f"), ("bw", "bw", "bad_b")):
-                if key not in row:
-                    continue
-                mark = " bad" if row.get(bad) else ""
-                direction = "forward" if key == "fw" else "backward"
-                svg.append(
-                    f'<circle class="pt {cls}{mark}" cx="{cx:.1f}" cy="{y(row[key]):.1f}" '
-                    f'r="3.2" data-l="{_e(row["l"])}" data-r="{_e(row["r"])}">'
-                    f"<title>{_e(row['name'])}: {direction} error {_e(row[key])}, tolerance "
-                    f"{_e(row['tf' if key == 'fw' else 'tb'])}"
-                    f"{' — diverges' if row.get(bad) else ''}</title></circle>")
-        svg.append(f'<text x="{left}" y="{top + height + 18}">layers, in the order of '
-                   f"{_e(page.sides[1]['name'])} (click a point to show it)</text>")
-        svg.append(f'<text x="{left}" y="{top + height + 34}"><tspan class="fw">●</tspan> '
-                   "forward <tspan class=\"bw\">●</tspan> backward; dashed: each layer's "
-                   "tolerance (relative to the tensor's scale)</text>")
-        svg.append("</svg>")
-        return (f'<section id="numbers"><h2>Numeric error per layer</h2>'
-                f'<div class="chart">{"".join(svg)}</div></section>')
 
     @staticmethod
     def _spec(page: Any) -> str:

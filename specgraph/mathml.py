@@ -169,6 +169,9 @@ def _walk(a: Any, b: Any, left: set[Any], right: set[Any]) -> None:
     if _shape(a) == _shape(b):
         return
     atoms = (sympy.Symbol, sympy.Number)
+    if isinstance(a, sympy.Add) and isinstance(b, sympy.Add):
+        _walk_sum(a, b, left, right)
+        return
     same_head = not isinstance(a, atoms) and not isinstance(b, atoms) and \
         _head(a) == _head(b) and len(a.args) == len(b.args)
     if same_head:
@@ -189,3 +192,22 @@ def _walk(a: Any, b: Any, left: set[Any], right: set[Any]) -> None:
         return
     left.add(id(a))
     right.add(id(b))
+
+
+def _walk_sum(a: Any, b: Any, left: set[Any], right: set[Any]) -> None:
+    """Two sums, their terms in any order (sympy sorts them by name, and the two sides name
+    things differently): terms alike on both sides are paired off, one odd term a side is
+    compared inside, more are marked one by one."""
+    rest = list(b.args)
+    odd_a = []
+    for x in a.args:
+        k = next((k for k, y in enumerate(rest) if _shape(y) == _shape(x)), None)
+        if k is None:
+            odd_a.append(x)
+        else:
+            rest.pop(k)
+    if len(odd_a) == 1 and len(rest) == 1:
+        _walk(odd_a[0], rest[0], left, right)
+        return
+    left.update(id(x) for x in odd_a)
+    right.update(id(y) for y in rest)

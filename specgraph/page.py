@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,11 @@ from typing import Any
 from specgraph.align import Alignment
 from specgraph.diff import describe_node
 from specgraph.ir import Graph, Node
-from specgraph.mathml import differing_terms, to_mathml
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.stats import tolerance
+from specgraph.page_equations import paired_equations
+from specgraph.page_sources import excerpts, read_text
 from specgraph.report import DiffReport, Finding, Side, SpecReport
-from specgraph.symbolic import Equation, equations
 
 __all__ = ["Page", "build_page", "MAX_ITEMS"]
 
@@ -37,8 +37,6 @@ _NUMBERED = re.compile(r"^((?:.*[_-])?)(\d+)$")
 MAX_ITEMS = 120  # a scope with more direct ops than this is shown in parts of this many
 _FOLD_MIN = 1  # identical blocks after the first that make a fold
 _OPEN_ALL = 80  # a model of at most this many nodes is shown with every scope open
-_EXCERPT = 2  # source lines shown either side of the one a finding points at
-_MAX_SOURCE_BYTES = 2 << 20
 
 
 @dataclass
@@ -111,6 +109,8 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     concerned: dict[str, dict[int, list[int]]] = {"lhs": defaultdict(list),
                                                  "rhs": defaultdict(list)}
     rows = []
+    voices = ({"lhs": "the implementation", "rhs": "the spec"} if check else
+              {"lhs": "lhs", "rhs": "rhs"})
     for k, f in enumerate([*findings, *accepted]):
         ids: dict[str, list[int]] = {"lhs": [], "rhs": []}
         for a, b in _places(f):
@@ -121,6 +121,7 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
                     if k < len(findings):
                         concerned[name][i].append(k)
         row = {"code": f.code, "message": f.message, "blame": f.blame,
+               "blamed": voices.get(f.blame, ""),
                "lhs": [f"n{i}" for i in ids["lhs"]], "rhs": [f"n{i}" for i in ids["rhs"]],
                "lsrc": f.lhs.source if f.lhs else "", "rsrc": f.rhs.source if f.rhs else "",
                "accepted": k >= len(findings)}
@@ -153,7 +154,7 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
         title=title,
         verdict={"equivalent": equivalent, "text": text, "mode": "check" if check else "diff"},
         sides=sides, findings=rows,
-        equations=_equations(al, folded),
+        equations=paired_equations(al, folded),
         layers=_layers(numeric, al),
         notes=list(report.notes),
         numeric=None if numeric is None else {
@@ -165,42 +166,13 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     wanted = {r[k] for r in rows for k in ("lsrc", "rsrc") if r[k]}
     wanted |= {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
     allowed = {nd["src"] for s in python_sides for nd in s["nodes"] if nd.get("src")}
-    page.sources = _sources(sorted(wanted & allowed))
+    page.sources = excerpts(sorted(wanted & allowed))
     if check:
         page.spec = {"path": report.spec, "paper": {k: str(v) for k, v in
                                                      dict(report.paper or {}).items()},
                      "lines": (spec_text if spec_text is not None else
-                               _read(Path(report.spec))).splitlines()}
+                               read_text(Path(report.spec))).splitlines()}
     return page
-
-
-def _read(path: Path) -> str:
-    try:
-        if path.stat().st_size > _MAX_SOURCE_BYTES:
-            return ""
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _sources(locations: Iterable[str]) -> dict[str, Any]:
-    """``file.py:line`` -> [first line number, lines around it], for Python files that
-    exist (the model's own code); nothing else is read."""
-    files: dict[str, list[str]] = {}
-    out: dict[str, Any] = {}
-    for loc in locations:
-        path, _, line = loc.rpartition(":")
-        if not path.endswith(".py") or not line.isdigit():
-            continue
-        if path not in files:
-            files[path] = _read(Path(path)).splitlines()
-        lines = files[path]
-        k = int(line)
-        if not 1 <= k <= len(lines):
-            continue
-        lo = max(1, k - _EXCERPT)
-        out[loc] = [lo, lines[lo - 1:k + _EXCERPT]]
-    return out
 
 
 def _label(node: Node) -> str:
@@ -264,6 +236,8 @@ def _side(graph: Graph, side: str, name: str, model: str, framework: str,
             "info": _info(graph, node), "src": node.source, "desc": describe_node(node)}
         if peer is not None:
             row["peer"] = f"n{peer}"
+        elif (near := _nearest_peer(graph, i, peers)) is not None:
+            row["near"] = f"n{near}"
         if concerned.get(i):
             row["f"] = list(concerned[i])
         if i in stats:
@@ -278,6 +252,28 @@ def _side(graph: Graph, side: str, name: str, model: str, framework: str,
     scopes.open(nodes, total=len(graph.nodes))
     return {"side": side, "name": name, "model": model, "framework": framework,
             "nodes": nodes, "edges": edges, "scopes": scopes.rows, "folds": folds}
+
+
+def _nearest_peer(graph: Graph, start: int, peers: Mapping[int, int]) -> int | None:
+    """The counterpart of the aligned node nearest ``start`` along the graph's edges (where
+    ``start``'s own counterpart would be), producers before readers; None if none is."""
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        nxt: list[int] = []
+        for i in frontier:
+            node = graph.nodes[i]
+            near = [graph.index(p) for v in node.inputs if (p := graph.producer(v)) is not None]
+            near += [graph.index(c) for v in node.outputs for c in graph.consumers(v)]
+            for j in near:
+                if j in seen:
+                    continue
+                if j in peers:
+                    return peers[j]
+                seen.add(j)
+                nxt.append(j)
+        frontier = nxt
+    return None
 
 
 def _edges(graph: Graph) -> list[list[str]]:
@@ -347,8 +343,11 @@ class _Scopes:
         return children
 
     def fold(self, nodes: list[dict[str, Any]], graph: Graph) -> list[dict[str, Any]]:
-        """Runs of sibling blocks named by numbers (``layer.0``, ``layer.1``...) that compute
-        the same ops with the same attributes and hold no finding, folded under the first."""
+        """Runs of sibling blocks named by numbers (``layer.0``, ``layer.1``...) that follow
+        one another in the graph, each whole and of more than one op, compute the same ops
+        with the same attributes and hold no finding, folded under the first (Keras's flat
+        ``conv_pw_7``, ``conv_pw_8`` with other layers between them, or GPT-2's one-op
+        ``ln_1``, ``ln_2``, are not folded)."""
         children = self._descendants()
         inside: dict[int, list[dict[str, Any]]] = defaultdict(list)
         parent = {r["id"]: r["parent"] for r in self.rows}
@@ -373,27 +372,34 @@ class _Scopes:
     def _fold_run(self, scope: int, stem: str, numbered: list[tuple[int, int]],
                   inside: Mapping[int, list[dict[str, Any]]], graph: Graph, start: int
                   ) -> list[dict[str, Any]]:
+        """Folds of the runs of blocks in ``numbered`` that follow one another in the graph
+        (nothing computed between two of them), each whole (its ops one stretch of the
+        graph) and of more than one op, computing the same."""
         folds: list[dict[str, Any]] = []
         sigs = {k: self._signature(k, inside[k], graph) for _, k in numbered}
+        spans = {k: _span(inside[k]) for _, k in numbered}
         run: list[int] = []
         for _, k in [*numbered, (None, None)]:
-            if k is not None and run and sigs[k] == sigs[run[0]] and not _marked(inside[k]):
+            if k is not None and run and sigs[k] == sigs[run[0]] and \
+                    not _marked(inside[k]) and _whole(spans[k]) and \
+                    spans[k][0] == spans[run[-1]][1] + 1:
                 run.append(k)
                 continue
             if len(run) > _FOLD_MIN:
-                first, rest = run[0], run[1:]
-                a = self.rows[rest[0]]["label"]
-                b = self.rows[rest[-1]]["label"][len(stem):]
-                base = self.rows[first]["path"].rpartition(".")[0]
-                base = f"{base}." if base else ""
-                span = f"{a}–{b}" if len(rest) > 1 else f"{a}"
-                folds.append({"id": f"f{start + len(folds)}", "scope": scope, "first": first,
-                              "members": rest,
-                              "label": f"{base}{span}: identical to "
-                                       f"{self.rows[first]['path']}",
-                              "open": False})
-            run = [k] if k is not None else []
+                folds.append(self._fold(scope, stem, run, f"f{start + len(folds)}"))
+            run = [k] if k is not None and _whole(spans[k]) else []
         return folds
+
+    def _fold(self, scope: int, stem: str, run: list[int], key: str) -> dict[str, Any]:
+        first, rest = run[0], run[1:]
+        a = self.rows[rest[0]]["label"]
+        b = self.rows[rest[-1]]["label"][len(stem):]
+        base = self.rows[first]["path"].rpartition(".")[0]
+        base = f"{base}." if base else ""
+        span = f"{a}–{b}" if len(rest) > 1 else f"{a}"
+        return {"id": key, "scope": scope, "first": first, "members": rest,
+                "label": f"{base}{span}: identical to {self.rows[first]['path']}",
+                "open": False}
 
     def _signature(self, scope: int, members: list[dict[str, Any]], graph: Graph) -> str:
         prefix = self.rows[scope]["path"]
@@ -422,6 +428,18 @@ class _Scopes:
                     s = parent[s]
 
 
+def _span(members: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """The first and last graph index of a block's ops, and how many it holds."""
+    index = [int(nd["id"][1:]) for nd in members if nd["id"].startswith("n")]
+    return (min(index), max(index), len(index)) if index else (0, -1, 0)
+
+
+def _whole(span: tuple[int, int, int]) -> bool:
+    """A block of more than one op, its ops one stretch of the graph."""
+    lo, hi, count = span
+    return count > 1 and hi - lo + 1 == count
+
+
 def _marked(members: list[dict[str, Any]]) -> bool:
     return any(nd["st"] in ("differs", "only") or nd.get("f") for nd in members)
 
@@ -439,58 +457,6 @@ def _folded_nodes(side: dict[str, Any]) -> set[int]:
                 break
             s = parent[s]
     return out
-
-
-def _equations(al: Alignment, folded: Mapping[str, set[int]]) -> list[dict[str, Any]]:
-    """Sections of equations, one per lhs layer scope, each line beside the rhs line that
-    computes its aligned node, the differing terms marked."""
-    left, right = equations(al.lhs), equations(al.rhs)
-    # a line is defined by its last node; the lines merged into it are matched after
-    rhs_own = {e.nodes[-1]: k for k, e in enumerate(right)}
-    rhs_line = {i: k for k, e in enumerate(right) for i in e.nodes}
-    used: set[int] = set()
-    sections: list[dict[str, Any]] = []
-    for e in left:
-        if set(e.nodes) <= folded["lhs"]:
-            continue
-        own = al.lhs_to_rhs.get(e.nodes[-1])
-        if own in rhs_own and rhs_own[own] not in used:
-            peers = [rhs_own[own]]
-        else:
-            peers = sorted({rhs_line[al.lhs_to_rhs[i]] for i in e.nodes
-                            if i in al.lhs_to_rhs and al.lhs_to_rhs[i] in rhs_line} - used)
-        other = right[peers[-1]] if peers else None
-        used.update(peers[-1:])
-        _add_line(sections, e, other)
-    for k, e in enumerate(right):
-        if k not in used and not set(e.nodes) <= folded["rhs"]:
-            _add_line(sections, None, e)
-    return sections
-
-
-def _add_line(sections: list[dict[str, Any]], a: Equation | None, b: Equation | None
-              ) -> None:
-    marks_a: set[Any] = set()
-    marks_b: set[Any] = set()
-    if a is not None and b is not None:
-        marks_a, marks_b = differing_terms(a.expr, b.expr)
-    scope = (a or b).scope or "<model>"  # type: ignore[union-attr]
-    node = f"n{(a or b).nodes[-1]}"  # type: ignore[union-attr]
-    line = {
-        "lhs": to_mathml(a.lhs, a.expr, marks_a) if a else "",
-        "rhs": to_mathml(b.lhs, b.expr, marks_b) if b else "",
-        "lhs_text": a.text if a else "", "rhs_text": b.text if b else "",
-        "differs": bool(marks_a or marks_b or a is None or b is None),
-        "lnode": f"n{a.nodes[-1]}" if a else "", "rnode": f"n{b.nodes[-1]}" if b else "",
-    }
-    if not sections or sections[-1]["scope"] != scope or (a is None) != \
-            (sections[-1]["lines"][-1]["lhs"] == ""):
-        sections.append({"scope": scope,
-                         "rscope": (b.scope or "<model>") if b else "", "lines": [],
-                         "node": node})
-    sections[-1]["lines"].append(line)
-    if line["differs"]:
-        sections[-1]["differs"] = True
 
 
 def _layers(numeric: NumericResult | None, al: Alignment) -> list[dict[str, Any]]:

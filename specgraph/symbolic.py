@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,9 +101,16 @@ def _constant_expr(data: np.ndarray, index: int) -> Any:
     return sympy.Symbol(f"C{index}", commutative=False)
 
 
-def equations(graph: Graph) -> list[Equation]:
-    """The graph as equations, one per layer, in graph order (see the module docstring)."""
+def equations(graph: Graph, *, named: Collection[int] = ()) -> list[Equation]:
+    """The graph as equations, one per layer, in graph order (see the module docstring).
+
+    Args:
+        graph: the graph.
+        named: indices of nodes whose outputs get a line of their own even where they would
+            merge into their reader (to print two graphs with the same lines).
+    """
     namer = _Namer(graph)
+    named = frozenset(named)
     exprs: dict[Value, Any] = {}
     for name, v in zip(graph.input_names, graph.inputs):
         exprs[v] = sympy.Symbol(name, commutative=False)
@@ -133,7 +140,7 @@ def equations(graph: Graph) -> list[Equation]:
             expr = _apply(node, [exprs[v] for v in node.inputs])
         depth = 1 + max((depths.get(v, 0) for v in node.inputs), default=0)
         if len(node.outputs) == 1 and node.output not in outputs and depth < _DEPTH and \
-                _mergeable(node, graph):
+                i not in named and _mergeable(node, graph):
             depths[node.output] = depth
             exprs[node.output] = expr
             pending[node.output] = merged

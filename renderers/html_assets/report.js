@@ -6,12 +6,23 @@
   const DATA = JSON.parse(document.getElementById("specgraph-data").textContent);
   const NS = "http://www.w3.org/2000/svg";
   const CHAR = 7.2, NODE_H = 26, HEAD_H = 24, PAD = 10;
+  const MIN_FIT = 0.55;  // "fit" never shrinks labels below this scale: the rest scrolls
 
   function el(tag, attrs, parent) {
     const e = document.createElementNS(NS, tag);
     for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
     if (parent) parent.appendChild(e);
     return e;
+  }
+  // 3 significant digits, e-notation below 1e-3 and from 1e3 on (as the page's markup)
+  function fmt(v) {
+    if (typeof v !== "number" || !isFinite(v)) return String(v);
+    if (v === 0) return "0";
+    const r = Number(v.toPrecision(3));
+    if (Math.abs(r) >= 1e-3 && Math.abs(r) < 1e3) return String(r);
+    let [m, e] = r.toExponential(2).split("e");
+    if (m.includes(".")) m = m.replace(/0+$/, "").replace(/\.$/, "");
+    return m + "e" + Number(e);
   }
   function text(tag, content, cls) {
     const e = document.createElement(tag);
@@ -52,7 +63,9 @@
         }
       }
       this.cache = new Map();  // scope -> its layout while nothing inside changes
-      this.selected = null; this.peerMark = null;
+      this.selected = null; this.peerMark = null; this.nearMark = null;
+      this.note = text("span", "", "note");
+      panel.querySelector(".bar .name").after(this.note);
       this.t = {x: 0, y: 0, k: 1};
       this.pan();
     }
@@ -208,8 +221,8 @@
       el("rect", {class: "back", x: 6, y: 0, width: box.w - 6, height: box.h - 6, rx: 4}, fg);
       el("rect", {x: 0, y: 6, width: box.w - 6, height: box.h - 6, rx: 4}, fg);
       const t = el("text", {x: 8, y: box.h / 2 + 7}, fg);
-      t.textContent = "▸ " + f.label;
-      el("title", {}, fg).textContent = "click to unfold: " + f.members.length + " blocks";
+      t.textContent = "▸ " + this.label("f:" + key);
+      el("title", {}, fg).textContent = f.label + "\nclick to unfold: " + f.members.length + " blocks";
       fg.addEventListener("click", ev => { ev.stopPropagation(); this.foldOpen.set(key, true); this.invalidate(f.scope); this.draw(); });
     }
 
@@ -264,12 +277,24 @@
       this.apply();
     }
 
+    // the whole graph when it fits at a readable scale; else its top at MIN_FIT, to scroll
     fit() {
       const lay = this.layout(0), r = this.svg.getBoundingClientRect();
-      const k = Math.min(1.2, (r.width - 20) / Math.max(lay.w, 1), (r.height - 20) / Math.max(lay.h, 1));
-      this.t = {k, x: (r.width - lay.w * k) / 2, y: 10};
+      const whole = Math.min((r.width - 20) / Math.max(lay.w, 1), (r.height - 20) / Math.max(lay.h, 1));
+      const k = Math.max(MIN_FIT, Math.min(1.2, whole));
+      const x = lay.w * k <= r.width - 20 ? (r.width - lay.w * k) / 2 : 10;
+      this.t = {k, x, y: 10};
       this.apply();
     }
+
+    refocus() {  // after a redraw: back on the selection, or the whole graph
+      const id = this.selected || this.peerMark || this.nearMark;
+      if (id && this.box(id)) this.center(id); else this.fit();
+    }
+
+    say(message) { this.note.textContent = message; this.note.title = message; }
+
+    clear() { this.selected = null; this.peerMark = null; this.nearMark = null; this.say(""); this.mark(); }
 
     apply() { this.view.setAttribute("transform", `translate(${this.t.x.toFixed(1)},${this.t.y.toFixed(1)}) scale(${this.t.k.toFixed(4)})`); }
 
@@ -284,10 +309,13 @@
 
     pan() {
       let drag = null;
-      this.svg.addEventListener("wheel", ev => {
+      this.svg.addEventListener("wheel", ev => {  // scroll; zoom with ctrl (and pinch)
         ev.preventDefault();
         const r = this.svg.getBoundingClientRect();
-        this.zoom(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
+        const unit = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? r.height : 1;
+        if (ev.ctrlKey || ev.metaKey) { this.zoom(Math.exp(-ev.deltaY * unit * 0.0015), ev.clientX - r.left, ev.clientY - r.top); return; }
+        const [dx, dy] = ev.shiftKey && !ev.deltaX ? [ev.deltaY, 0] : [ev.deltaX, ev.deltaY];
+        this.t.x -= dx * unit; this.t.y -= dy * unit; this.apply();
       }, {passive: false});
       this.svg.addEventListener("pointerdown", ev => { drag = [ev.clientX, ev.clientY, this.t.x, this.t.y]; this.svg.classList.add("dragging"); });
       window.addEventListener("pointermove", ev => { if (!drag) return; this.t.x = drag[2] + ev.clientX - drag[0]; this.t.y = drag[3] + ev.clientY - drag[1]; this.apply(); });
@@ -295,8 +323,8 @@
     }
 
     mark() {
-      for (const e of this.view.querySelectorAll(".g-node.sel, .g-node.peer")) e.classList.remove("sel", "peer");
-      for (const [id, cls] of [[this.selected, "sel"], [this.peerMark, "peer"]]) {
+      for (const e of this.view.querySelectorAll(".g-node.sel, .g-node.peer, .g-node.near")) e.classList.remove("sel", "peer", "near");
+      for (const [id, cls] of [[this.selected, "sel"], [this.peerMark, "peer"], [this.nearMark, "near"]]) {
         if (!id) continue;
         const e = this.view.querySelector(`.g-node[data-id="${id}"]`);
         if (e) e.classList.add(cls);
@@ -314,7 +342,7 @@
         s.panel.querySelector("[data-act=fit]").addEventListener("click", () => s.fit());
         s.panel.querySelector("[data-act=in]").addEventListener("click", () => s.zoom(1.25));
         s.panel.querySelector("[data-act=out]").addEventListener("click", () => s.zoom(0.8));
-        s.panel.querySelector("[data-act=open]").addEventListener("click", () => { for (const k of s.open.keys()) s.open.set(k, true); for (const k of s.foldOpen.keys()) s.foldOpen.set(k, true); s.cache.clear(); s.edgeIndex = null; s.draw(); s.fit(); });
+        s.panel.querySelector("[data-act=open]").addEventListener("click", () => { for (const k of s.open.keys()) s.open.set(k, true); for (const k of s.foldOpen.keys()) s.foldOpen.set(k, true); s.cache.clear(); s.edgeIndex = null; s.draw(); s.refocus(); });
       }
       document.querySelectorAll(".finding").forEach(li => li.addEventListener("click", ev => {
         if (ev.target.closest("details")) return;
@@ -330,7 +358,12 @@
         else if (p.dataset.r) this.select(this.sides[1], p.dataset.r, true);
         document.querySelector(".graphs").scrollIntoView({block: "nearest"});
       }));
-      document.querySelectorAll(".yaml div.hit").forEach(line => line.addEventListener("click", () => this.finding(Number(line.dataset.k))));
+      document.querySelectorAll(".yaml div.hit").forEach(line => line.addEventListener("click", () => {
+        this.finding(Number(line.dataset.k));
+        document.querySelector(".graphs").scrollIntoView({block: "start"});
+      }));
+      const chart = document.getElementById("error-chart");  // shrinks to the page, then scrolls
+      if (chart) chart.style.minWidth = Math.round(Number(chart.dataset.width) * 0.75) + "px";
       document.querySelectorAll("[data-spec-line]").forEach(a => a.addEventListener("click", ev => {
         ev.stopPropagation();
         const line = document.getElementById("spec-L" + a.dataset.specLine);
@@ -344,21 +377,26 @@
       const li = document.querySelector(`.finding[data-k="${k}"]`);
       if (li) li.classList.add("sel");
       const [L, R] = this.sides;
-      if (f.lhs.length) this.select(L, f.lhs[0], false); else { L.selected = null; L.peerMark = null; L.mark(); }
-      if (f.rhs.length) this.select(R, f.rhs[0], false); else { R.selected = null; R.peerMark = null; R.mark(); }
+      if (f.lhs.length && f.rhs.length) { this.select(L, f.lhs[0], false); this.select(R, f.rhs[0], false); }
+      else if (f.lhs.length) this.select(L, f.lhs[0], true);
+      else if (f.rhs.length) this.select(R, f.rhs[0], true);
+      else for (const s of this.sides) s.clear();
       this.focused = {k, lhs: f.lhs[0] || null, rhs: f.rhs[0] || null};
       document.body.dataset.focused = String(k);
     },
     select(side, id, peer) {
       if (!side.reveal(id)) return;
-      side.selected = id; side.peerMark = null; side.mark(); side.center(id);
+      side.clear(); side.selected = id; side.mark(); side.center(id);
       const n = side.nodes.get(id);
       this.detail(side, n);
-      if (peer) {
-        const other = this.sides[side === this.sides[0] ? 1 : 0];
-        if (n.peer && other.reveal(n.peer)) { other.selected = null; other.peerMark = n.peer; other.mark(); other.center(n.peer); }
-        else { other.selected = null; other.peerMark = null; other.mark(); }
-      }
+      if (!peer) return;
+      const other = this.sides[side === this.sides[0] ? 1 : 0];
+      other.clear();
+      if (n.peer && other.reveal(n.peer)) { other.peerMark = n.peer; other.mark(); other.center(n.peer); }
+      else if (n.near && other.reveal(n.near)) {  // where the counterpart would be
+        other.nearMark = n.near; other.mark(); other.center(n.near);
+        other.say("no counterpart of " + (n.desc || n.label) + " here: near " + (other.nodes.get(n.near).desc || n.near));
+      } else if (n.st === "only") other.say("no counterpart of " + (n.desc || n.label) + " here");
     },
     detail(side, n) {
       const box = document.getElementById("detail");
@@ -369,8 +407,8 @@
       const bits = [];
       if (n.peer) bits.push("counterpart: " + (this.sides[side === this.sides[0] ? 1 : 0].nodes.get(n.peer).desc || n.peer));
       else if (n.st === "only") bits.push("no counterpart on the other side");
-      if (n.fw !== undefined) bits.push("forward error " + n.fw);
-      if (n.bw !== undefined) bits.push("backward error " + n.bw);
+      if (n.fw !== undefined) bits.push("forward error " + fmt(n.fw));
+      if (n.bw !== undefined) bits.push("backward error " + fmt(n.bw));
       if (n.src) bits.push("source " + n.src);
       if (bits.length) box.appendChild(text("div", bits.join(" · "), "k"));
       const src = DATA.sources[n.src];
@@ -389,6 +427,7 @@
     return pre;
   }
 
+  App.fmt = fmt;
   window.specgraph = App;
   App.init();
 })();

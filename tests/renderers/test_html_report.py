@@ -157,9 +157,9 @@ def test_error_chart_is_drawn_with_tolerance(browser, xor_report):
     drawn = browser.execute_script("""
         const c = document.getElementById('error-chart');
         const r = c.getBoundingClientRect();
-        return [r.width, r.height, c.querySelectorAll('circle.pt').length,
+        return [r.width, r.height, c.querySelectorAll(".pt").length,
                 c.querySelectorAll('polyline.tol-f, polyline.tol-b').length,
-                c.querySelectorAll('circle.bad').length];""")
+                c.querySelectorAll(".pt.bad").length];""")
     width, height, points, tolerances, bad = drawn
     assert width > 100 and height > 100
     expected = sum(("fw" in row) + ("bw" in row) for row in data["layers"])
@@ -349,6 +349,11 @@ def test_check_report_shows_the_spec_beside_the_implementation(browser, tmp_path
     spec_line = data["findings"][k]["spec_line"]
     assert hits[0].get_attribute("id") == f"spec-L{spec_line}"
     assert "stride" in hits[0].text or "conv" in hits[0].text
+    top = browser.execute_script(
+        "return document.querySelector('.graphs').getBoundingClientRect().top")
+    assert -2 <= top < 200  # a spec line brings the graphs into view
+    html = out.read_text(encoding="utf-8")
+    assert "blame: the implementation" in html and "blame: lhs" not in html
 
 
 def test_same_inputs_give_the_same_bytes(tmp_path):
@@ -445,3 +450,180 @@ def test_hostile_spec_names_and_paper_are_text(browser, tmp_path):
     assert "<img src=x onerror=__pwned=4>" in browser.find_element("css selector", "h1").text
     assert "</title><script>__pwned=3</script>" in \
         browser.find_element("css selector", ".meta").text
+
+
+def _scale(browser, side: str) -> float:
+    return browser.execute_script(
+        f"return specgraph.sides[{0 if side == 'lhs' else 1}].t.k")
+
+
+def test_a_node_without_counterpart_centres_the_other_side_where_it_would_be(browser,
+                                                                           xor_report):
+    """The relu only lhs has: rhs shows the nearest aligned op and says there is none."""
+    from selenium.webdriver.common.by import By
+
+    _open(browser, xor_report)
+    data = json.loads(browser.execute_script(
+        "return document.getElementById('specgraph-data').textContent"))
+    relu = next(n for n in data["sides"][0]["nodes"] if n["op"] == "relu")
+    assert relu["st"] == "only" and relu["near"]
+    browser.execute_script("specgraph.sides[1].zoom(3); specgraph.sides[1].t.x = -5000;"
+                           "specgraph.sides[1].apply()")  # the other side looks elsewhere
+    browser.find_element(By.CSS_SELECTOR,
+                         f'.panel[data-side=lhs] .g-node[data-id="{relu["id"]}"]').click()
+    near = browser.execute_script(
+        "const e = document.querySelector('.panel[data-side=rhs] .g-node.near');"
+        "return e ? e.dataset.id : null")
+    assert near == relu["near"]
+    assert _visible_in_panel(browser, "rhs", near)
+    note = browser.find_element(By.CSS_SELECTOR, ".panel[data-side=rhs] .bar .note").text
+    assert "no counterpart" in note and "relu" in note
+    # a node with a counterpart clears the note
+    browser.find_element(By.CSS_SELECTOR, '.panel[data-side=lhs] .g-node[data-id="n2"]').click()
+    assert browser.find_element(By.CSS_SELECTOR, ".panel[data-side=rhs] .bar .note").text == ""
+
+
+DEEP = '''
+import torch
+from torch import nn
+
+
+class Deep(nn.Module):
+    """Forty different layers (no two blocks alike, nothing folds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8 + k % 2, 8 + (k + 1) % 2),
+                                                  nn.Tanh()) for k in range(40))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def make():
+    torch.manual_seed(0)
+    return Deep(), (torch.randn(2, 8),)
+'''
+
+
+def test_fit_and_open_all_stay_readable_and_keep_the_selection(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    (tmp_path / "deep.py").write_text(DEEP)
+    ref = f"{tmp_path / 'deep.py'}:make"
+    path = _report(tmp_path, ref, ref, expect=0)
+    _open(browser, path)
+    assert _scale(browser, "lhs") >= 0.55  # 40 blocks: no shrinking to a smudge
+    browser.find_element(By.CSS_SELECTOR, ".panel[data-side=lhs] [data-act=open]").click()
+    assert _scale(browser, "lhs") >= 0.55
+    node = browser.execute_script(
+        "return [...document.querySelectorAll('.panel[data-side=lhs] .g-node')]"
+        ".map(e => e.dataset.id).filter(id => id.startsWith('n')).pop()")
+    browser.execute_script(f"specgraph.select(specgraph.sides[0], '{node}', true)")
+    browser.find_element(By.CSS_SELECTOR, ".panel[data-side=rhs] [data-act=open]").click()
+    browser.find_element(By.CSS_SELECTOR, ".panel[data-side=lhs] [data-act=open]").click()
+    assert _selected(browser, "lhs") == node
+    assert _visible_in_panel(browser, "lhs", node)  # open all stays on the selection
+    browser.find_element(By.CSS_SELECTOR, ".panel[data-side=lhs] [data-act=fit]").click()
+    assert _scale(browser, "lhs") >= 0.55
+    # the wheel scrolls the graph (ctrl + wheel zooms)
+    before = browser.execute_script("return specgraph.sides[0].t.y")
+    browser.execute_script(
+        "document.querySelector('.panel[data-side=lhs] svg.graph').dispatchEvent("
+        "new WheelEvent('wheel', {deltaY: 300, bubbles: true, cancelable: true}))")
+    assert browser.execute_script("return specgraph.sides[0].t.y") == before - 300
+    assert _scale(browser, "lhs") >= 0.55
+    _shot(browser, "deep-open-all")
+
+
+LONG = '''
+import torch
+from torch import nn
+
+NAME = "an_extremely_long_module_name_that_a_generated_model_might_carry_" * 3
+
+
+class Block(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.act = act
+
+    def forward(self, x):
+        x = torch.tanh(self.fc(x))
+        return torch.relu(x) if self.act else x
+
+
+class Long(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.add_module(NAME, nn.ModuleList(Block(act and k == 3) for k in range(4)))
+
+    def forward(self, x):
+        for block in getattr(self, NAME):
+            x = block(x)
+        return x
+
+
+def plain():
+    torch.manual_seed(0)
+    return Long(False), (torch.randn(2, 4),)
+
+
+def with_relu():
+    torch.manual_seed(0)
+    return Long(True), (torch.randn(2, 4),)
+'''
+
+
+def test_long_names_stay_inside_the_findings_and_the_fold_labels(browser, tmp_path):
+    (tmp_path / "long.py").write_text(LONG)
+    ref = str(tmp_path / "long.py")
+    path = _report(tmp_path, f"{ref}:plain", f"{ref}:with_relu")
+    _open(browser, path)
+    overflow = browser.execute_script(
+        "const f = document.getElementById('findings'); return f.scrollWidth - f.clientWidth")
+    assert overflow <= 0
+    fold = browser.execute_script("""
+        const f = document.querySelector('.panel[data-side=lhs] .g-fold');
+        const r = f.querySelector('rect:not(.back)').getBoundingClientRect();
+        const t = f.querySelector('text').getBoundingClientRect();
+        return [t.right <= r.right + 1, f.querySelector('title').textContent];""")
+    assert fold[0], "the fold's label runs past its box"
+    assert "an_extremely_long_module_name" in fold[1] and "identical to" in fold[1]
+
+
+def test_equations_cells_have_no_scrollbar_and_show_their_marks(browser, xor_report):
+    _open(browser, xor_report)
+    cells = browser.execute_script("""
+        return [...document.querySelectorAll('#equations td')].map(
+            td => [td.scrollHeight - td.clientHeight, td.scrollWidth - td.clientWidth]);""")
+    assert cells and all(h <= 0 for h, _ in cells), cells
+    marks = browser.execute_script("""
+        return [...document.querySelectorAll('#equations .d')].map(m => {
+            const r = m.getBoundingClientRect(), c = m.closest('td').getBoundingClientRect();
+            return r.top >= c.top && r.bottom <= c.bottom && r.height > 0; });""")
+    assert marks and all(marks)
+
+
+def test_error_chart_fits_the_page_with_its_legend_and_layer_names(browser, xor_report):
+    _open(browser, xor_report)
+    chart = browser.execute_script("""
+        const box = document.querySelector('.chart'), svg = document.getElementById('error-chart');
+        const legend = box.querySelector('.chart-legend');
+        return [svg.getBoundingClientRect().width, box.clientWidth,
+                legend.getBoundingClientRect().width <= box.clientWidth, legend.textContent,
+                svg.querySelectorAll('text.xl').length, svg.querySelectorAll('polygon.pt.bw').length,
+                svg.querySelectorAll('circle.pt.fw').length];""")
+    svg_width, box_width, legend_fits, legend, xlabels, backward, forward = chart
+    assert svg_width >= box_width - 20  # as wide as the page gives it
+    assert legend_fits and "exact" in legend and "backward" in legend
+    assert xlabels >= 1 and backward >= 1 and forward >= 1
+    # the script prints numbers as the markup does
+    from specgraph.renderers.html_chart import fmt_number
+
+    values = [0, 1.23456e-5, 0.000999, 0.0123456, 0.98765, 4.0, 999.9, 12345.0, -2.5e-9]
+    assert browser.execute_script(f"return {values}.map(specgraph.fmt)") == \
+        [fmt_number(v) for v in values]
