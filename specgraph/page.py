@@ -233,11 +233,14 @@ def _label(node: Node) -> str:
     return node.op
 
 
-def _info(graph: Graph, node: Node) -> str:
+def _info(graph: Graph, node: Node, order: Mapping[str, int]) -> str:
+    """The node's attributes, shapes and parameters (in ``graph.params`` order, which
+    ``order`` gives by name)."""
     attrs = ", ".join(f"{k}={_short(v)}" for k, v in node.attrs.items())
     shapes = " → ".join([", ".join(_shape(v.shape) for v in node.inputs),
                           ", ".join(_shape(v.shape) for v in node.outputs)])
-    params = [n for n, v in graph.params.items() if v in set(node.inputs)]
+    params = sorted({n for n in map(graph.param_name, node.inputs) if n is not None},
+                    key=order.__getitem__)
     return "; ".join(x for x in (attrs, shapes, ("params " + ", ".join(params))
                                  if params else "") if x)
 
@@ -279,6 +282,7 @@ def node_rows(graph: Graph, peers: Mapping[int, int], concerned: Mapping[int, li
     path, status (``same``, ``differs``, ``only``; ``io`` for inputs and outputs), its peer
     on the other side, the findings that concern it and its errors (``fw``, ``bw``)."""
     stats = _stats_of(numeric, key)
+    order = {name: k for k, name in enumerate(graph.params)}
     nodes: list[dict[str, Any]] = []
     for k, (iname, v) in enumerate(zip(graph.input_names, graph.inputs)):
         nodes.append({"id": f"in{k}", "op": "input", "label": iname, "path": "",
@@ -288,7 +292,7 @@ def node_rows(graph: Graph, peers: Mapping[int, int], concerned: Mapping[int, li
         status = "only" if peer is None else ("differs" if concerned.get(i) else "same")
         row: dict[str, Any] = {
             "id": f"n{i}", "op": node.op, "label": _label(node), "path": node.scope,
-            "st": status, "info": _info(graph, node), "src": node.source,
+            "st": status, "info": _info(graph, node, order), "src": node.source,
             "desc": describe_node(node)}
         if peer is not None:
             row["peer"] = f"n{peer}"
