@@ -104,7 +104,8 @@ def write_model_explorer(report: DiffReport | SpecReport, folder: str | os.PathL
     file of a run with numbers) are removed. Returns the paths written, in order.
 
     Raises:
-        NotADirectoryError: ``folder`` or a folder above it is a file.
+        FileExistsError: ``folder`` is a file.
+        NotADirectoryError: a folder above ``folder`` is a file.
     """
     files = model_explorer_files(report)
     target = Path(folder)
