@@ -57,6 +57,7 @@ def measure(layers: int, numeric: bool, loads: int, browser, folder: Path) -> di
     from specgraph.check import compare
     from specgraph.page import build_page
     from specgraph.renderers import get_renderer
+    from specgraph.renderers.model_explorer import model_explorer_files
 
     pair = str(HERE / "report_pair.py")
     start = time.perf_counter()
@@ -66,6 +67,9 @@ def measure(layers: int, numeric: bool, loads: int, browser, folder: Path) -> di
     start = time.perf_counter()
     html = get_renderer("html").render(build_page(report))
     made = time.perf_counter() - start
+    start = time.perf_counter()
+    explorer = sum(map(len, model_explorer_files(report).values()))
+    explorer_made = time.perf_counter() - start
     path = folder / f"bert{layers}.html"
     path.write_text(html, encoding="utf-8")
     load, errors = _load_times(browser, path, loads)
@@ -73,6 +77,7 @@ def measure(layers: int, numeric: bool, loads: int, browser, folder: Path) -> di
         raise SystemExit(f"the {layers}-layer report logged errors: {errors}")
     return {"layers": layers, "mb": len(html.encode()) / 1e6, "load": load,
             "compare": compared, "make": made, "nodes": len(report.alignment.lhs.nodes),
+            "explorer_mb": explorer / 1e6, "explorer_make": explorer_made,
             "equivalent": report.equivalent}
 
 
@@ -93,7 +98,9 @@ def main() -> None:
                       f"{'equivalent' if row['equivalent'] else 'DIFFERENT'}): "
                       f"{row['mb']:.2f} MB, load event {row['load']:.2f} s (median of "
                       f"{args.loads}); compare {row['compare']:.1f} s, page "
-                      f"{row['make']:.2f} s (page/compare {row['make'] / row['compare']:.3f})",
+                      f"{row['make']:.2f} s (page/compare {row['make'] / row['compare']:.3f}); "
+                      f"Model Explorer files {row['explorer_mb']:.2f} MB in "
+                      f"{row['explorer_make']:.2f} s",
                       flush=True)
     finally:
         browser.quit()

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specgraph import __version__
+from specgraph.cli_files import (check_side_file, check_targets, html_argument,
+                                 model_explorer_argument, write_reports, write_side_files)
 from specgraph.errors import SpecgraphError, first_line
 from specgraph.limits import MAX_RANK, MAX_TENSOR_BYTES
 from specgraph.numeric.options import NumericOptions
@@ -103,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                            "rhs scope matches WHERE (shell wildcards, * for all) do not count; "
                            "repeatable, and read from [tool.specgraph] accept in "
                            "pyproject.toml too")
-    _html_argument(diff, "--html")
+    html_argument(diff, "--html")
+    model_explorer_argument(diff)
     _numeric_arguments(diff)
     report = sub.add_parser(
         "report", help="write the HTML report of two implementations",
@@ -113,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("lhs", metavar="LHS", help="the reference model (file.py:factory, "
                         ".onnx or a paper spec .yaml)")
     report.add_argument("rhs", metavar="RHS", help="the model to check against it")
-    _html_argument(report, "-o", "--output")
+    html_argument(report, "-o", "--output")
+    model_explorer_argument(report)
     report.add_argument("--raw", action="store_true",
                         help="compare the graphs as traced, before canonicalization")
     report.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -167,7 +171,8 @@ def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> 
                             "markdown (a job summary)")
     check.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     check.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0 to FILE")
-    _html_argument(check, "--html")
+    html_argument(check, "--html")
+    model_explorer_argument(check)
     check.add_argument("--summary", metavar="FILE",
                        help="also append a Markdown summary to FILE (e.g. "
                             "$GITHUB_STEP_SUMMARY)")
@@ -180,14 +185,6 @@ def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> 
 MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
 MAX_SEED = 2**32 - 1  # what every framework's generator takes
 MAX_BATCH = 65_536  # examples per input; the inputs are repeated rows, the activations not
-
-
-def _html_argument(parser: argparse.ArgumentParser, *flags: str) -> None:
-    required = flags[0] == "-o"
-    parser.add_argument(*flags, dest="html", metavar="FILE", required=required,
-                        default=None, help="write the HTML report to FILE: one offline page "
-                        "with both graphs, the findings, the equations and the numbers"
-                        if required else "also write the HTML report to FILE")
 
 
 def _input_shape_argument(parser: argparse.ArgumentParser, also: str) -> None:
@@ -357,9 +354,7 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     from specgraph.check import compare
     from specgraph.renderers import get_renderer
 
-    if args.repro is not None:
-        _check_repro_folder(Path(args.repro))
-    _check_html(args)
+    check_targets(args)
     rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = compare(args.lhs, args.rhs, mode=mode, raw=args.raw,
@@ -368,10 +363,10 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     report = accept(report, rules)
     for line in report.numeric.repro if report.numeric is not None else ():
         progress.step(line)
-    written = _write_html(args, report, progress)
+    written = write_reports(args, report, progress.step)
     if args.command == "report":
         return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), \
-            f"{_verdict_line(report)}\nwrote {written}\n"
+            _verdict_line(report) + "\n" + "".join(f"wrote {w}\n" for w in written)
     text = get_renderer(args.format, color=color, full=args.full).render(report)
     return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), text
 
@@ -382,79 +377,18 @@ def _verdict_line(report: Any) -> str:
     return "equivalent" if report.equivalent else f"different: {n} finding{'s' * (n != 1)}"
 
 
-def _check_html(args: argparse.Namespace) -> None:
-    """Refuse an HTML target that cannot be written, or a report that cannot be made
-    (dagre not installed), before anything runs."""
-    if args.html is None:
-        return
-    from specgraph.assets import load
-
-    _check_side_file("html" if args.command != "report" else "output", Path(args.html))
-    load()
-
-
-def _write_html(args: argparse.Namespace, report: Any, progress: Progress) -> str | None:
-    if args.html is None:
-        return None
-    from specgraph.page import build_page
-    from specgraph.renderers import get_renderer
-
-    progress.step("writing the HTML report")
-    text = get_renderer("html").render(build_page(report))
-    target = Path(args.html)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(target)
-    return f"{target} ({len(text.encode()) // 1024} KiB)"
-
-
-_SIDE_FILES = (("junit", "junit"), ("sarif", "sarif"), ("summary", "markdown"))
-
-
 def _check(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
     from specgraph.renderers import get_renderer
     from specgraph.spec_check import check_spec
 
-    if args.repro is not None:
-        _check_repro_folder(Path(args.repro))
-    for flag, _ in _SIDE_FILES:
-        if getattr(args, flag):
-            _check_side_file(flag, Path(getattr(args, flag)))
-    _check_html(args)
+    check_targets(args)
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = check_spec(args.model, args.spec, mode=mode, options=_numeric_options(args),
                         batch=args.batch, progress=progress.step)
-    for flag, fmt in _SIDE_FILES:
-        target = getattr(args, flag)
-        if target:
-            text = get_renderer(fmt).render(report)
-            with open(target, "a" if flag == "summary" else "w", encoding="utf-8") as out:
-                out.write(text)
-    _write_html(args, report, progress)
+    write_side_files(args, report)
+    write_reports(args, report, progress.step)
     text = get_renderer(args.format, color=color, full=args.full).render(report)
     return (EXIT_OK if report.satisfied else EXIT_DIFFERENT), text
-
-
-def _check_side_file(flag: str, path: Path) -> None:
-    """Refuse a side file that cannot be written, before anything runs."""
-    if path.is_dir():
-        raise SpecgraphError(f"--{flag} {path}: that is a folder; name a file to write")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise SpecgraphError(f"--{flag} {path}: {folder} is not a folder you can write "
-                             "into; name a file in one")
-
-
-def _check_repro_folder(folder: Path) -> None:
-    """Refuse a --repro target that cannot become a folder, before anything runs."""
-    there = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
-    if not there.is_dir():
-        what = "a file of that name exists" if there == folder else f"{there} is a file"
-        raise SpecgraphError(f"--repro {folder}: {what}; --repro names a folder to write the "
-                             "scripts into (created if missing)")
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise SpecgraphError(f"--repro {folder}: {there} is not writable; name a folder you "
-                             "can write into")
 
 
 def _show(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
@@ -508,7 +442,7 @@ def _spec(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
     from specgraph.spec.draft import draft
 
     if args.output is not None:
-        _check_side_file("output", Path(args.output))
+        check_side_file("output", Path(args.output))
     progress.step(f"tracing {args.model}")
     traced = canonicalize_model(trace(args.model))
     progress.step(f"drafting a spec of {len(traced.graph)} nodes")

@@ -30,7 +30,8 @@ from specgraph.page_equations import paired_equations
 from specgraph.page_sources import excerpts, read_text
 from specgraph.report import DiffReport, Finding, Side, SpecReport
 
-__all__ = ["Page", "build_page", "MAX_ITEMS"]
+__all__ = ["Page", "build_page", "MAX_ITEMS", "comparison_of", "finding_nodes",
+           "concerned_nodes", "node_rows", "layer_rows"]
 
 # a repeated block's name: a number, alone or after a stem and a separator (layers_0, h-3)
 _NUMBERED = re.compile(r"^((?:.*[_-])?)(\d+)$")
@@ -85,9 +86,31 @@ def _places(f: Finding) -> list[tuple[Side | None, Side | None]]:
     return list(f.places) if f.places else [(f.lhs, f.rhs)]
 
 
-def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None) -> Page:
-    """The page for ``report`` (a diff, or a check against a spec); the report must carry
-    its alignment (``DiffReport.alignment``, set by ``specgraph.compare``).
+def finding_nodes(f: Finding) -> dict[str, list[int]]:
+    """The node indices ``f`` concerns on each side (``lhs``, ``rhs``), every place, the
+    first place first."""
+    ids: dict[str, list[int]] = {"lhs": [], "rhs": []}
+    for a, b in _places(f):
+        for name, side in (("lhs", a), ("rhs", b)):
+            i = _node_index(side)
+            if i is not None and i not in ids[name]:
+                ids[name].append(i)
+    return ids
+
+
+def concerned_nodes(findings: Sequence[Finding]) -> dict[str, dict[int, list[int]]]:
+    """Per side, node index -> the indices in ``findings`` of the findings that concern it."""
+    concerned: dict[str, dict[int, list[int]]] = {"lhs": defaultdict(list),
+                                                 "rhs": defaultdict(list)}
+    for k, f in enumerate(findings):
+        for name, ids in finding_nodes(f).items():
+            for i in ids:
+                concerned[name][i].append(k)
+    return concerned
+
+
+def comparison_of(report: DiffReport | SpecReport) -> DiffReport:
+    """The comparison under ``report`` (a diff is its own), with its alignment.
 
     Raises:
         ValueError: the report carries no alignment (it was not made by ``compare``).
@@ -96,6 +119,17 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     if diff_report is None or diff_report.alignment is None:
         raise ValueError("the report carries no graphs to draw; make it with "
                          "specgraph.compare or specgraph.check_spec")
+    return diff_report
+
+
+def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None) -> Page:
+    """The page for ``report`` (a diff, or a check against a spec); the report must carry
+    its alignment (``DiffReport.alignment``, set by ``specgraph.compare``).
+
+    Raises:
+        ValueError: the report carries no alignment (it was not made by ``compare``).
+    """
+    diff_report = comparison_of(report)
     al: Alignment = diff_report.alignment
     check = isinstance(report, SpecReport)
     if check:
@@ -106,20 +140,12 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
         placed = []
         findings = list(report.findings)
         accepted = [a.finding for a in diff_report.accepted]
-    concerned: dict[str, dict[int, list[int]]] = {"lhs": defaultdict(list),
-                                                 "rhs": defaultdict(list)}
+    concerned = concerned_nodes(findings)
     rows = []
     voices = ({"lhs": "the implementation", "rhs": "the spec"} if check else
               {"lhs": "lhs", "rhs": "rhs"})
     for k, f in enumerate([*findings, *accepted]):
-        ids: dict[str, list[int]] = {"lhs": [], "rhs": []}
-        for a, b in _places(f):
-            for name, side in (("lhs", a), ("rhs", b)):
-                i = _node_index(side)
-                if i is not None and i not in ids[name]:
-                    ids[name].append(i)
-                    if k < len(findings):
-                        concerned[name][i].append(k)
+        ids = finding_nodes(f)
         row = {"code": f.code, "message": f.message, "blame": f.blame,
                "blamed": voices.get(f.blame, ""),
                "lhs": [f"n{i}" for i in ids["lhs"]], "rhs": [f"n{i}" for i in ids["rhs"]],
@@ -155,7 +181,7 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
         verdict={"equivalent": equivalent, "text": text, "mode": "check" if check else "diff"},
         sides=sides, findings=rows,
         equations=paired_equations(al, folded),
-        layers=_layers(numeric, al),
+        layers=layer_rows(numeric, al),
         notes=list(report.notes),
         numeric=None if numeric is None else {
             "lhs_context": numeric.lhs_context, "rhs_context": numeric.rhs_context,
@@ -179,11 +205,14 @@ def _label(node: Node) -> str:
     return node.op
 
 
-def _info(graph: Graph, node: Node) -> str:
+def _info(graph: Graph, node: Node, order: Mapping[str, int]) -> str:
+    """The node's attributes, shapes and parameters (in ``graph.params`` order, which
+    ``order`` gives by name)."""
     attrs = ", ".join(f"{k}={_short(v)}" for k, v in node.attrs.items())
     shapes = " → ".join([", ".join(_shape(v.shape) for v in node.inputs),
                           ", ".join(_shape(v.shape) for v in node.outputs)])
-    params = [n for n, v in graph.params.items() if v in set(node.inputs)]
+    params = sorted({n for n in map(graph.param_name, node.inputs) if n is not None},
+                    key=order.__getitem__)
     return "; ".join(x for x in (attrs, shapes, ("params " + ", ".join(params))
                                  if params else "") if x)
 
@@ -218,22 +247,25 @@ def _num(x: float) -> float | str:
     return float(f"{x:.4g}") if x == x and abs(x) != float("inf") else str(x)
 
 
-def _side(graph: Graph, side: str, name: str, model: str, framework: str,
-          peers: Mapping[int, int], concerned: Mapping[int, list[int]],
-          numeric: NumericResult | None, key: str) -> dict[str, Any]:
+def node_rows(graph: Graph, peers: Mapping[int, int], concerned: Mapping[int, list[int]],
+              numeric: NumericResult | None, key: str) -> list[dict[str, Any]]:
+    """Every node of ``graph`` as a row: the inputs ``in{k}``, the nodes ``n{i}`` (``i`` their
+    index in ``graph.nodes``) and the outputs ``out{k}``, each with its op, label, scope
+    path, status (``same``, ``differs``, ``only``; ``io`` for inputs and outputs), its peer
+    on the other side, the findings that concern it and its errors (``fw``, ``bw``)."""
     stats = _stats_of(numeric, key)
-    scopes = _Scopes()
+    order = {name: k for k, name in enumerate(graph.params)}
     nodes: list[dict[str, Any]] = []
     for k, (iname, v) in enumerate(zip(graph.input_names, graph.inputs)):
-        nodes.append({"id": f"in{k}", "op": "input", "label": iname, "scope": 0,
+        nodes.append({"id": f"in{k}", "op": "input", "label": iname, "path": "",
                       "st": "io", "info": f"input {iname} {_shape(v.shape)} {v.dtype}"})
     for i, node in enumerate(graph.nodes):
         peer = peers.get(i)
         status = "only" if peer is None else ("differs" if concerned.get(i) else "same")
         row: dict[str, Any] = {
-            "id": f"n{i}", "op": node.op, "label": _label(node),
-            "scope": scopes.of(node.scope), "path": node.scope, "st": status,
-            "info": _info(graph, node), "src": node.source, "desc": describe_node(node)}
+            "id": f"n{i}", "op": node.op, "label": _label(node), "path": node.scope,
+            "st": status, "info": _info(graph, node, order), "src": node.source,
+            "desc": describe_node(node)}
         if peer is not None:
             row["peer"] = f"n{peer}"
         elif (near := _nearest_peer(graph, i, peers)) is not None:
@@ -244,8 +276,20 @@ def _side(graph: Graph, side: str, name: str, model: str, framework: str,
             row.update(stats[i])
         nodes.append(row)
     for k, (oname, v) in enumerate(zip(graph.output_names, graph.outputs)):
-        nodes.append({"id": f"out{k}", "op": "output", "label": oname, "scope": 0,
+        nodes.append({"id": f"out{k}", "op": "output", "label": oname, "path": "",
                       "st": "io", "info": f"output {oname} {_shape(v.shape)} {v.dtype}"})
+    return nodes
+
+
+def _side(graph: Graph, side: str, name: str, model: str, framework: str,
+          peers: Mapping[int, int], concerned: Mapping[int, list[int]],
+          numeric: NumericResult | None, key: str) -> dict[str, Any]:
+    scopes = _Scopes()
+    nodes = node_rows(graph, peers, concerned, numeric, key)
+    for nd in nodes:
+        nd["scope"] = 0 if nd["st"] == "io" else scopes.of(nd["path"])
+        if nd["st"] == "io":
+            del nd["path"]
     edges = _edges(graph)
     scopes.chunk(nodes)
     folds = scopes.fold(nodes, graph)
@@ -459,7 +503,7 @@ def _folded_nodes(side: dict[str, Any]) -> set[int]:
     return out
 
 
-def _layers(numeric: NumericResult | None, al: Alignment) -> list[dict[str, Any]]:
+def layer_rows(numeric: NumericResult | None, al: Alignment) -> list[dict[str, Any]]:
     """Per aligned layer (rhs order): the forward and backward error relative to the
     tensor's scale, and the tolerance it is held to."""
     if numeric is None:
