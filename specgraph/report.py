@@ -12,7 +12,7 @@ __all__ = ["CODES", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptR
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
     "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
-    "nondeterminism", "unsupported-op", "param-count-mismatch",
+    "nondeterminism", "unsupported-op", "param-count-mismatch", "equation-mismatch",
 )
 
 # what each code means, for people and for tools that list rules (SARIF)
@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "nondeterminism": "a layer gives different results on the same inputs",
     "unsupported-op": "an op specgraph cannot compare",
     "param-count-mismatch": "the parameter count differs from the one the spec states",
+    "equation-mismatch": "the implementation computes another formula than the spec's equation",
 }
 
 

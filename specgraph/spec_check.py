@@ -32,6 +32,7 @@ from specgraph.report import (Finding, Location, Side, SpecFinding, SpecReport,
 from specgraph.spec import CompiledSpec, Fill, Implementation
 from specgraph.spec.binding import bind
 from specgraph.spec.resolve import fills
+from specgraph.spec_equations import check_equations, hold_equations
 
 __all__ = ["check_spec", "CHECK", "listed", "unexpected"]
 
@@ -96,9 +97,10 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
                      voice=CHECK, keep=_Keep(compiled, alignment), alignment=alignment)
     found = [f if f.blame == "rhs" else replace(f, blame="lhs") for f in report.findings]
     found += _counts(compiled, alignment, impl)
+    found, notes = hold_equations(found, check_equations(compiled, alignment), alignment)
     placed = tuple(_Placer(compiled, alignment).place(f) for f in found)
     return SpecReport(reference, impl.reference, impl.framework, placed,
-                      _statements(compiled, placed), report, report.notes,
+                      _statements(compiled, placed), report, (*report.notes, *notes),
                       dict(compiled.paper))
 
 
@@ -269,7 +271,9 @@ class _Placer:
         if statement is None:
             return None
         keys = statement.keys
-        if f.attr is not None and f.attr in keys:
+        if f.code == "equation-mismatch":
+            key = "equation"
+        elif f.attr is not None and f.attr in keys:
             key = f.attr
         elif node.op != statement.op and "activation" in keys and rhs is not None:
             key = "activation"
