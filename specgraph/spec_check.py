@@ -199,9 +199,8 @@ def _counts(spec: CompiledSpec, al: Alignment, impl: TracedModel) -> list[Findin
     out = []
     for count in spec.counts:
         if count.scope:
-            names = {al.lhs.param_name(v) for j, n in enumerate(al.rhs.nodes)
-                     if (n.scope == count.scope or n.scope.startswith(count.scope + "."))
-                     and j in al.rhs_to_lhs for v in al.lhs.nodes[al.rhs_to_lhs[j]].inputs}
+            names = {al.lhs.param_name(v) for i in _counted(al, count.scope)
+                     for v in al.lhs.nodes[i].inputs}
         else:
             names = set(al.lhs.params)
         names.discard(None)
@@ -216,6 +215,23 @@ def _counts(spec: CompiledSpec, al: Alignment, impl: TracedModel) -> list[Findin
                            rhs=Side(count.scope or "<model>", "param_count",
                                     f"{_spec_path(spec)}:{count.line}", count.stated),
                            blame="lhs"))
+    return out
+
+
+def _counted(al: Alignment, scope: str) -> set[int]:
+    """The implementation's nodes that stand for the spec's under ``scope``: those aligned
+    with its nodes there, and those aligned with none whose nearest aligned node above is
+    one of them (a layer the implementation writes with other ops)."""
+    def under(j: int) -> bool:
+        found = al.rhs.nodes[j].scope
+        return found == scope or found.startswith(scope + ".")
+
+    out = {al.rhs_to_lhs[j] for j in range(len(al.rhs.nodes)) if j in al.rhs_to_lhs and under(j)}
+    for i, node in enumerate(al.lhs.nodes):
+        if i not in al.lhs_to_rhs:
+            above = _matched_above(al.lhs, node, al.lhs_to_rhs)
+            if above is not None and above in out:
+                out.add(i)
     return out
 
 

@@ -29,6 +29,7 @@ import sympy
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.ops._sym import fn
 
 __all__ = ["mean", "call", "implementation_expr", "normalize", "same", "unknown",
            "Unreadable", "ROLE_ALIASES", "param_role"]
@@ -61,9 +62,10 @@ def mean(e: Any) -> Any:
 
 
 def param_role(name: str) -> str:
-    """The role of an implementation parameter by its name (``norm.gamma`` -> ``weight``)."""
-    leaf = name.rpartition(".")[2].lower()
-    return _PARAM_ROLES.get(leaf, name)
+    """The role of an implementation parameter by its name (``norm.gamma`` -> ``weight``),
+    else its own name's last part (``norm.a_2`` -> ``a_2``)."""
+    leaf = name.rpartition(".")[2]
+    return _PARAM_ROLES.get(leaf.lower(), leaf)
 
 
 # --- the implementation's nodes as formulas ----------------------------------------------
@@ -137,8 +139,9 @@ _DEFINITIONS: dict[str, Callable[[Node, list[Any]], Any]] = {
     "reshape": _reshape,
     "reduce_mean": lambda n, a: mean(a[0]),
     "reduce_sum": lambda n, a: _reduced(n) * mean(a[0]),
-    "reduce_var": lambda n, a: call("var", a[0]) * sympy.Rational(
-        _reduced(n), max(_reduced(n) - n.attrs.get("correction", 1), 1)),
+    "reduce_var": lambda n, a: fn("var", correction=n.attrs.get("correction", 1),
+                                  n=_reduced(n))(a[0]) if n.attrs.get("correction", 1)
+    else call("var", a[0]),
     "softmax": lambda n, a: call("softmax", a[0]),
     "unsqueeze": _IDENTITY, "squeeze": _IDENTITY, "expand": _IDENTITY, "cast": _IDENTITY,
     "dropout": _IDENTITY,
@@ -231,7 +234,10 @@ def _plain(expr: Any) -> Any:
     if name in _ELEMENTARY and len(args) == 1:
         return _ELEMENTARY[name](args[0])
     if name == "var" and len(args) == 1:
-        return call("mean", args[0]**2) - call("mean", args[0])**2
+        attrs = dict(getattr(type(expr), "sg_attrs", ()))
+        size, correction = attrs.get("n", 2), attrs.get("correction", 0)
+        factor = sympy.Rational(size, max(size - correction, 1))
+        return factor * (call("mean", args[0]**2) - call("mean", args[0])**2)
     if name == "silu" and len(args) == 1:
         return args[0] * _sigmoid(args[0])
     if name == "sigmoid" and len(args) == 1:
