@@ -92,8 +92,8 @@ def _norm(node: Node, a: list[Any], centred: bool) -> Any:
 def _gelu(node: Node, a: list[Any]) -> Any:
     x = a[0]
     if node.attrs.get("approximate", "none") == "tanh":
-        return x * (1 + sympy.tanh(sympy.sqrt(2 / sympy.pi) * (x + sympy.Float(0.044715) *
-                                                                x**3))) / 2
+        return x * (1 + sympy.tanh(sympy.Float(math.sqrt(2 / math.pi)) *
+                                   (x + sympy.Float(0.044715) * x**3))) / 2
     return x * (1 + sympy.erf(x / sympy.sqrt(2))) / 2
 
 
