@@ -92,9 +92,11 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
         resolved = canonicalize_model(trace(reference, dims=binding.dims, fills=chosen))
         alignment = align(impl.graph, resolved.graph)
     compiled: CompiledSpec = resolved.native
-    opts = replace(options or NumericOptions(), voice=CHECK, tolerances=_tolerances(compiled))
+    voice = replace(CHECK, stand_ins=frozenset((u.scope, u.op) for u in compiled.unchecked
+                                               if u.stand_in))
+    opts = replace(options or NumericOptions(), voice=voice, tolerances=_tolerances(compiled))
     report = compare(impl, resolved, mode=mode, raw=True, options=opts, progress=say,
-                     voice=CHECK, keep=_Keep(compiled, alignment), alignment=alignment)
+                     voice=voice, keep=_Keep(compiled, alignment), alignment=alignment)
     found = [f if f.blame == "rhs" else replace(f, blame="lhs") for f in report.findings]
     found += _counts(compiled, alignment, impl)
     found, notes = hold_equations(found, check_equations(compiled, alignment), alignment)
