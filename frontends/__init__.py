@@ -16,8 +16,10 @@ frontends up here and hand what they found down.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from typing import Any
 from specgraph.errors import FrontendMissingError
 
 __all__ = ["FRAMEWORKS", "MODEL_KINDS", "FILE_FORMATS", "Framework", "ModelKind", "FileFormat",
-           "detect", "load", "tracer", "file_format", "trace_file", "runner", "repro_writer",
+           "detect", "load", "tracer", "recording", "file_format", "trace_file", "runner", "repro_writer",
            "device_arrays", "native_array"]
 
 
@@ -45,6 +47,9 @@ class Framework:
         arrays: ``module:Class`` of device arithmetic it provides (None: none).
         from_numpy: whether the package's ``from_numpy`` makes the framework's tensor from a
             NumPy array (for example inputs resized with ``--batch``).
+        recorder: ``module:function`` of a context manager that records, while a factory
+            runs, what the traced program cannot tell (where each Keras layer was made in
+            the user's code), inside the package; None: none.
     """
 
     package: str
@@ -55,6 +60,7 @@ class Framework:
     repro: str
     arrays: str | None = None
     from_numpy: bool = False
+    recorder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "jax": Framework("specgraph.frontends.jax", "jax", "jax", ("jax", "flax"),
                      "runner:JaxRunner", "repro:write", None, True),
     "tf": Framework("specgraph.frontends.tf", "tensorflow", "tf", ("tf",), "runner:TfRunner",
-                    "repro:write", None, True),
+                    "repro:write", None, True, "origins:recording"),
     "onnx": Framework("specgraph.frontends.onnx", "onnx", "onnx", ("onnx",),
                       "runner:OnnxRunner", "repro:write"),
 }
@@ -235,6 +241,16 @@ def repro_writer(traced_framework: str) -> Any:
     if framework is None:
         return None
     return _entry(framework, framework.repro, f"a {traced_framework} repro script")
+
+
+def recording() -> contextlib.AbstractContextManager[None]:
+    """While a factory runs: the recorder of each framework the user's code has already
+    imported (nothing is imported for it)."""
+    stack = contextlib.ExitStack()
+    for framework in FRAMEWORKS.values():
+        if framework.recorder is not None and framework.requires in sys.modules:
+            stack.enter_context(_entry(framework, framework.recorder, "recording sources")())
+    return stack
 
 
 def device_arrays() -> Any:

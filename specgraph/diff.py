@@ -176,7 +176,7 @@ class _Differ:
         first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
         before, _ = self._neighbour_scopes(graph, first, matched)
         _, after = self._neighbour_scopes(graph, last, matched)
-        ops = tuple(graph.nodes[i].op for i in comp)
+        ops = tuple(self.v.op_name(side, graph.nodes[i]) for i in comp)
         where = node_side(graph, first)
         message = (f"{other} has no {'·'.join(ops)} between {before} and {after} "
                    f"({self.v.name(side)} has it at {first.scope or '<model>'}"
@@ -190,7 +190,7 @@ class _Differ:
     def _replaced_run(self, lc: list[int], rc: list[int]) -> None:
         a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]
         l_ops = "·".join(self.lhs.nodes[i].op for i in lc)
-        r_ops = "·".join(self.rhs.nodes[j].op for j in rc)
+        r_ops = "·".join(self.v.op_name("rhs", self.rhs.nodes[j]) for j in rc)
         before, after = self._neighbour_scopes(self.lhs, a, self.l2r)
         detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
                            for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",
@@ -218,7 +218,8 @@ class _Differ:
             if a.op != b.op:
                 self._add(i, Finding(
                     "op-mismatch",
-                    f"{self.v.lhs} computes {a.op} where {self.v.rhs} computes {b.op} "
+                    f"{self.v.lhs} computes {a.op} where {self.v.rhs} computes "
+                    f"{self.v.op_name('rhs', b)} "
                     f"({a.scope or '<model>'} / {b.scope or '<model>'})",
                     op=a.op, lhs=node_side(self.lhs, a, a.op), rhs=node_side(self.rhs, b, b.op)))
             elif not (a.op == "attention" and self._heads(i, a, b)):

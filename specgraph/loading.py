@@ -149,7 +149,8 @@ def call_factory(reference: str) -> tuple[str, tuple[Any, ...]]:
     try:
         with _script_directory(path), contained(
                 reference, f"the factory {factory_name}", "a factory returns the model and "
-                "its example inputs; run it directly or pass --debug for the traceback"):
+                "its example inputs; run it directly or pass --debug for the traceback"), \
+                frontends.recording():
             result = factory()
     except FactoryError:
         raise

@@ -12,7 +12,7 @@ __all__ = ["CODES", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptR
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",
     "edge-mismatch", "numeric-divergence", "gradient-divergence", "nan-introduced",
-    "nondeterminism", "unsupported-op", "param-count-mismatch",
+    "nondeterminism", "unsupported-op", "param-count-mismatch", "equation-mismatch",
 )
 
 # what each code means, for people and for tools that list rules (SARIF)
@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "nondeterminism": "a layer gives different results on the same inputs",
     "unsupported-op": "an op specgraph cannot compare",
     "param-count-mismatch": "the parameter count differs from the one the spec states",
+    "equation-mismatch": "the implementation computes another formula than the spec's equation",
 }
 
 
@@ -41,11 +42,20 @@ class Voice:
         lhs / rhs: each side's name in messages.
         spec: which side (``lhs`` or ``rhs``) is a spec, the definition the other is held
             against; None when neither is.
+        stand_ins: ``(scope, op)`` of the spec's nodes whose op is a stand-in (an activation
+            the spec leaves unnamed): messages call them "activation", never the stand-in.
     """
 
     lhs: str = "lhs"
     rhs: str = "rhs"
     spec: str | None = None
+    stand_ins: frozenset[tuple[str, str]] = frozenset()
+
+    def op_name(self, side: str, node: Any) -> str:
+        """How messages name ``node``'s op on ``side``."""
+        if side == self.spec and (node.scope, node.op) in self.stand_ins:
+            return "activation"
+        return str(node.op)
 
     def name(self, side: str) -> str:
         """The name of ``side`` (``lhs`` or ``rhs``)."""

@@ -32,6 +32,7 @@ from specgraph.report import (Finding, Location, Side, SpecFinding, SpecReport,
 from specgraph.spec import CompiledSpec, Fill, Implementation
 from specgraph.spec.binding import bind
 from specgraph.spec.resolve import fills
+from specgraph.spec_equations import check_equations, hold_equations
 
 __all__ = ["check_spec", "CHECK", "listed", "unexpected"]
 
@@ -91,14 +92,17 @@ def check_spec(model: str | TracedModel, spec: str | Path, *, mode: str = "both"
         resolved = canonicalize_model(trace(reference, dims=binding.dims, fills=chosen))
         alignment = align(impl.graph, resolved.graph)
     compiled: CompiledSpec = resolved.native
-    opts = replace(options or NumericOptions(), voice=CHECK, tolerances=_tolerances(compiled))
+    voice = replace(CHECK, stand_ins=frozenset((u.scope, u.op) for u in compiled.unchecked
+                                               if u.stand_in))
+    opts = replace(options or NumericOptions(), voice=voice, tolerances=_tolerances(compiled))
     report = compare(impl, resolved, mode=mode, raw=True, options=opts, progress=say,
-                     voice=CHECK, keep=_Keep(compiled, alignment), alignment=alignment)
+                     voice=voice, keep=_Keep(compiled, alignment), alignment=alignment)
     found = [f if f.blame == "rhs" else replace(f, blame="lhs") for f in report.findings]
     found += _counts(compiled, alignment, impl)
+    found, notes = hold_equations(found, check_equations(compiled, alignment), alignment)
     placed = tuple(_Placer(compiled, alignment).place(f) for f in found)
     return SpecReport(reference, impl.reference, impl.framework, placed,
-                      _statements(compiled, placed), report, report.notes,
+                      _statements(compiled, placed), report, (*report.notes, *notes),
                       dict(compiled.paper))
 
 
@@ -197,9 +201,8 @@ def _counts(spec: CompiledSpec, al: Alignment, impl: TracedModel) -> list[Findin
     out = []
     for count in spec.counts:
         if count.scope:
-            names = {al.lhs.param_name(v) for j, n in enumerate(al.rhs.nodes)
-                     if (n.scope == count.scope or n.scope.startswith(count.scope + "."))
-                     and j in al.rhs_to_lhs for v in al.lhs.nodes[al.rhs_to_lhs[j]].inputs}
+            names = {al.lhs.param_name(v) for i in _counted(al, count.scope)
+                     for v in al.lhs.nodes[i].inputs}
         else:
             names = set(al.lhs.params)
         names.discard(None)
@@ -214,6 +217,23 @@ def _counts(spec: CompiledSpec, al: Alignment, impl: TracedModel) -> list[Findin
                            rhs=Side(count.scope or "<model>", "param_count",
                                     f"{_spec_path(spec)}:{count.line}", count.stated),
                            blame="lhs"))
+    return out
+
+
+def _counted(al: Alignment, scope: str) -> set[int]:
+    """The implementation's nodes that stand for the spec's under ``scope``: those aligned
+    with its nodes there, and those aligned with none whose nearest aligned node above is
+    one of them (a layer the implementation writes with other ops)."""
+    def under(j: int) -> bool:
+        found = al.rhs.nodes[j].scope
+        return found == scope or found.startswith(scope + ".")
+
+    out = {al.rhs_to_lhs[j] for j in range(len(al.rhs.nodes)) if j in al.rhs_to_lhs and under(j)}
+    for i, node in enumerate(al.lhs.nodes):
+        if i not in al.lhs_to_rhs:
+            above = _matched_above(al.lhs, node, al.lhs_to_rhs)
+            if above is not None and above in out:
+                out.add(i)
     return out
 
 
@@ -269,7 +289,9 @@ class _Placer:
         if statement is None:
             return None
         keys = statement.keys
-        if f.attr is not None and f.attr in keys:
+        if f.code == "equation-mismatch":
+            key = "equation"
+        elif f.attr is not None and f.attr in keys:
             key = f.attr
         elif node.op != statement.op and "activation" in keys and rhs is not None:
             key = "activation"

@@ -24,14 +24,31 @@ class SelfAttention(nn.Module):
         return context.transpose(1, 2).reshape(b, t, d)
 
 
+class AnnotatedLayerNorm(nn.Module):
+    """LayerNorm as The Annotated Transformer writes it: eps added to the (unbiased)
+    standard deviation, not to the variance under the root."""
+
+    def __init__(self, features: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.a_2 = nn.Parameter(torch.ones(features))
+        self.b_2 = nn.Parameter(torch.zeros(features))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True)
+        return self.a_2 * (x - mean) / (std + self.eps) + self.b_2
+
+
 class Layer(nn.Module):
     def __init__(self, d_model: int = 32, heads: int = 4, d_ff: int = 128,
                  eps: float = 1e-12, approximate: str = "none", relu: bool = False,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, annotated: bool = False) -> None:
         super().__init__()
         self.attention = SelfAttention(d_model, heads)
         self.attention_output = nn.Linear(d_model, d_model)
-        self.attention_norm = nn.LayerNorm(d_model, eps=eps)
+        self.attention_norm = AnnotatedLayerNorm(d_model, eps) if annotated else \
+            nn.LayerNorm(d_model, eps=eps)
         self.intermediate = nn.Linear(d_model, d_ff)
         self.act = nn.ReLU() if relu else nn.GELU(approximate=approximate)
         self.norm_first = norm_first
@@ -67,6 +84,13 @@ def encoder_eps():
     """With PyTorch's default LayerNorm eps (1e-5) instead of BERT's 1e-12."""
     torch.manual_seed(0)
     return Encoder(eps=1e-5), (torch.randn(2, 8, 32),)
+
+
+def encoder_annotated_norm():
+    """The attention's LayerNorm as The Annotated Transformer writes it: (x - mean) /
+    (std + eps), the std unbiased."""
+    torch.manual_seed(0)
+    return Encoder(annotated=True), (torch.randn(2, 8, 32),)
 
 
 def base_layer():

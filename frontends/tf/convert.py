@@ -9,9 +9,6 @@ unknown shape). Each IR value records the graph tensor it equals (``_native_key`
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +18,8 @@ import tensorflow as tf
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.converter import NATIVE, BaseConverter, Step, no_steps
-from specgraph.frontends._common.sources import display_path
 from specgraph.frontends.tf import native
+from specgraph.frontends.tf.origins import made_at, traceback_source
 from specgraph.ir import DTYPES, Graph, Value, prune
 from specgraph.ops import get_spec
 
@@ -103,51 +100,14 @@ def _depthwise(shape: tuple[int, ...]) -> tuple[Step, ...]:
     return (("transpose", moved), ("reshape", (shape[-2] * shape[-1], 1) + tuple(shape[:-2])))
 
 
-_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _framework_dirs() -> tuple[str, ...]:
-    """Folders of TensorFlow, Keras, tf_keras and the standard library (looked up on each
-    trace: Keras may be imported after this module)."""
-    modules = (tf, sys.modules.get("keras"), sys.modules.get("tf_keras"), os)
-    return _dirs(tuple(m.__file__ for m in modules if m is not None and
-                       getattr(m, "__file__", None)))
-
-
-@functools.lru_cache(maxsize=8)
-def _dirs(files: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(os.path.dirname(f) + os.sep for f in files)
-
-
 def _source(op: Any) -> str:
-    """The innermost frame of the user's model code that created ``op`` (frames outside
-    the model call, before the frontend's own, do not count)."""
+    """The innermost frame of the user's model code that created ``op``, or ""."""
     try:
         frames = op.traceback
-        count = len(frames)
+        len(frames)
     except Exception:  # noqa: BLE001  (tracebacks are a courtesy)
         return ""
-    framework = _framework_dirs()
-    for index in range(count - 1, -1, -1):  # innermost first, reading frames one by one
-        frame = frames[index]
-        kind = _classify(frame.filename, framework)
-        if kind == "frontend":
-            return ""
-        if kind == "skip":
-            continue
-        return f"{kind}:{frame.lineno}"
-    return ""
-
-
-@functools.lru_cache(maxsize=4096)
-def _classify(file: str, framework: tuple[str, ...]) -> str:
-    """"frontend", "skip" (framework or generated code), or the path to show for ``file``."""
-    path = os.path.abspath(file)
-    if path.startswith(_FRONTEND_DIR):
-        return "frontend"
-    if file.startswith("<") or "autograph_generated" in file or path.startswith(framework):
-        return "skip"
-    return display_path(file)
+    return traceback_source(frames)
 
 
 class Converter(BaseConverter):
@@ -382,8 +342,9 @@ class Converter(BaseConverter):
 
     # --- the current op and the variables, for the shared converter base ---------------
     def locate(self) -> dict[str, str]:
-        scope = self.scopes.resolve("/".join(self.prefix + [self.op.name]))[0]
-        return {"scope": scope, "source": _source(self.op), "origin": self.op.type}
+        scope, layer = self.scopes.resolve("/".join(self.prefix + [self.op.name]))
+        source = _source(self.op) or made_at(self.scopes.root.obj if layer is None else layer)
+        return {"scope": scope, "source": source, "origin": self.op.type}
 
     def out(self, index: int = 0) -> tuple[tuple[int, ...], str]:
         t = self.op.outputs[index]

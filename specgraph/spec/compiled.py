@@ -188,11 +188,13 @@ class CompiledSpec:
 
     def checks(self, scope: str, op: str | None = None, attr: str | None = None) -> bool:
         """Whether the spec states ``op`` at ``scope`` (its attribute ``attr``): False where
-        an ``unchecked`` entry covers it.
+        an ``unchecked`` entry covers it. Without ``attr``, whether it states the op itself:
+        a statement that leaves some attributes open still states its op.
 
         Example:
             >>> entry = Unchecked("layer.0.intermediate", "gelu", ("approximate",))
             >>> entry.covers("layer.0.intermediate", "gelu", "approximate")
             True
         """
-        return not any(u.covers(scope, op, attr) for u in self.unchecked)
+        return not any(u.covers(scope, op, attr) and (attr is not None or u.op is None
+                                                      or u.stand_in) for u in self.unchecked)

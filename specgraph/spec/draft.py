@@ -7,7 +7,8 @@ the model's sizes are lifted into ``dims`` (its inputs' batch and sequence axes)
 ``hyper`` (the width, the heads, the feed-forward size, the vocabulary, the norms' epsilon,
 the number of layers); a run of blocks whose scopes count up (``encoder.layer.0`` ...
 ``encoder.layer.11``) and whose statements agree is folded into one block with
-``repeat:``; each statement carries the equation specgraph derives for it, as a comment; and
+``repeat:``; a norm, a GELU or SiLU, an attention states its equation (``equation:``, which
+``check`` compares), every other statement carries the one specgraph derives as a comment; and
 the parameter counts are stated, per block and for the whole model. The draft compiles, and
 the implementation it came from satisfies it.
 """
@@ -51,6 +52,7 @@ class _Statement:
     sizes: dict[str, Any] = field(default_factory=dict)
     comment: str = ""
     params: int = 0
+    equation: str = ""
 
 
 def draft(graph: Graph, *, reference: str, framework: str) -> str:
@@ -210,7 +212,7 @@ class _Drafter:
             params = sum(math.prod(v.shape) for v in node.inputs
                          if self.g.param_name(v) is not None)
             out.append(_Statement(name, node.op, refs, attrs, sizes, equations_at.get(i, ""),
-                                  params))
+                                  params, _equation(node)))
         return out
 
     def _base(self, scope: str) -> str:
@@ -417,7 +419,7 @@ def _fold_run(statements: Sequence[_Statement], run: list[int]
     for s, (rel, _, _, _, refs) in zip(iterations[0], shapes[1]):
         inner.append(_Statement(rel, s.op, [first_outside if r == ("carry",) else r[1]
                                             for r in refs], s.attrs, s.sizes, s.comment,
-                                s.params))
+                                s.params, s.equation))
     return prefix, iterations, first_outside, inner
 
 
@@ -443,8 +445,31 @@ def _lines(s: _Statement, renamed: Mapping[str, str], indent: str) -> list[str]:
         json.dumps(r) for r in refs) + "]"
     parts = [f"name: {json.dumps(s.name)}", f"{s.op}: {ref}"]
     parts += [f"{k}: {_scalar(v)}" for k, v in {**s.sizes, **s.attrs}.items()]
-    out = [f"{indent}# {s.comment}"] if s.comment else []
+    if s.equation:
+        parts.append(f"equation: {json.dumps(s.equation)}")
+    out = [f"{indent}# {s.comment}"] if s.comment and not s.equation else []
     return out + [f"{indent}- {{{', '.join(parts)}}}"]
+
+
+_GELU_TANH = "x * (1 + tanh(0.7978845608 * (x + 0.044715 * x**3))) / 2"
+
+
+def _equation(node: Node) -> str:
+    """The node's op as an equation in the spec's notation, where the op has one that
+    ``check`` compares (``specgraph.spec.algebra``), else ""."""
+    a = node.attrs
+    if node.op in ("layer_norm", "rms_norm"):
+        y = "(x - mean(x)) / sqrt(var(x) + eps)" if node.op == "layer_norm" else \
+            "x / sqrt(mean(x**2) + eps)"
+        y += " * weight" if a.get("scale", True) else ""
+        return y + (" + bias" if a.get("bias", True) and node.op == "layer_norm" else "")
+    if node.op == "gelu":
+        return _GELU_TANH if a.get("approximate") == "tanh" else "x * (1 + erf(x / sqrt(2))) / 2"
+    if node.op == "silu":
+        return "x * sigmoid(x)"
+    if node.op == "attention" and not a.get("causal") and not a.get("has_mask"):
+        return "softmax(scale * q @ k.T) @ v"
+    return ""
 
 
 def _scalar(value: Any) -> str:

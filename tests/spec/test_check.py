@@ -220,3 +220,15 @@ def test_a_spec_that_is_no_yaml_file_is_a_user_error(files, capsys) -> None:
     code = main(["check", f"{folder}/models.py:mlp", "--spec", "models.py"])
     assert code == 2
     assert "a spec is a .yaml file" in capsys.readouterr().err
+
+
+def test_an_activation_the_spec_leaves_unnamed_is_never_called_by_its_stand_in(
+        repo_root) -> None:
+    from specgraph.spec_check import check_spec
+
+    report = check_spec("examples/specs/cnn_torch.py:cnn_no_activation",
+                        "examples/specs/small_cnn.spec.yaml", mode="structure")
+    (f,) = report.findings
+    assert f.finding.code == "missing-op" and f.finding.message.startswith(
+        "the implementation has no activation between batch_norm at stage2.bn")
+    assert "relu" not in f.finding.message and f.finding.ops == ("activation",)

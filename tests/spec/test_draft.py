@@ -71,9 +71,13 @@ def test_hf_bert_is_drafted_with_its_twelve_layers_folded(repo_root, bert_draft)
     assert text.count("layer_norm:") == 3  # the embeddings' and one layer's two
     spec = load(bert_draft)
     assert spec.counts[-1].stated == 107_904
+    assert text.count('equation: "(x - mean(x)) / sqrt(var(x) + eps) * weight + bias"') == 3
+    assert 'equation: "softmax(scale * q @ k.T) @ v"' in text
+    assert 'equation: "x * (1 + erf(x / sqrt(2))) / 2"' in text
     report = check_spec(f"{HF}:bert_torch", bert_draft)
     assert report.satisfied, [f.finding.message for f in report.findings]
     assert report.comparison.numeric is not None
+    assert not [n for n in report.notes if "equation" in n]  # each one compared, and equal
 
 
 @pytest.mark.slow

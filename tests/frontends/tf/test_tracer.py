@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -119,6 +120,51 @@ def test_source_points_at_the_user_code() -> None:
     assert softmax.source.endswith(f"keras_models.py:{line}") and softmax.origin == "Softmax"
     _, mlp = _trace("mlp")
     assert {n.source for n in mlp.graph.nodes} == {""}  # Sequential: no user code ran
+
+
+_FACTORY = """\
+import keras, numpy as np
+from keras import layers
+
+
+class Block(layers.Layer):
+    def __init__(self):
+        super().__init__(name="block")
+        self.dense = layers.Dense(4, name="inner")
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def functional():
+    x = keras.Input((4,), name="x")
+    h = layers.Dense(8, name="hidden")(x)
+    h = layers.ReLU(name="act")(h)
+    h = Block()(h)
+    return keras.Model(x, layers.Dense(2, name="head")(h)), (np.ones((3, 4), "float32"),)
+
+
+def sequential():
+    model = keras.Sequential([layers.Dense(8, name="hidden"),
+                              layers.Dense(2, name="head")])
+    model.build((None, 4))
+    return model, (np.ones((3, 4), "float32"),)
+"""
+
+
+def test_a_functional_model_names_where_each_layer_was_made(tmp_path, monkeypatch) -> None:
+    from specgraph.loading import trace
+
+    (tmp_path / "net.py").write_text(_FACTORY, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    sources = {(n.scope, n.op): n.source for n in trace("net.py:functional").graph.nodes}
+    assert sources[("hidden", "matmul")] == "net.py:16" and sources[("act", "relu")] == \
+        "net.py:17"
+    assert sources[("block.inner", "matmul")] == "net.py:11"  # the user's call(): its line
+    assert sources[("head", "matmul")] == "net.py:19"
+    sequential = trace("net.py:sequential").graph.nodes
+    assert [n.source for n in sequential if n.op == "matmul"] == ["net.py:23", "net.py:24"]
+    assert sys.getprofile() is None  # the hook is gone once the factory returns
 
 
 def test_inputs_and_outputs_are_named() -> None:
