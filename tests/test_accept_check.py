@@ -206,3 +206,15 @@ def test_a_spec_files_accept_is_in_the_schema_and_compiled(tmp_path: Path) -> No
         load(path, name="mlp.spec.yaml")
     bad = yaml.safe_load(text.replace('["op-mismatch:fc1"]', "op-mismatch:fc1"))
     assert list(jsonschema.Draft202012Validator(schema.shipped()).iter_errors(bad))
+
+
+def test_the_html_report_marks_an_accepted_finding(pair) -> None:
+    from specgraph.page import build_page
+    from specgraph.spec_check import check_spec
+
+    report = accept(check_spec(*pair, mode="structure"),
+                    [parse_rule("op-mismatch:fc1", "--accept")])
+    page = build_page(report)
+    assert page.verdict["equivalent"] is True
+    (row,) = page.findings
+    assert row["accepted"] is True and row["code"] == "op-mismatch" and row["spec_line"] == 5
