@@ -111,7 +111,8 @@ def _scopes(finding: Finding | SpecFinding) -> list[list[str]]:
     places = base.places or ((base.lhs, base.rhs),)
     out = [[side.scope for side in place if side is not None] for place in places]
     if isinstance(finding, SpecFinding):
-        statements = finding.place_statements or (finding.statements[:1] * len(places))
+        statements = finding.place_statements or (  # a report made by hand
+            finding.statements if len(finding.statements) == len(places) else ())
         for scopes, statement in zip(out, statements):
             if statement is not None:
                 scopes.append(statement)
