@@ -1,8 +1,10 @@
 """A Markdown job summary (GitHub-flavoured, for ``$GITHUB_STEP_SUMMARY``): the verdict, a
 table of the top findings, the rest and the statements in ``<details>``.
 
-GitHub refuses a step summary over 1 MiB; the summary stays under ``MAX_BYTES`` by leaving
-rows out (saying how many) where the findings are too many. Names are text, never markup:
+Findings accept rules cover are in ``<details>`` of their own, each with the rules that
+accept it; a statement that passes with accepted findings is marked ☑️. GitHub refuses a
+step summary over 1 MiB; the summary stays under ``MAX_BYTES`` by leaving rows out (saying
+how many) where the findings are too many. Names are text, never markup:
 every cell is HTML-escaped and Markdown's own characters are escaped.
 """
 
@@ -42,6 +44,25 @@ def _rows(findings: Sequence[tuple[int, SpecFinding]]) -> list[str]:
     return out
 
 
+def _accepted(r: SpecReport, shown: int) -> list[str]:
+    """The accepted findings, at most ``shown``, in ``<details>``, each with its rules."""
+    if not r.accepted:
+        return []
+    out = ["", f"<details><summary>Accepted ({len(r.accepted)}): known differences the "
+           "accept rules cover, not counted</summary>", "",
+           "| # | code | statement | spec | implementation | finding | accepted by |",
+           "|---|---|---|---|---|---|---|"]
+    for k, a in enumerate(r.accepted[:shown], 1):
+        f, g = a.finding, a.finding.finding
+        out.append(f"| {k} | {cell(g.code)} | {cell(', '.join(f.statements[:3]))} | "
+                   f"{cell(f.spec_at or '')} | {cell(f.model_at or '')} | {cell(g.message)} | "
+                   f"{cell(a.by)} |")
+    if shown < len(r.accepted):
+        out += ["", f"{len(r.accepted) - shown} more accepted findings are left out to keep "
+                "this summary under GitHub's limit; `--format json` lists them all."]
+    return [*out, "", "</details>"]
+
+
 class MarkdownRenderer(Renderer):
     """The job summary of a check."""
 
@@ -52,7 +73,7 @@ class MarkdownRenderer(Renderer):
 
     def _render_SpecReport(self, r: SpecReport) -> str:
         statements = self._statements(r)
-        shown = len(r.findings)
+        shown = max(len(r.findings), len(r.accepted))
         while True:  # too long: the statements' table goes first, then half the findings
             text = self._compose(r, shown, statements)
             if len(text.encode("utf-8")) <= self.max_bytes or shown == 0:
@@ -74,12 +95,17 @@ class MarkdownRenderer(Renderer):
         if shown < len(r.findings):
             parts += ["", f"{len(r.findings) - shown} more findings are left out to keep this "
                       "summary under GitHub's limit; `--format json` lists them all."]
+        parts += _accepted(r, shown)
         return "\n".join([*parts, "", *statements, ""])
 
     def _head(self, r: SpecReport) -> list[str]:
         noun = "difference" if len(r.findings) == 1 else "differences"
         verdict = "✅ spec satisfied" if r.satisfied else \
             f"❌ spec not satisfied: {len(r.findings)} {noun}"
+        if r.accepted:
+            known = "difference" if len(r.accepted) == 1 else "differences"
+            verdict += (f" ({len(r.accepted)} known {known} accepted)" if r.satisfied
+                        else f", {len(r.accepted)} accepted")
         paper = (r.paper or {}).get("title")
         out = [f"## specgraph check: {verdict}", "",
                f"- **spec** {cell(r.spec)}" + (f" ({cell(paper)})" if paper else ""),
@@ -90,8 +116,10 @@ class MarkdownRenderer(Renderer):
                        f"({cell(c.numeric.lhs_context)} against the spec)")
         counts = {k: sum(s.status == k for s in r.statements)
                   for k in ("passed", "failed", "unchecked")}
-        out.append(f"- **statements** {len(r.statements)}: {counts['passed']} passed, "
-                   f"{counts['failed']} failed, {counts['unchecked']} left unspecified")
+        excused = sum(bool(s.accepted) and s.status == "passed" for s in r.statements)
+        out.append(f"- **statements** {len(r.statements)}: {counts['passed']} passed"
+                   + (f" ({excused} with accepted differences)" if excused else "")
+                   + f", {counts['failed']} failed, {counts['unchecked']} left unspecified")
         out += [f"- note: {cell(n)}" for n in r.notes]
         return out
 
@@ -99,7 +127,7 @@ class MarkdownRenderer(Renderer):
         if not r.statements:
             return []
         mark = {"passed": "✅", "failed": "❌", "unchecked": "➖"}
-        rows = [f"| {mark[s.status]} | {cell(s.scope)} | {cell(s.op)} | {cell(s.at)} |"
-                for s in r.statements]
+        rows = [f"| {'☑️' if s.accepted and s.status == 'passed' else mark[s.status]} | "
+                f"{cell(s.scope)} | {cell(s.op)} | {cell(s.at)} |" for s in r.statements]
         return [f"<details><summary>Statements ({len(r.statements)})</summary>", "",
                 "| | statement | op | spec |", "|---|---|---|---|", *rows, "", "</details>"]

@@ -3,7 +3,9 @@
 One run of the ``specgraph`` tool; finding codes are the rules (``ruleId``); each result sits
 at the spec's line and column, with the model's source line as a related location. URIs are
 relative (to the working directory the check ran in, ``%SRCROOT%``), so the file is the same
-on every machine; upload it from the repository root.
+on every machine; upload it from the repository root. A finding accept rules cover is a
+result with an ``external`` suppression whose status is ``accepted`` and whose justification
+names the rules (code scanning shows it as dismissed, not as an alert).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from urllib.parse import quote
 
 from specgraph import __version__
 from specgraph.renderers.base import Renderer
-from specgraph.report import CODES, DESCRIPTIONS, Location, SpecReport
+from specgraph.report import (CODES, DESCRIPTIONS, Accepted, Location, SpecFinding,
+                              SpecReport)
 
 __all__ = ["SarifRenderer", "SCHEMA_URI"]
 
@@ -63,22 +66,11 @@ class SarifRenderer(Renderer):
     format = "sarif"
 
     def _render_SpecReport(self, r: SpecReport) -> str:
-        codes = sorted({f.finding.code for f in r.findings},
+        placed = [*r.findings, *(a.finding for a in r.accepted)]
+        codes = sorted({f.finding.code for f in placed},
                        key=lambda c: CODES.index(c) if c in CODES else len(CODES))
-        results = []
-        for f in r.findings:
-            g = f.finding
-            result: dict[str, Any] = {
-                "ruleId": g.code, "ruleIndex": codes.index(g.code), "level": "error",
-                "message": {"text": g.message},
-                "properties": {"statements": list(f.statements), "blame": g.blame},
-            }
-            if f.spec_at is not None:
-                result["locations"] = [_location(f.spec_at)]
-            if f.model_at is not None:
-                result["relatedLocations"] = [_location(
-                    f.model_at, f"the implementation ({r.model})", 1)]
-            results.append(result)
+        results = [_result(f, r.model, codes) for f in r.findings]
+        results += [_result(a.finding, r.model, codes, a) for a in r.accepted]
         log = {
             "$schema": SCHEMA_URI, "version": "2.1.0",
             "runs": [{
@@ -92,3 +84,22 @@ class SarifRenderer(Renderer):
             }],
         }
         return json.dumps(_finite(log), indent=2, ensure_ascii=False) + "\n"
+
+
+def _result(f: SpecFinding, model: str, codes: list[str], accepted: Accepted | None = None
+            ) -> dict[str, Any]:
+    """One result; suppressed, with the rules as its justification, where ``accepted``."""
+    g = f.finding
+    result: dict[str, Any] = {
+        "ruleId": g.code, "ruleIndex": codes.index(g.code), "level": "error",
+        "message": {"text": g.message},
+        "properties": {"statements": list(f.statements), "blame": g.blame},
+    }
+    if f.spec_at is not None:
+        result["locations"] = [_location(f.spec_at)]
+    if f.model_at is not None:
+        result["relatedLocations"] = [_location(f.model_at, f"the implementation ({model})", 1)]
+    if accepted is not None:
+        result["suppressions"] = [{"kind": "external", "status": "accepted",
+                                   "justification": f"accepted by {accepted.by}"}]
+    return result

@@ -7,7 +7,8 @@ from typing import Any
 
 from specgraph.renderers.base import Renderer
 from specgraph.renderers.side_by_side import Fold, Line, layout
-from specgraph.report import AcceptRule, DiffReport, Finding, Row, Side, SpecReport
+from specgraph.report import (AcceptRule, DiffReport, Finding, Row, Side, SpecFinding,
+                              SpecReport)
 from specgraph.summary import LayerRow, ModelSummary
 from specgraph.symbolic import group_by_scope
 
@@ -136,24 +137,35 @@ class TextRenderer(Renderer):
         out += [f"note: {n}" for n in r.notes] + ([""] if r.notes else [])
         if r.findings:
             out.append(f"Findings ({len(r.findings)})")
-            out += self._findings([f.finding for f in r.findings], where=[
-                [(name, str(at)) for name, at in (("spec", f.spec_at),
-                                                  ("implementation", f.model_at)) if at]
-                for f in r.findings])
+            out += self._findings([f.finding for f in r.findings],
+                                  where=[_placed(f) for f in r.findings])
+            out.append("")
+        if r.accepted:
+            out.append(f"Accepted ({len(r.accepted)}): known differences the accept rules "
+                       "cover, not counted")
+            out += self._findings([a.finding.finding for a in r.accepted],
+                                  [a.rules for a in r.accepted],
+                                  [_placed(a.finding) for a in r.accepted])
             out.append("")
         counts = {k: sum(s.status == k for s in r.statements)
                   for k in ("passed", "failed", "unchecked")}
-        out.append(f"Statements: {len(r.statements)}, {counts['passed']} passed, "
-                   f"{counts['failed']} failed, {counts['unchecked']} left unspecified")
+        excused = sum(bool(s.accepted) and s.status == "passed" for s in r.statements)
+        out.append(f"Statements: {len(r.statements)}, {counts['passed']} passed"
+                   + (f" ({excused} with accepted differences)" if excused else "")
+                   + f", {counts['failed']} failed, {counts['unchecked']} left unspecified")
         out += [f"  failed: {s.scope} ({s.op}) at {s.at}" for s in r.statements
                 if s.status == "failed"][:12]
         out.append("")
         if r.findings:
             noun = "difference" if len(r.findings) == 1 else "differences"
-            out.append(self._mark(f"verdict: SPEC NOT SATISFIED, {len(r.findings)} {noun}",
-                                  "1;31"))
+            accepted = f", {len(r.accepted)} accepted" if r.accepted else ""
+            out.append(self._mark(f"verdict: SPEC NOT SATISFIED, {len(r.findings)} {noun}"
+                                  f"{accepted}", "1;31"))
         else:
             said = "what the spec states holds"
+            if r.accepted:
+                noun = "difference" if len(r.accepted) == 1 else "differences"
+                said = f"{len(r.accepted)} known {noun} accepted, the rest holds"
             if c is not None and c.numeric is not None:
                 said += f"; numbers agree over {seed_text(c.numeric.seeds)}"
             out.append(self._mark(f"verdict: SPEC SATISFIED ({said})", "1;32"))
@@ -214,6 +226,12 @@ class TextRenderer(Renderer):
         rest = len(f.places) - len(shown)
         return text + (f" and {rest} more (--full or --format json lists them all)"
                        if rest else "")
+
+
+def _placed(f: SpecFinding) -> list[tuple[str, str]]:
+    """A check's finding's places: the spec's line and column, the model's line."""
+    return [(name, str(at)) for name, at in (("spec", f.spec_at),
+                                             ("implementation", f.model_at)) if at]
 
 
 def seed_text(seeds: Sequence[int]) -> str:

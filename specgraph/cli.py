@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
-import re
 import sys
 import time
 import traceback
@@ -24,12 +22,13 @@ from specgraph import __version__
 from specgraph.cli_files import (check_side_file, check_targets, html_argument,
                                  model_explorer_argument, write_reports, write_side_files)
 from specgraph.errors import SpecgraphError, first_line
-from specgraph.limits import MAX_RANK, MAX_TENSOR_BYTES
+from specgraph.cli_values import (MAX_BATCH, MAX_SEED, MAX_SEEDS, InputShapes, batch, repeat,
+                                  seeds, tolerance)
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.runner import DEVICES, MODES, PRECISIONS, Context
 from specgraph.terminal import quiet_frameworks, stdout_to_stderr, strip_controls
 
-__all__ = ["main", "Progress", "UsageError"]
+__all__ = ["main", "Progress", "UsageError", "MAX_BATCH", "MAX_SEED", "MAX_SEEDS"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -178,122 +177,21 @@ def _check_arguments(check: argparse.ArgumentParser, formats: Sequence[str]) -> 
                             "$GITHUB_STEP_SUMMARY)")
     check.add_argument("--full", action="store_true",
                        help="show every row of the side-by-side view")
+    check.add_argument("--accept", action="append", default=[], metavar="CODE:WHERE",
+                       help="accept a known difference: findings with this code whose spec "
+                            "statement or scope in MODEL matches WHERE (shell wildcards) do "
+                            "not fail the check and are shown as accepted; repeatable, and "
+                            "read from [tool.specgraph] accept in pyproject.toml too")
     check.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     _numeric_arguments(check)
 
 
-MAX_SEEDS = 10_000  # each seed runs both models once, forward and backward
-MAX_SEED = 2**32 - 1  # what every framework's generator takes
-MAX_BATCH = 65_536  # examples per input; the inputs are repeated rows, the activations not
-
 
 def _input_shape_argument(parser: argparse.ArgumentParser, also: str) -> None:
     parser.add_argument(
-        "--input-shape", action=_InputShapes, default={}, metavar="NAME=D1,D2,...",
+        "--input-shape", action=InputShapes, default={}, metavar="NAME=D1,D2,...",
         help="the sizes of an .onnx model's input NAME, one per dimension, for the inputs "
              f"specgraph makes (symbolic dimensions are 1 otherwise); repeatable{also}")
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=D1,D2,...``: an input's name and at most MAX_RANK sizes from 1, together at
-    most MAX_TENSOR_BYTES elements (the bound holds in bytes once the dtype is known)."""
-    name, sep, sizes = text.rpartition("=")
-    parts = sizes.split(",")
-    if not sep or not name or not all(_SIZE.fullmatch(p) and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is no NAME=D1,D2,...; pass an input's name and its sizes, whole "
-            "numbers from 1, e.g. x=8,3,224,224")
-    shape = tuple(int(p) for p in parts)
-    if len(shape) > MAX_RANK:
-        raise argparse.ArgumentTypeError(f"{text!r} gives {len(shape)} sizes; specgraph makes "
-                                         f"inputs of at most {MAX_RANK} dimensions")
-    if math.prod(shape) > MAX_TENSOR_BYTES:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} makes {math.prod(shape):,} elements; an input specgraph makes holds at "
-            f"most {MAX_TENSOR_BYTES:,} bytes")
-    return name, shape
-
-
-_SIZE = re.compile(r"[0-9]{1,12}")
-
-
-class _InputShapes(argparse.Action):
-    """``--input-shape`` given any number of times: a dict by input name, each name once."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        try:
-            name, shape = _input_shape(values)
-        except argparse.ArgumentTypeError as err:
-            raise argparse.ArgumentError(self, str(err)) from None
-        shapes = dict(getattr(namespace, self.dest) or {})
-        if name in shapes:
-            raise argparse.ArgumentError(self, f"{name!r} is given twice; pass each input's "
-                                               "sizes once")
-        shapes[name] = shape
-        setattr(namespace, self.dest, shapes)
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    """``3``, ``0-19`` or ``1,5,9``: at most MAX_SEEDS seeds, each from 0 to MAX_SEED."""
-    try:
-        parts = []
-        for part in text.split(","):
-            low, sep, high = part.partition("-")
-            parts.append((int(low), int(high) if sep else int(low)))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is no seed list; pass a number, a range like 0-19 or a list like 1,5,9"
-        ) from None
-    if not parts or min(min(p) for p in parts) < 0 or max(max(p) for p in parts) > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text!r}: seeds are numbers from 0 to {MAX_SEED}")
-    count = sum(max(0, high - low + 1) for low, high in parts)
-    if count > MAX_SEEDS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} names {count:,} seeds; at most {MAX_SEEDS:,} run in one call (each "
-            "runs both models, forward and backward)")
-    out = tuple(s for low, high in parts for s in range(low, high + 1))
-    if not out:
-        raise argparse.ArgumentTypeError(f"{text!r} names no seed; a range goes from low to "
-                                         "high, like 0-19")
-    return out
-
-
-def _tolerance(text: str) -> float:
-    """A finite number from 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is no number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a tolerance is a finite number from 0 (nan would pass every "
-            "comparison, a negative one fail every one)")
-    return value
-
-
-def _batch(text: str) -> int:
-    """A whole number from 1 to MAX_BATCH."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
-    if not 1 <= value <= MAX_BATCH:
-        raise argparse.ArgumentTypeError(
-            f"{value:,} examples: a batch holds from 1 to {MAX_BATCH:,} examples (the inputs "
-            "and every activation grow with it)")
-    return value
-
-
-def _repeat(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value:,}: --repeat runs every layer from 1 to "
-                                         "1,000 times")
-    return value
 
 
 def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
@@ -317,9 +215,9 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
                           "PyTorch program, run once forward and backward, eager or "
                           "compiled whole) where its frontend keeps one; others replay the "
                           "canonical graph layer by layer")
-    num.add_argument("--seed", type=_seeds, default=(0,), metavar="SEEDS",
+    num.add_argument("--seed", type=seeds, default=(0,), metavar="SEEDS",
                      help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
-    num.add_argument("--batch", type=_batch, default=None, metavar="N",
+    num.add_argument("--batch", type=batch, default=None, metavar="N",
                      help="trace both models with their example inputs resized to N examples")
     num.add_argument("--device", choices=DEVICES, default=None, help="device for both sides")
     num.add_argument("--mode", choices=MODES, default=None,
@@ -330,11 +228,11 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
                      help="lhs's device,mode,dtype, e.g. cpu,eager (over the flags above)")
     num.add_argument("--rhs-context", default="", metavar="CTX",
                      help="rhs's device,mode,dtype, e.g. cpu,compiled")
-    num.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+    num.add_argument("--repeat", type=repeat, default=1, metavar="N",
                      help="run every layer N times; results must agree bit for bit")
-    num.add_argument("--rtol", type=_tolerance, default=None,
+    num.add_argument("--rtol", type=tolerance, default=None,
                      help="relative tolerance (default: by precision and reduction size)")
-    num.add_argument("--atol", type=_tolerance, default=None, help="absolute tolerance")
+    num.add_argument("--atol", type=tolerance, default=None, help="absolute tolerance")
     num.add_argument("--repro", default=None, metavar="DIR",
                      help="write standalone scripts that reproduce the first divergence")
 
@@ -378,13 +276,16 @@ def _verdict_line(report: Any) -> str:
 
 
 def _check(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:
+    from specgraph.accept import accept, rules_from
     from specgraph.renderers import get_renderer
     from specgraph.spec_check import check_spec
 
     check_targets(args)
+    rules = rules_from(args.accept, Path.cwd())
     mode = "structure" if args.no_numeric else ("numbers" if args.numeric_only else "both")
     report = check_spec(args.model, args.spec, mode=mode, options=_numeric_options(args),
                         batch=args.batch, progress=progress.step)
+    report = accept(report, rules)
     write_side_files(args, report)
     write_reports(args, report, progress.step)
     text = get_renderer(args.format, color=color, full=args.full).render(report)

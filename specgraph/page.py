@@ -133,9 +133,9 @@ def build_page(report: DiffReport | SpecReport, *, spec_text: str | None = None)
     al: Alignment = diff_report.alignment
     check = isinstance(report, SpecReport)
     if check:
-        placed = list(report.findings)
-        findings = [p.finding for p in placed]
-        accepted: list[Finding] = []
+        placed = [*report.findings, *(a.finding for a in report.accepted)]
+        findings = [p.finding for p in report.findings]
+        accepted = [a.finding.finding for a in report.accepted]
     else:
         placed = []
         findings = list(report.findings)

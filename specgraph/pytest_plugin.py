@@ -1,7 +1,10 @@
 """A pytest plugin (entry point ``pytest11``): every ``*.spec.yaml`` file that lists the
 implementations it checks (``implementations:``) is collected, one test per
 implementation, which passes when the implementation satisfies the spec, or differs from it
-as the spec says (``expect: differs``, with its ``codes`` and what a finding ``says``).
+as the spec says (``expect: differs``, with its ``codes`` and what a finding ``says``). The
+known differences an entry's ``accept: [CODE:WHERE, ...]`` covers do not count; a passing
+test lists them in a report section (``pytest -rP``) and in its ``user_properties`` (JUnit
+XML ``<property name="accepted">``).
 
 A spec that does not compile fails its collection with the ``file:line:col`` sentence; a
 failing test reports every finding at its spec line and model line. ``-p no:specgraph``
@@ -67,10 +70,17 @@ class SpecItem(pytest.Item):
         self.implementation = implementation
 
     def runtest(self) -> None:
+        from specgraph.accept import accept
         from specgraph.spec_check import check_spec, listed, unexpected
 
         spec = self.parent._shown()
-        report = check_spec(listed(spec, self.implementation), spec)
+        report = accept(check_spec(listed(spec, self.implementation), spec),
+                        self.implementation.accept)
+        lines = [f"[{a.finding.finding.code}] {a.finding.finding.message} (spec: "
+                 f"{a.finding.spec_at}; accepted by {a.by})" for a in report.accepted]
+        if lines:
+            self.add_report_section("call", "accepted", "\n".join(lines))
+            self.user_properties += [("accepted", line) for line in lines]
         problems = unexpected(report, self.implementation)
         if problems:
             raise SpecCheckFailure(problems)

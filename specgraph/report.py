@@ -158,10 +158,16 @@ class AcceptRule:
 @dataclass(frozen=True)
 class Accepted:
     """A finding that accept rules cover, every one of its places; ``rules`` the rules
-    that do, in the order given."""
+    that do, in the order given. In a check against a spec ``finding`` is the placed
+    ``SpecFinding``."""
 
-    finding: Finding
+    finding: Finding | SpecFinding
     rules: tuple[AcceptRule, ...]
+
+    @property
+    def by(self) -> str:
+        """The rules that accept it, as a person reads them."""
+        return ", ".join(f"{rule.text} ({rule.origin})" for rule in self.rules)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.finding.to_dict(), "accepted_by": [r.to_dict() for r in self.rules]}
@@ -252,12 +258,15 @@ class SpecFinding:
             written, else the statement), or None.
         model_at: the model's source line, or None where the model has nothing there.
         statements: the scopes of the spec statements it concerns, the first place first.
+        place_statements: the scope of the statement each of the finding's places lies in
+            (None where none), in the order of its places; not in to_dict.
     """
 
     finding: Finding
     spec_at: Location | None = None
     model_at: Location | None = None
     statements: tuple[str, ...] = ()
+    place_statements: tuple[str | None, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.finding.to_dict(),
@@ -272,13 +281,16 @@ STATUSES = ("passed", "failed", "unchecked")
 @dataclass(frozen=True)
 class StatementResult:
     """One statement of the spec, checked: ``status`` is ``passed``, ``failed`` (the
-    indices of its ``findings`` in the report) or ``unchecked`` (marked ``unspecified``)."""
+    indices of its ``findings`` in the report) or ``unchecked`` (marked ``unspecified``);
+    ``accepted``: the indices of its findings that accept rules cover, in the report's
+    ``accepted`` (a statement whose findings are all accepted has passed)."""
 
     scope: str
     op: str
     at: Location
     status: str
     findings: tuple[int, ...] = ()
+    accepted: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "op": self.op, "at": self.at.to_dict(),
@@ -298,6 +310,8 @@ class SpecReport:
             as the implementation chose where it is open): its rows and numbers.
         notes: what was not checked, and why.
         paper: the paper the spec states (title, url, section).
+        accepted: the findings accept rules cover (``specgraph.accept``), each placed: not
+            in ``findings``, so they do not fail the check; ``rules`` the rules in force.
     """
 
     spec: str
@@ -308,6 +322,8 @@ class SpecReport:
     comparison: DiffReport | None = None
     notes: tuple[str, ...] = ()
     paper: Any = None
+    accepted: tuple[Accepted, ...] = ()
+    rules: tuple[AcceptRule, ...] = ()
 
     @property
     def satisfied(self) -> bool:
@@ -324,8 +340,11 @@ class SpecReport:
             "spec": {"path": self.spec, "paper": dict(self.paper or {})},
             "model": {"model": self.model, "framework": self.framework},
             "findings": [f.to_dict() for f in self.findings],
-            "statements": [s.to_dict() for s in self.statements],
+            "statements": [{**s.to_dict(), "accepted": list(s.accepted)} if self.rules
+                           else s.to_dict() for s in self.statements],
             "numeric": c.numeric.to_dict() if c is not None and c.numeric is not None
             else None,
             "notes": list(self.notes),
+            **({"accept": [r.to_dict() for r in self.rules],
+                "accepted": [a.to_dict() for a in self.accepted]} if self.rules else {}),
         }

@@ -259,15 +259,16 @@ class _Placer:
         if f.code == "param-count-mismatch":
             count = self.counts[f.rhs.scope if f.rhs.scope != "<model>" else ""]
             statement = self.spec.statement(count.scope) if count.scope else None
+            scopes = (statement.scope,) if statement is not None \
+                and statement.scope == count.scope else ()
             return SpecFinding(f, Location(self.path, count.line, count.column), None,
-                               (statement.scope,) if statement is not None
-                               and statement.scope == count.scope else ())
+                               scopes, scopes or (None,))
         places = f.places or ((f.lhs, f.rhs),)
-        scopes = tuple(dict.fromkeys(s for _, r in places
-                                     if (s := self._statement(f, r)) is not None))
+        each = tuple(self._statement(a, b) for a, b in places)
+        scopes = tuple(dict.fromkeys(s for s in each if s is not None))
         first_lhs, first_rhs = places[0]
         return SpecFinding(f, self._spec_at(f, first_lhs, first_rhs),
-                           self._model_at(first_lhs, first_rhs), scopes)
+                           self._model_at(first_lhs, first_rhs), scopes, each)
 
     def _spec_node(self, lhs: Side | None, rhs: Side | None) -> Node | None:
         if rhs is not None:
@@ -278,8 +279,8 @@ class _Placer:
                                self.al.lhs_to_rhs)
         return self.al.rhs.nodes[self.al.lhs_to_rhs[above]] if above is not None else None
 
-    def _statement(self, f: Finding, rhs: Side | None) -> str | None:
-        node = self._spec_node(f.lhs if rhs is None else None, rhs)
+    def _statement(self, lhs: Side | None, rhs: Side | None) -> str | None:
+        node = self._spec_node(lhs if rhs is None else None, rhs)
         found = self.spec.statement(node.scope) if node is not None else None
         return found.scope if found is not None else None
 
@@ -353,7 +354,7 @@ def _inputs_differ(impl: TracedModel, spec: CompiledSpec, reference: str,
                       blame="lhs")
     readers = [n for v in impl.graph.inputs for n in impl.graph.consumers(v) if n.source]
     placed = (SpecFinding(finding, at, _location(readers[0].source) if readers else None,
-                          (name,)),)
+                          (name,), (name,)),)
     status = StatementResult(name, "input", at, "failed", (0,))
     return SpecReport(reference, impl.reference, impl.framework, placed, (status,), None,
                       (), dict(spec.paper))

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from specgraph.check import compare
@@ -67,9 +68,11 @@ def assert_equivalent(lhs: str | TracedModel, rhs: str | TracedModel, *,
 def assert_matches_spec(model: str | TracedModel, spec: str, *,
                         seeds: int | tuple[int, ...] = (0,), mode: str = "both",
                         context: str = "", rtol: float | None = None,
-                        atol: float | None = None, **options: Any) -> SpecReport:
+                        atol: float | None = None, accept: Sequence[str] | str = (),
+                        **options: Any) -> SpecReport:
     """Fail the test, with every finding at the spec's line and the model's source line,
-    unless ``model`` satisfies the paper spec ``spec``.
+    unless ``model`` satisfies the paper spec ``spec`` (known differences ``accept``
+    covers aside).
 
     Args:
         model: the implementation (``file.py:factory``, ``.onnx`` or a TracedModel).
@@ -78,18 +81,28 @@ def assert_matches_spec(model: str | TracedModel, spec: str, *,
         mode: ``both`` (structure, then numbers), ``structure`` or ``numbers``.
         context: the implementation's ``device,mode,dtype`` words, e.g. ``"cpu,compiled"``.
         rtol / atol: tolerances instead of the spec's and the dtype-aware defaults.
+        accept: ``CODE:WHERE`` rules, as ``specgraph check --accept`` takes them (WHERE a
+            spec statement or a scope of the model, shell wildcards): the findings they
+            cover do not fail the test and are in the report's ``accepted``.
         options: further NumericOptions fields.
 
     Returns:
         The report, for further assertions.
+
+    Raises:
+        AcceptError: a rule in ``accept`` is not ``CODE:WHERE`` with a finding code.
     """
     __tracebackhide__ = True
+    from specgraph.accept import accept as accept_findings
+    from specgraph.accept import parse_rules
     from specgraph.spec_check import check_spec
+
+    rules = parse_rules(accept, "assert_matches_spec(accept=...)")
 
     seed_list = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
     opts = NumericOptions(seeds=seed_list, lhs_context=Context.parse(context, Context(
         device="auto")), rtol=rtol, atol=atol, **options)
-    report = check_spec(model, spec, mode=mode, options=opts)
+    report = accept_findings(check_spec(model, spec, mode=mode, options=opts), rules)
     if not report.satisfied:
         lines = [f"{f.finding.code}: {f.finding.message}"
                  + (f"\n      spec: {f.spec_at}" if f.spec_at else "")

@@ -131,7 +131,7 @@ def test_a_malformed_flag_is_one_sentence_and_exit_2(capsys) -> None:
     assert code == 2 and err == (
         "specgraph: error: --accept: accept rule 'missing-op' is not CODE:WHERE; write e.g. "
         "'attr-mismatch:encoder.layer.*.LayerNorm' (WHERE matches a finding's lhs or rhs "
-        "scope, with * for any scope)\n")
+        "scope, or in a check the spec statement's name, with * for any scope)\n")
 
 
 def test_docstring_example_runs() -> None:

@@ -66,3 +66,30 @@ def test_spec_files_become_one_test_per_implementation(tmp_path: Path) -> None:
     assert "spec: mlp.spec.yaml:5:37" in out
     assert re.search(r"bad\.spec\.yaml:3:\d+: y is not defined before this statement", out)
     assert "Traceback" not in out
+
+
+ACCEPTING = '''
+inputs: {x: "B 8"}
+dims: {B: 2}
+layers:
+  - {name: fc1, linear: x, out: 16, activation: relu}
+  - {name: fc2, linear: fc1, out: 4}
+implementations:
+  - {model: models.py:gelu, accept: ["op-mismatch:fc1"]}
+  - {model: models.py:gelu, accept: ["op-mismatch:fc2"]}
+'''
+
+
+def test_an_implementations_accept_lets_its_known_difference_pass(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(MODELS, encoding="utf-8")
+    (tmp_path / "mlp.spec.yaml").write_text(textwrap.dedent(ACCEPTING), encoding="utf-8")
+    run = _pytest(tmp_path, "-rP", "--junitxml", str(tmp_path / "out.xml"))
+    out = run.stdout
+    assert run.returncode == 1, out
+    assert "1 failed, 1 passed" in out
+    # the passing test names what it accepted, and by which rule at which line
+    assert "Captured accepted call" in out
+    assert "accepted by op-mismatch:fc1 (mlp.spec.yaml:8:38)" in out
+    assert "[op-mismatch] the implementation computes gelu where the spec computes relu" in out
+    xml = (tmp_path / "out.xml").read_text(encoding="utf-8")
+    assert '<property name="accepted" value="[op-mismatch] the implementation computes' in xml

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specgraph.ir import Graph
+from specgraph.report import AcceptRule
 
 __all__ = ["CompiledSpec", "Unchecked", "Statement", "Tolerance", "Count", "Fill",
            "Implementation"]
@@ -118,6 +119,8 @@ class Implementation:
         expect: ``satisfied`` or ``differs`` (a known port that leaves the spec).
         codes: the finding codes it is expected to have; says: text a finding must say.
         line / column: where it is listed.
+        accept: known differences its check accepts (``accept: [CODE:WHERE, ...]``), each
+            with the spec's line and column as its origin.
     """
 
     model: str
@@ -126,6 +129,7 @@ class Implementation:
     says: str = ""
     line: int = 1
     column: int = 1
+    accept: tuple[AcceptRule, ...] = ()
 
 
 @dataclass(frozen=True)

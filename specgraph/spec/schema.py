@@ -144,7 +144,15 @@ def build() -> dict[str, Any]:
                                    "model": {"type": "string", "minLength": 1},
                                    "expect": {"enum": ["satisfied", "differs"]},
                                    "codes": {"type": "array", "items": {"type": "string"}},
-                                   "says": {"type": "string"}}})},
+                                   "says": {"type": "string"},
+                                   "accept": {
+                                       "type": "array", "maxItems": 256,
+                                       "description": "known differences its check "
+                                       "accepts, as --accept takes them: CODE:WHERE, WHERE "
+                                       "a statement's name or a scope of the model (shell "
+                                       "wildcards)",
+                                       "items": {"type": "string", "minLength": 1,
+                                                 "maxLength": 400}}}})},
         },
         "$defs": _definitions(),
     }

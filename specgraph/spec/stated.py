@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specgraph.accept import AcceptError, parse_rule
 from specgraph.ops import get_spec
+from specgraph.report import AcceptRule
 from specgraph.spec.compiled import Count, Implementation, Statement, Tolerance
 from specgraph.spec.expr import equation, evaluate
 from specgraph.spec.reader import Path
@@ -38,8 +40,22 @@ class Stated:
             item = item if isinstance(item, dict) else {"model": item}
             out.append(Implementation(item["model"], item.get("expect", "satisfied"),
                                       tuple(item.get("codes") or ()), item.get("says", ""),
-                                      *self.doc.where(("implementations", k))))
+                                      *self.doc.where(("implementations", k)),
+                                      self._accept(item.get("accept") or (), k)))
         return tuple(out)
+
+    def _accept(self, texts: list[str], k: int) -> tuple[AcceptRule, ...]:
+        """An implementation's ``accept:`` rules, each read as ``--accept`` reads one; a
+        malformed one is an error at its line."""
+        rules = []
+        for j, text in enumerate(texts):
+            path = ("implementations", k, "accept", j)
+            origin = "{}:{}:{}".format(self.doc.name, *self.doc.where(path))
+            try:
+                rules.append(parse_rule(text, origin))
+            except AcceptError as err:  # the error names the place itself
+                raise self.fail(path, str(err)[len(origin) + 2:]) from None
+        return tuple(rules)
 
     def _record(self, item: dict[str, Any], path: Path, op: str, scope: str, source: str,
                 env: Mapping[str, int | float], tolerance: Tolerance, refs: list[str],
