@@ -181,8 +181,11 @@ class TorchProgram(NativeProgram):
                 if name is not None and name in weights:
                     if name not in leaves:
                         t = torch.from_numpy(np.ascontiguousarray(weights[name])).to(device)
+                        # a parameter requires its gradient even for a forward alone, as
+                        # in model(*inputs): PyTorch picks other kernels for tensors that
+                        # do (linear on a strided input rounds otherwise without)
                         trained = kind == "PARAMETER" and t.is_floating_point()
-                        leaves[name] = t.requires_grad_(backward and trained)
+                        leaves[name] = t.requires_grad_(trained)
                     args.append(leaves[name])
                 else:
                     held = (self.ep.constants[spec.target] if spec.target in self.ep.constants
@@ -205,14 +208,14 @@ class TorchProgram(NativeProgram):
             # (no probe changes a layout), their gradients taken with respect to them
             flat_probes = []
             watcher = _Watcher(self.ep.graph_module, observed)
-            with torch.set_grad_enabled(backward):
+            with torch.enable_grad():  # as model(*inputs) runs
                 outs = list(watcher.run(*args))
             seen = [watcher.seen[k] for k in observed]
             wrt_seen = [t for t in seen if t.requires_grad]
         else:
             flat_probes = [torch.zeros(shape, dtype=dtype, device=device,
                                        requires_grad=backward) for shape, dtype in metas]
-            with torch.set_grad_enabled(backward):
+            with torch.enable_grad():  # as model(*inputs) runs
                 results = list(run(*args, *flat_probes))
             n_out = len(results) - len(observed)
             outs, seen = results[:n_out], results[n_out:]
