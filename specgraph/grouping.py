@@ -157,6 +157,8 @@ def _grouped(same: list[Finding], key: Any, v: Voice) -> Finding:
     elif first.code == "attr-mismatch":
         message = (f"{first.op} {first.attr} is {_say(a.value)} in {v.lhs} but "
                    f"{_say(b.value)} in {v.rhs} in {n} places: {_at(a, b, first.op, v)} {more}")
+        if first.affects:
+            message += f"; the forward pass is the same, it changes {first.affects}"
     elif first.code == "op-mismatch":
         message = (f"{v.lhs} computes {a.value} where {v.rhs} computes {b.value} in {n} "
                    f"places: {_at(a, b, None, v)} {more}")
@@ -169,5 +171,5 @@ def _grouped(same: list[Finding], key: Any, v: Voice) -> Finding:
                    f"{_say(b.value)} in {v.rhs}, in {n} places: {_at(a, b, first.op, v)} "
                    f"{more}")
     return Finding(first.code, message, op=first.op, attr=first.attr, lhs=a, rhs=b,
-                   blame=first.blame, ops=first.ops,
+                   blame=first.blame, ops=first.ops, affects=first.affects,
                    places=tuple((f.lhs, f.rhs) for f in same))

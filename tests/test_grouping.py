@@ -16,7 +16,8 @@ F = "float32"
 BLOCKS = 53
 
 
-def _resnet(*, eps: float = 1e-5, conv_bias: bool = False, blocks: int = BLOCKS,
+def _resnet(*, eps: float = 1e-5, momentum: float = 0.1, conv_bias: bool = False,
+            blocks: int = BLOCKS,
             odd: dict[int, float] | None = None, relu_missing: tuple[int, ...] = ()) -> Graph:
     """A stack of conv → [bias add] → batch_norm → relu blocks, scoped like Keras'
     ResNet50 (``conv2_block1_1_conv``...). ``conv_bias``: every conv followed by a bias add
@@ -32,7 +33,8 @@ def _resnet(*, eps: float = 1e-5, conv_bias: bool = False, blocks: int = BLOCKS,
             h = b.add("add", [h, b.param(f"{at}.conv.bias", (8, 1, 1), F)], shape=(1, 8, 6, 6),
                       dtype=F, scope=f"{at}.conv")
         stats = [b.param(f"{at}.bn.{n}", (8,), F) for n in ("mean", "var", "weight", "bias")]
-        h = b.add("batch_norm", [h, *stats], {"eps": (odd or {}).get(i, eps)},
+        h = b.add("batch_norm", [h, *stats], {"eps": (odd or {}).get(i, eps),
+                                              "momentum": momentum},
                   shape=(1, 8, 6, 6), dtype=F, scope=f"{at}.bn")
         if i not in relu_missing:
             h = b.add("relu", [h], shape=(1, 8, 6, 6), dtype=F, scope=f"{at}.act")
@@ -104,6 +106,15 @@ def test_grouping_reads_structured_fields_not_messages() -> None:
     other = Finding("attr-mismatch", "worded one way", op="batch_norm", attr="momentum",
                     lhs=one.lhs, rhs=one.rhs)
     assert group_repeated([one, other]) == [one, other]
+
+
+def test_a_grouped_difference_that_changes_training_says_so() -> None:
+    # Keras' ResNet50 (momentum 0.99, PyTorch's 0.01) against HF's (PyTorch's 0.1)
+    findings, _ = diff(_resnet(momentum=0.01), _resnet())
+    (finding,) = findings
+    assert len(finding.places) == BLOCKS and finding.affects == "training: the running statistics"
+    assert finding.message.endswith(
+        "; the forward pass is the same, it changes training: the running statistics")
 
 
 def test_places_in_json_and_text() -> None:
