@@ -18,7 +18,10 @@ lies inside it and binds every other equation whole:
 Gradients. Each observed floating value gets a zero probe added (``x + p``, ``p`` negative
 zeros: ``x + (-0.0)`` is ``x`` bit for bit, signed zeros included); ``jax.vjp`` of
 (parameters, probes) -> outputs with the output cotangents gives the parameters' gradients
-and, at each probe, the gradient at that value. Eager mode runs all of this op by op, as
+and, at each probe, the gradient at that value. A value or parameter the outputs do not depend
+on differentiably (cut off by ``stop_gradient`` or integer operations,
+``specgraph.frontends.jax.reach``) gets no probe and no gradient: JAX's zeros there are no
+gradient of the model's. Eager mode runs all of this op by op, as
 ``apply_fn(params, *inputs)`` runs without ``jax.jit``; compiled mode runs it as one
 ``jax.jit`` program, compiled once per set of keys (and shapes).
 """
