@@ -229,7 +229,9 @@ class NativeExecution(Execution):
     counterpart of (a transpose canonicalization added) is computed from those with the
     runner's kernel. Backward hands each node the program's gradient at its outputs and, for
     an input only that node reads, at that input (its whole share); parameter gradients are
-    the program's. The graph outputs are the program's outputs.
+    the program's. Where several graph values stand for one native value, the program's
+    gradient there is given only to the one it belongs to (``_own_gradients``). The graph
+    outputs are the program's outputs.
 
     Args:
         model: the canonical TracedModel whose program runs.
