@@ -263,7 +263,7 @@ class NativeExecution(Execution):
                         self.grads[v] = native.canonical(obs.grads[native.key])
                     if native.key in obs.single_reader:
                         self.single.add(v)
-        for v in set(self.grads) - _own_gradients(graph, natives, set(self.grads)):
+        for v in set(self.grads) - _own_gradients(graph, graph.natives, set(self.grads)):
             del self.grads[v]
         for name, v in zip(graph.input_names, graph.inputs):
             if name in obs.input_grads:
