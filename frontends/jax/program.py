@@ -18,7 +18,10 @@ lies inside it and binds every other equation whole:
 Gradients. Each observed floating value gets a zero probe added (``x + p``, ``p`` negative
 zeros: ``x + (-0.0)`` is ``x`` bit for bit, signed zeros included); ``jax.vjp`` of
 (parameters, probes) -> outputs with the output cotangents gives the parameters' gradients
-and, at each probe, the gradient at that value. Eager mode runs all of this op by op, as
+and, at each probe, the gradient at that value. A value or parameter the outputs do not depend
+on differentiably (cut off by ``stop_gradient`` or integer operations,
+``specgraph.frontends.jax.reach``) gets no probe and no gradient: JAX's zeros there are no
+gradient of the model's. Eager mode runs all of this op by op, as
 ``apply_fn(params, *inputs)`` runs without ``jax.jit``; compiled mode runs it as one
 ``jax.jit`` program, compiled once per set of keys (and shapes).
 """
@@ -34,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 
+from specgraph.frontends.jax.reach import reaching
 from specgraph.frontends.jax.runner import MATMUL_PRECISION, jax_device
 from specgraph.frontends.jax.walk import CALL_JAXPR_PARAMS, SEALED_BODIES, to_numpy
 from specgraph.numeric.program import NativeProgram, Observation
@@ -159,11 +163,14 @@ class JaxProgram(NativeProgram):
         invars = closed.jaxpr.invars
         self.param_avals = [v.aval for v in invars[:len(self.param_names)]]
         self.input_avals = [v.aval for v in invars[len(self.param_names):]]
-        self.trained = [i for i, (name, aval) in enumerate(zip(self.param_names,
-                                                               self.param_avals))
-                        if name in trained and _inexact(aval.dtype)]
         self.floating_outputs = [i for i, v in enumerate(closed.jaxpr.outvars)
                                  if _inexact(v.aval.dtype)]
+        # what a gradient of the outputs reaches: a value or parameter cut off from them
+        # (stop_gradient, integer operations) has no gradient, not a zero one
+        self.reach = reaching(closed.jaxpr)
+        self.trained = [i for i, (name, aval) in enumerate(zip(self.param_names,
+                                                               self.param_avals))
+                        if name in trained and _inexact(aval.dtype) and self.reach.inputs[i]]
         self._programs: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._bodies: dict[tuple[Key, frozenset[Key]], Callable[..., Any]] = {}
         self._located: dict[Hashable, tuple[Any, bool] | None] = {}
@@ -233,7 +240,7 @@ class JaxProgram(NativeProgram):
             outs = evaluation.run(closed.jaxpr, closed.consts, [*params, *inputs], ())
             return outs, evaluation.seen
 
-        fed = [i for i, aval in enumerate(self.input_avals) if _inexact(aval.dtype)]
+        fed = self._fed()
 
         def gradients(params: list[Any], inputs: list[Any], probes: dict[Key, Any],
                       cts: list[Any]) -> tuple[list[Any], dict[Key, Any], list[Any], dict,
@@ -293,19 +300,26 @@ class JaxProgram(NativeProgram):
         obs.param_grads = {self.param_names[i]: to_numpy(g)
                            for i, g in zip(self.trained, param_grads)}
         obs.grads = {k: to_numpy(g) for k, g in probe_grads.items()}
-        fed = [i for i, aval in enumerate(self.input_avals) if _inexact(aval.dtype)]
+        fed = self._fed()
         obs.input_grads = {self.input_names[i]: to_numpy(g) for i, g in zip(fed, input_grads)}
         return obs
 
+    def _fed(self) -> list[int]:
+        """The inputs whose gradients are taken: floating ones a gradient reaches."""
+        first = len(self.param_names)
+        return [i for i, aval in enumerate(self.input_avals)
+                if _inexact(aval.dtype) and self.reach.inputs[first + i]]
+
     def _probes(self, keys: frozenset[Key], device: Any) -> dict[Key, Any]:
         """A probe of negative zeros for each floating value at ``keys`` outside custom
-        rules (where a gradient is taken); made once per keys and device."""
+        rules that a gradient reaches (where one is taken); made once per keys and
+        device."""
         memo = (keys, device)
         if memo not in self._zeros:
             probes = {}
             for key in keys:
                 var, sealed = self.locate(key)  # type: ignore[misc]
-                if not sealed and _inexact(var.aval.dtype):
+                if not sealed and _inexact(var.aval.dtype) and key in self.reach.keys:
                     probes[key] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
             self._zeros[memo] = probes
         return self._zeros[memo]

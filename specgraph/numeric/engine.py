@@ -173,6 +173,52 @@ class Execution(Interpreter):
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)
 
 
+def _own_gradients(graph: Graph, natives: Mapping[Value, Any],
+                   values: set[Value]) -> set[Value]:
+    """The ``values`` whose native value's gradient is their own whole gradient.
+
+    The program's gradient at a native value sums the shares of all its readers. Several
+    graph values can stand for one native value (a transpose canonicalization added: ``x``
+    and ``transpose(x)`` for a channels-last program's ``x``). The gradient at the native is
+    the gradient of ``v`` only where every reader of the others reads ``v`` through them:
+    it reads a value made from ``v``, or it is a step of the chain that makes ``v``. A
+    residual ``x + conv(transpose(x))`` fails that for ``transpose(x)``: the program's
+    gradient there holds the residual's share too, which the other side gives ``x`` instead.
+    """
+    groups: dict[Any, list[Value]] = {}
+    for v, native in natives.items():
+        groups.setdefault(native.key, []).append(v)
+    own = set(values)
+    for group in groups.values():
+        if len(group) > 1:
+            own -= {v for v in group if v in own and not _reads_through(graph, v, set(group))}
+    return own
+
+
+def _reads_through(graph: Graph, v: Value, group: set[Value]) -> bool:
+    """Whether every reader of ``group`` (values standing for one native value) reads it
+    through ``v``: reads ``v`` or a member made from it, or makes ``v`` or a member it is
+    made from."""
+    made_of = set()  # the members v is made from, and v
+    u: Value | None = v
+    while u is not None and u in group and u not in made_of:
+        made_of.add(u)
+        producer = graph.producer(u)
+        u = producer.inputs[0] if producer is not None and producer.inputs else None
+    from_v, frontier = {v}, [v]  # v and the members made from it
+    while frontier:
+        for node in graph.consumers(frontier.pop()):
+            for out in node.outputs:
+                if out in group and out not in from_v:
+                    from_v.add(out)
+                    frontier.append(out)
+    for u in group - from_v:
+        for node in graph.consumers(u):
+            if not any(out in made_of for out in node.outputs):
+                return False
+    return True
+
+
 class NativeExecution(Execution):
     """One side's own program run once, forward and backward, and walked like a replay.
 
@@ -183,7 +229,9 @@ class NativeExecution(Execution):
     counterpart of (a transpose canonicalization added) is computed from those with the
     runner's kernel. Backward hands each node the program's gradient at its outputs and, for
     an input only that node reads, at that input (its whole share); parameter gradients are
-    the program's. The graph outputs are the program's outputs.
+    the program's. Where several graph values stand for one native value, the program's
+    gradient there is given only to the one it belongs to (``_own_gradients``). The graph
+    outputs are the program's outputs.
 
     Args:
         model: the canonical TracedModel whose program runs.
@@ -215,6 +263,8 @@ class NativeExecution(Execution):
                         self.grads[v] = native.canonical(obs.grads[native.key])
                     if native.key in obs.single_reader:
                         self.single.add(v)
+        for v in set(self.grads) - _own_gradients(graph, graph.natives, set(self.grads)):
+            del self.grads[v]
         for name, v in zip(graph.input_names, graph.inputs):
             if name in obs.input_grads:
                 g = obs.input_grads[name]

@@ -25,6 +25,7 @@ from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
 from specgraph.numeric.stats import Stats, Tolerance
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import FLOAT_DTYPES
 from specgraph.report import Finding
 
 __all__ = ["PairedRun"]
@@ -171,12 +172,16 @@ class PairedRun:
         feed_cts = self._feed_cotangents if s.options.isolated else None
         lagging = _Lagging(self._compare_backward)
 
+        trained: set[str] = set()
+
         def on_param(name: str, grad: Any) -> None:
             lagging.flush()  # its reader's share, compared first, sets what this one uses
+            trained.add(name)
             self._compare_gradient(name, grad)
 
         ex.backward(self._rhs_loss(), on_node=lagging, on_param=on_param, feed=feed_cts)
         lagging.flush()
+        self._note_untrained(trained)
 
     def _execution(self, side: str, graph: Graph, runner: Runner, weights: Any, inputs: Any,
                    loss: Mapping[str, np.ndarray]) -> Execution:
@@ -418,6 +423,26 @@ class PairedRun:
             return False
         key = self.lhs.share_key(i, slot, node.inputs[slot])
         return key is not None and key in self.lhs and not self.ax.nan_free(self.lhs.get(key))
+
+    def _note_untrained(self, trained: set[str]) -> None:
+        """A parameter one side's program gives no gradient at all (a table frozen by
+        ``stop_gradient``) while the other side trains it: a note, its gradient is not
+        compared (the forward values still are)."""
+        rg, v = self.p.rhs, self.s.options.voice
+        for name, w in rg.params.items():
+            u = self.p.values.get(w)
+            lname = self.p.lhs.param_name(u) if u is not None else None
+            if lname is None or not rg.consumers(w) or w.dtype not in FLOAT_DTYPES:
+                continue
+            lhs_trains, rhs_trains = ("grad", lname) in self.lhs, name in trained
+            if lhs_trains == rhs_trains:
+                continue
+            frozen, other = ("lhs", "rhs") if rhs_trains else ("rhs", "lhs")
+            self.localizer.note(
+                f"{v.name(frozen)}'s program gives parameter "
+                f"{lname if frozen == 'lhs' else name} no gradient (it is frozen there, by "
+                f"stop_gradient or as a constant) while {v.name(other)}'s trains it: its "
+                "gradient is not compared")
 
     def _compare_gradient(self, name: str, grad: Any) -> None:
         """A parameter's whole gradient, against lhs's, once rhs has finished it."""
