@@ -1,7 +1,7 @@
 """Cost of the layerwise numeric check: a BERT-base-sized encoder and a ResNet-50-sized CNN,
 PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
 
-    python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu] [--native]
+    python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu] [--replay]
 
 "plain" is one forward + backward of each model in its own framework, as a training step
 runs it (eager PyTorch, jitted JAX after its compile). "check" is specgraph's full numeric
@@ -58,7 +58,7 @@ def _plain(name: str, device: str) -> Callable[[], Any]:
     return both
 
 
-NATIVE = False  # --native: each side's own program gives the numbers where it has one
+NATIVE = True  # each side's own program gives the numbers where it has one (--replay: not)
 
 
 def _check(name: str, device: str) -> Callable[[], Any]:
@@ -125,7 +125,7 @@ def memory_child(kind: str, name: str, device: str) -> None:
 def memory(kind: str, name: str, device: str) -> float:
     done = subprocess.run([sys.executable, "-m", "bench.numeric", "--memory-child", kind,
                            "--models", name, "--device", device,
-                           *(["--native"] if NATIVE else [])], capture_output=True,
+                           *([] if NATIVE else ["--replay"])], capture_output=True,
                           text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{kind} {name} memory run failed:\n{done.stderr[-2000:]}")
@@ -137,13 +137,14 @@ def main() -> None:
     parser.add_argument("--models", default="bert,resnet50")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--native", action="store_true",
-                        help="the check takes each side's numbers from its own program")
+    parser.add_argument("--replay", action="store_true",
+                        help="the check replays each side's canonical graph layer by layer "
+                             "instead of running its own program")
     parser.add_argument("--memory-child", choices=("plain", "check"), default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     global NATIVE
-    NATIVE = args.native
+    NATIVE = not args.replay
     if args.memory_child:
         memory_child(args.memory_child, args.models, args.device)
         return

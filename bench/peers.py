@@ -181,13 +181,14 @@ def main() -> None:
     parser.add_argument("--pairs", default=None,
                         help="framework pairs, e.g. torch-flax,flax-torch (default: all)")
     parser.add_argument("--quiet", action="store_true", help="print the summary only")
-    parser.add_argument("--native", action="store_true",
-                        help="numbers from each side's own program where it keeps one")
+    parser.add_argument("--replay", action="store_true",
+                        help="numbers from each side's canonical graph replayed layer by "
+                             "layer, not from its own program")
     args = parser.parse_args()
     only = set(args.pairs.split(",")) if args.pairs else None
     outcomes = []
     for arch, lhs, rhs in pairs(args.archs.split(","), only):
-        outcome = run_pair(arch, lhs, rhs, ("--native",) if args.native else ())
+        outcome = run_pair(arch, lhs, rhs, ("--replay",) if args.replay else ())
         outcomes.append(outcome)
         if not args.quiet:
             print(f"{outcome.kind:11s} {arch} {lhs}->{rhs} (exit {outcome.exit}, "

@@ -210,11 +210,14 @@ def _numeric_arguments(parser: argparse.ArgumentParser) -> None:
     num.add_argument("--no-backward", action="store_true", help="compare outputs only")
     num.add_argument("--isolated", action="store_true",
                      help="feed every rhs layer lhs's inputs, to measure each layer alone")
-    num.add_argument("--native", action="store_true",
-                     help="take each side's numbers from its own program (the exported "
-                          "PyTorch program, run once forward and backward, eager or "
-                          "compiled whole) where its frontend keeps one; others replay the "
-                          "canonical graph layer by layer")
+    how = num.add_mutually_exclusive_group()
+    how.add_argument("--native", action="store_true",
+                     help="take each side's numbers from its own program, run once forward "
+                          "and backward, eager or compiled whole, where its frontend keeps "
+                          "one (the default; a paper spec replays its graph)")
+    how.add_argument("--replay", action="store_true",
+                     help="replay each side's canonical graph layer by layer on its "
+                          "framework's kernels instead of running its own program")
     num.add_argument("--seed", type=seeds, default=(0,), metavar="SEEDS",
                      help="input seeds: 0 is the example inputs; e.g. 0-19 (default 0)")
     num.add_argument("--batch", type=batch, default=None, metavar="N",
@@ -244,7 +247,7 @@ def _numeric_options(args: argparse.Namespace) -> NumericOptions:
         seeds=args.seed, transfer=not args.no_transfer, isolated=args.isolated,
         backward=not args.no_backward, lhs_context=Context.parse(args.lhs_context, base),
         rhs_context=Context.parse(args.rhs_context, base), rtol=args.rtol, atol=args.atol,
-        repro=Path(args.repro) if args.repro else None, native=args.native)
+        repro=Path(args.repro) if args.repro else None, native=not args.replay)
 
 
 def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[int, str]:

@@ -29,8 +29,8 @@ class NumericOptions:
             one is found (``specgraph.numeric.repro``).
         native: take each side's numbers from its own program (``TracedModel.program``,
             run once forward and backward and observed at the aligned values) where its
-            frontend keeps one; False replays the canonical graph layer by layer on the
-            framework's kernels.
+            frontend keeps one (the default); False replays the canonical graph layer by
+            layer on the framework's kernels.
         voice: how findings name the two sides (``lhs`` and ``rhs`` unless told).
         tolerances: per rhs scope, a (rtol, atol) that replaces the default tolerance of
             that scope's layers (a spec's stated tolerances, when rhs is the spec); either
@@ -47,6 +47,6 @@ class NumericOptions:
     atol: float | None = None
     store_budget: int = 64 << 20
     repro: Path | None = None
-    native: bool = False
+    native: bool = True
     voice: Voice = DIFF
     tolerances: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
