@@ -286,3 +286,29 @@ def test_max_pool_ties_are_a_note_not_a_gradient_divergence(tmp_path, capsys):
     path.write_text(TIES)
     assert main(["diff", f"{path}:padded", f"{path}:zero_pad", "--native"]) == 0
     assert "ties for the maximum" in capsys.readouterr().out
+
+
+def test_a_kink_within_rounding_is_told_apart_from_one_far_off():
+    """A ReLU's derivative jumps at 0: an input element within rounding of it may fall on
+    either side in two programs (ResNet-50-sized pairs meet such elements), one far from
+    every kink may not."""
+    from specgraph.ir import GraphBuilder
+    from specgraph.numeric.localize import _near_a_kink
+    from specgraph.numeric.stats import Tolerance
+
+    b = GraphBuilder()
+    x = b.input("x", (4,), "float32")
+    relu = b.add("relu", [x], shape=(4,), dtype="float32")
+    clip = b.add("clip", [x], {"min": -1.0, "max": 6.0}, shape=(4,), dtype="float32")
+    tanh = b.add("tanh", [x], shape=(4,), dtype="float32")
+    b.output("y", b.add("add", [b.add("add", [relu, clip], shape=(4,), dtype="float32"), tanh],
+                        shape=(4,), dtype="float32"))
+    g = b.build()
+    node = {n.op: n for n in g.nodes}
+    tol = Tolerance(rtol=2e-5, atol=1e-6)
+    near_zero = np.array([1.0, -2.0, 3e-7, 4.0])
+    far = np.array([1.0, -2.0, 0.5, 4.0])
+    assert _near_a_kink(node["relu"], near_zero, tol)
+    assert not _near_a_kink(node["relu"], far, tol)
+    assert _near_a_kink(node["clip"], np.array([6.0000001, 2.0, 3.0]), tol)
+    assert not _near_a_kink(node["tanh"], near_zero, tol)  # smooth: no kink at all
