@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from specgraph.errors import SpecError
 from specgraph.spec.compiled import (CompiledSpec, Count, Fill, Implementation, Statement,
@@ -61,6 +63,13 @@ def loads(text: str | bytes, *, name: str = "<spec>", source: str | None = None,
           fills: Mapping[tuple[str, str], Fill] | None = None) -> CompiledSpec:
     """Validate and compile a spec given as text (see ``load``)."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
+    return compile_document(_validated(raw, name), source or name, dims=dims, fills=fills)
+
+
+@functools.lru_cache(maxsize=8)
+def _validated(raw: bytes, name: str) -> Any:
+    """The document of ``raw``, read and validated once: a check compiles one spec up to
+    three times (its example sizes, the implementation's, what it leaves open filled in)."""
     doc = read(raw, name)
     validate(doc)
-    return compile_document(doc, source or name, dims=dims, fills=fills)
+    return doc
