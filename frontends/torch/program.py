@@ -28,6 +28,12 @@ __all__ = ["TorchProgram"]
 _WEIGHT_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 
 
+def _tensor(array: np.ndarray, device: Any) -> torch.Tensor:
+    """A tensor over ``array``, copied only where its buffer is strided or read-only
+    (PyTorch must not write into memory NumPy marks read-only)."""
+    return torch.from_numpy(np.require(array, requirements=("C", "W"))).to(device)
+
+
 def _numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach()
     if t.dtype in (torch.bfloat16, torch.float16):
@@ -180,7 +186,7 @@ class TorchProgram(NativeProgram):
                 name = self.targets.get(spec.target)
                 if name is not None and name in weights:
                     if name not in leaves:
-                        t = torch.from_numpy(np.ascontiguousarray(weights[name])).to(device)
+                        t = _tensor(weights[name], device)
                         # a parameter requires its gradient even for a forward alone, as
                         # in model(*inputs): PyTorch picks other kernels for tensors that
                         # do (linear on a strided input rounds otherwise without)
@@ -196,7 +202,7 @@ class TorchProgram(NativeProgram):
                     args.append(spec.arg.value)
                     continue
                 name = next(user)
-                t = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(device)
+                t = _tensor(inputs[name], device)
                 if backward and t.is_floating_point():
                     fed[name] = t.requires_grad_(True)
                 args.append(t)
@@ -226,8 +232,8 @@ class TorchProgram(NativeProgram):
                           values={k: _numpy(t) for k, t in zip(observed, seen)},
                           single_reader=self._single_readers(observed))
         if backward:
-            pairs = [(t, torch.from_numpy(np.ascontiguousarray(cotangents[name])).to(device)
-                      .to(t.dtype)) for name, t in zip(self.output_names, tensor_outs)
+            pairs = [(t, _tensor(cotangents[name], device).to(t.dtype))
+                     for name, t in zip(self.output_names, tensor_outs)
                      if name in cotangents and t.requires_grad]
             params = [t for t in leaves.values() if t.requires_grad]
             wrt = [*params, *fed.values(), *wrt_seen]
