@@ -90,6 +90,9 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "by BatchNorm) leaves out"),
     Discovery("resnet50", "keras", "attr-mismatch", "batch_norm", "eps",
               "Keras' ResNet50 uses BatchNorm eps 1.001e-5 where HF's ResNet uses 1e-5"),
+    Discovery("resnet50", "keras", "attr-mismatch", "batch_norm", "momentum",
+              "Keras' ResNet50 keeps Keras' BatchNorm momentum 0.99 (PyTorch's 0.01) where "
+              "HF's ResNet uses PyTorch's 0.1: the running statistics train otherwise"),
     Discovery("convnext_tiny", "torch", "attr-mismatch", "layer_norm", "eps",
               "HF's ConvNeXt normalizes the pooled features with config.layer_norm_eps, "
               "1e-12 by default, where Keras' ConvNeXt, like the paper's code, uses 1e-6 as "

@@ -23,7 +23,7 @@ FAST = [
     ("resnet_v1", "tf", "torch"),  # a stride moved: TF ignores downsample_in_bottleneck
 ]
 SLOW = [
-    ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps
+    ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum
     ("convnext_tiny", "keras", "torch"),  # HF's pooled LayerNorm eps 1e-12; layouts converge
     ("llama_theta", "flax", "torch"),  # Flax's Llama builds its tables with theta 10000
 ]
