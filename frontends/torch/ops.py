@@ -134,6 +134,23 @@ def _rsub(cx: Any, node: Any) -> Any:
     return cx.emit("sub", [cx.operand(b, dtype), x])
 
 
+@_reg("aten.log1p.default", "aten.log1p_.default")
+def _log1p(cx: Any, node: Any) -> Any:
+    """log(1 + x), as JAX's and TensorFlow's frontends write it: one canonical form (the
+    program, run as written, keeps log1p's accuracy for small x)."""
+    x = cx.value(node.args[0])
+    one_plus = cx.emit("add", [x, cx.operand(1.0, x.dtype)], out=(x.shape, x.dtype))
+    return cx.emit("log", [one_plus])
+
+
+@_reg("aten.expm1.default", "aten.expm1_.default")
+def _expm1(cx: Any, node: Any) -> Any:
+    """exp(x) - 1, as JAX's and TensorFlow's frontends write it."""
+    x = cx.value(node.args[0])
+    e = cx.emit("exp", [x], out=(x.shape, x.dtype))
+    return cx.emit("sub", [e, cx.operand(1.0, x.dtype)])
+
+
 @_reg("aten.gelu.default", "aten.gelu_.default")
 def _gelu(cx: Any, node: Any) -> Any:
     return cx.emit("gelu", [cx.value(node.args[0])],
