@@ -2,6 +2,7 @@
 PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
 
     python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu] [--replay]
+                             [--mode eager|compiled]
 
 "plain" is one forward + backward of each model in its own framework, as a training step
 runs it (eager PyTorch, jitted JAX after its compile). "check" is specgraph's full numeric
@@ -48,7 +49,12 @@ def _reset_peak() -> None:
 def _plain(name: str, device: str) -> Callable[[], Any]:
     from bench._models import JAX, TORCH, jax_step, torch_step
 
-    torch_fn = torch_step(*TORCH[name](), device=device)
+    module, example = TORCH[name]()
+    if MODE == "compiled":  # the training step compiled whole (JAX's step is jitted always)
+        import torch
+
+        module = torch.compile(module)
+    torch_fn = torch_step(module, example, device=device)
     jax_fn = jax_step(*JAX[name]())
 
     def both() -> None:
@@ -59,6 +65,7 @@ def _plain(name: str, device: str) -> Callable[[], Any]:
 
 
 NATIVE = True  # each side's own program gives the numbers where it has one (--replay: not)
+MODE = "eager"  # --mode compiled: both plain steps and both sides' programs compiled whole
 
 
 def _check(name: str, device: str) -> Callable[[], Any]:
@@ -76,7 +83,7 @@ def _check(name: str, device: str) -> Callable[[], Any]:
     lhs = canonicalize_model(torch_frontend.trace(*TORCH[name](), reference="torch"))
     rhs = canonicalize_model(jax_frontend.trace_linen(*JAX[name](), reference="jax"))
     pairing = pair(align(lhs.graph, rhs.graph))
-    context = Context(device=device)
+    context = Context(device=device, mode=MODE)
     options = NumericOptions(lhs_context=context, rhs_context=context, native=NATIVE)
 
     def check() -> None:
@@ -125,7 +132,8 @@ def memory_child(kind: str, name: str, device: str) -> None:
 def memory(kind: str, name: str, device: str) -> float:
     done = subprocess.run([sys.executable, "-m", "bench.numeric", "--memory-child", kind,
                            "--models", name, "--device", device,
-                           *([] if NATIVE else ["--replay"])], capture_output=True,
+                           "--mode", MODE, *([] if NATIVE else ["--replay"])],
+                          capture_output=True,
                           text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{kind} {name} memory run failed:\n{done.stderr[-2000:]}")
@@ -140,11 +148,14 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true",
                         help="the check replays each side's canonical graph layer by layer "
                              "instead of running its own program")
+    parser.add_argument("--mode", choices=("eager", "compiled"), default="eager",
+                        help="compiled: torch.compile's training step against the check of "
+                             "each side's compiled program")
     parser.add_argument("--memory-child", choices=("plain", "check"), default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global NATIVE
-    NATIVE = not args.replay
+    global NATIVE, MODE
+    NATIVE, MODE = not args.replay, args.mode
     if args.memory_child:
         memory_child(args.memory_child, args.models, args.device)
         return
