@@ -17,14 +17,16 @@ from specgraph.ops import get_spec
 __all__ = ["with_layer_attrs"]
 
 
-def _owner(scope: str, layer_attrs: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The attributes recorded for ``scope`` or for the scope it ends with (a Flax root
-    module's name prefixes the scopes of an HF model, not the module paths)."""
+def _owner(scope: str, keys: list[str], layer_attrs: Mapping[str, Mapping[str, Any]]
+           ) -> Mapping[str, Any]:
+    """The attributes recorded for ``scope``, or for the longest scope it ends with (a Flax
+    root module's name prefixes the scopes of an HF model, not the module paths; ``keys``
+    longest first, so ``block.bn`` wins over a root-level ``bn``)."""
     if scope in layer_attrs:
         return layer_attrs[scope]
-    for key, attrs in layer_attrs.items():
+    for key in keys:
         if key and scope.endswith("." + key):
-            return attrs
+            return layer_attrs[key]
     return {}
 
 
@@ -33,10 +35,11 @@ def with_layer_attrs(graph: Graph, layer_attrs: Mapping[str, Mapping[str, Any]])
     declares (an attribute the op does not take is left out, never guessed)."""
     if not layer_attrs:
         return graph
+    keys = sorted(layer_attrs, key=len, reverse=True)
     nodes, changed = [], False
     for node in graph.nodes:
-        attrs = _owner(node.scope or "", layer_attrs)
-        declared = get_spec(node.op).attrs
+        attrs = _owner(node.scope or "", keys, layer_attrs)
+        declared = get_spec(node.op).attrs if attrs else {}
         update = {k: v for k, v in attrs.items() if k in declared and node.attrs.get(k) != v}
         if update:
             node = node.replace(attrs={**node.attrs, **update})

@@ -75,3 +75,20 @@ def test_momentum_is_read_in_pytorchs_convention(other):
     assert finding.code == "attr-mismatch"
     assert "momentum is 0.1 in lhs" in finding.message and "0.01 in rhs" in finding.message
     assert "changes training" in finding.message
+
+
+def test_a_scope_takes_the_longest_recorded_path_it_ends_with():
+    # an HF Flax model's scopes carry its root module's name; module paths do not
+    from specgraph.ir import GraphBuilder
+    from specgraph.passes.layer_attrs import with_layer_attrs
+
+    b = GraphBuilder()
+    h = b.input("x", (2, 4, 3, 3), "float32")
+    for scope in ("Root.bn", "Root.block.bn"):
+        stats = [b.param(f"{scope}.{n}", (4,), "float32") for n in ("mean", "var", "w", "b")]
+        h = b.add("batch_norm", [h, *stats], shape=(2, 4, 3, 3), dtype="float32", scope=scope)
+    b.output("y", h)
+    g = with_layer_attrs(b.build(), {"bn": {"momentum": 0.01}, "block.bn": {"momentum": 0.1,
+                                                                           "unknown": 1}})
+    assert [n.attrs["momentum"] for n in g.nodes] == [0.01, 0.1]
+    assert all("unknown" not in n.attrs for n in g.nodes)  # only what the op declares
