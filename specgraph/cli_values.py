@@ -97,26 +97,23 @@ def tolerance(text: str) -> float:
     return value
 
 
-def batch(text: str) -> int:
-    """A whole number from 1 to MAX_BATCH."""
+def _whole(text: str, most: int, why: str) -> int:
+    """A whole number from 1 to ``most``; ``why`` says, for ``{value}``, what the bound is."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
-    if not 1 <= value <= MAX_BATCH:
-        raise argparse.ArgumentTypeError(
-            f"{value:,} examples: a batch holds from 1 to {MAX_BATCH:,} examples (the inputs "
-            "and every activation grow with it)")
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(why.format(value=value))
     return value
+
+
+def batch(text: str) -> int:
+    """A whole number from 1 to MAX_BATCH."""
+    return _whole(text, MAX_BATCH, f"{{value:,}} examples: a batch holds from 1 to "
+                  f"{MAX_BATCH:,} examples (the inputs and every activation grow with it)")
 
 
 def repeat(text: str) -> int:
     """A whole number from 1 to 1,000."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is no whole number") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value:,}: --repeat runs every layer from 1 to "
-                                         "1,000 times")
-    return value
+    return _whole(text, 1000, "{value:,}: --repeat runs every layer from 1 to 1,000 times")
