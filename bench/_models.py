@@ -408,11 +408,12 @@ def jax_resnet50() -> tuple[fnn.Module, dict[str, Any], tuple[np.ndarray]]:
     return module, variables, (image,)
 
 
-def jax_step(module: fnn.Module, variables: dict[str, Any], example: tuple[np.ndarray, ...]
-             ) -> Callable[[], tuple[jax.Array, Any]]:
+def jax_step(module: fnn.Module, variables: dict[str, Any], example: tuple[np.ndarray, ...],
+             jit: bool = True) -> Callable[[], tuple[jax.Array, Any]]:
     """``step()``: ``jax.jit(jax.value_and_grad(loss))`` of ``loss = sum(out * R)`` with
     respect to the ``params`` collection (BatchNorm statistics are held fixed), on JAX's
-    default device, blocked until ready; the first call compiles."""
+    default device, blocked until ready; the first call compiles. ``jit=False``: the same
+    step op by op, as JAX runs it without ``jax.jit``."""
     shape = jax.eval_shape(module.apply, variables, *example).shape
     r = jnp.asarray(cotangent(tuple(shape)))
     rest = {k: v for k, v in variables.items() if k != "params"}
@@ -420,7 +421,9 @@ def jax_step(module: fnn.Module, variables: dict[str, Any], example: tuple[np.nd
     def loss(params: Any) -> jax.Array:
         return jnp.sum(module.apply({"params": params, **rest}, *example) * r)
 
-    grad = jax.jit(jax.value_and_grad(loss))
+    grad = jax.value_and_grad(loss)
+    if jit:
+        grad = jax.jit(grad)
     return lambda: jax.block_until_ready(grad(variables["params"]))
 
 

@@ -55,7 +55,7 @@ def _plain(name: str, device: str) -> Callable[[], Any]:
 
         module = torch.compile(module)
     torch_fn = torch_step(module, example, device=device)
-    jax_fn = jax_step(*JAX[name]())
+    jax_fn = jax_step(*JAX[name](), jit=MODE == "compiled")
 
     def both() -> None:
         torch_fn()

@@ -70,14 +70,25 @@ class Native:
     perm: tuple[int, ...] | None = None
 
     def canonical(self, array: Any) -> Any:
-        """The native ``array`` as the graph value (NumPy)."""
-        return array if self.perm is None else np.transpose(array, self.perm)
+        """The native ``array`` as the graph value (a NumPy array, or a framework's tensor
+        where the program left it on its device: transposed there, as a view)."""
+        return array if self.perm is None else permuted(array, self.perm)
 
     def through(self, perm: Sequence[int]) -> Native:
         """The native of ``transpose(value, perm)`` where this is the native of ``value``."""
         base = self.perm or tuple(range(len(perm)))
         composed = tuple(base[p] for p in perm)
         return Native(self.key, None if composed == tuple(range(len(perm))) else composed)
+
+
+def permuted(array: Any, perm: Sequence[int]) -> Any:
+    """``array`` transposed by ``perm``: NumPy's, or the framework's own op for a PyTorch
+    or JAX tensor (which stays on its device)."""
+    if isinstance(array, np.ndarray):
+        return np.transpose(array, perm)
+    if hasattr(array, "permute"):  # PyTorch
+        return array.permute(*perm)
+    return array.transpose(tuple(perm))  # JAX
 
 
 def _freeze(value: Any) -> Any:

@@ -23,7 +23,8 @@ on differentiably (cut off by ``stop_gradient`` or integer operations,
 ``specgraph.frontends.jax.reach``) gets no probe and no gradient: JAX's zeros there are no
 gradient of the model's. Eager mode runs all of this op by op, as
 ``apply_fn(params, *inputs)`` runs without ``jax.jit``; compiled mode runs it as one
-``jax.jit`` program, compiled once per set of keys (and shapes).
+``jax.jit`` program, compiled once per set of keys (and shapes). On a GPU the observed values
+and gradients stay there, as JAX arrays.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ def _body(eqn: Any) -> tuple[Jaxpr, Sequence[Any]]:
     if isinstance(body, ClosedJaxpr):
         return body.jaxpr, body.consts
     return body, ()
+
+
+def _keeper(device: Any) -> Callable[[Any], Any]:
+    """How observed arrays are kept: NumPy on the CPU (no copy), JAX arrays on a GPU, where
+    the comparison reads them."""
+    return to_numpy if device.platform == "cpu" else (lambda x: x)
 
 
 def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
@@ -293,15 +300,16 @@ class JaxProgram(NativeProgram):
             fn = self._function(observed, backward, context.mode)
             if not backward:
                 outs, seen = fn(params, args, probes)
-                return self._observation(outs, seen)
+                return self._observation(outs, seen, _keeper(device))
             cts = self._cotangents(cotangents)
             outs, seen, param_grads, probe_grads, input_grads = fn(params, args, probes, cts)
-        obs = self._observation(outs, seen)
-        obs.param_grads = {self.param_names[i]: to_numpy(g)
+        keep = _keeper(device)
+        obs = self._observation(outs, seen, keep)
+        obs.param_grads = {self.param_names[i]: keep(g)
                            for i, g in zip(self.trained, param_grads)}
-        obs.grads = {k: to_numpy(g) for k, g in probe_grads.items()}
+        obs.grads = {k: keep(g) for k, g in probe_grads.items()}
         fed = self._fed()
-        obs.input_grads = {self.input_names[i]: to_numpy(g) for i, g in zip(fed, input_grads)}
+        obs.input_grads = {self.input_names[i]: keep(g) for i, g in zip(fed, input_grads)}
         return obs
 
     def _fed(self) -> list[int]:
@@ -334,9 +342,10 @@ class JaxProgram(NativeProgram):
                        else jnp.asarray(np.asarray(ct).astype(aval.dtype)))
         return cts
 
-    def _observation(self, outs: Sequence[Any], seen: Mapping[Key, Any]) -> Observation:
+    def _observation(self, outs: Sequence[Any], seen: Mapping[Key, Any],
+                     keep: Callable[[Any], Any]) -> Observation:
         return Observation(outputs={name: to_numpy(o) for name, o in zip(self.output_names, outs)},
-                           values={k: to_numpy(v) for k, v in seen.items()},
+                           values={k: keep(v) for k, v in seen.items()},
                            single_reader={k for k in seen if self._single_reader(k)})
 
     def _single_reader(self, key: Key) -> bool:

@@ -7,7 +7,7 @@ gradient with respect to them. Compiled mode runs it through ``torch.compile`` a
 program, forward and backward, so fusion across layers is what is observed: there each
 observed value gets a zero probe added where it is read (``x + 0`` is ``x``), the gradient
 with respect to the probe being the gradient at that value, and the value itself becomes an
-extra output.
+extra output. On a GPU the observed values and gradients stay there, as tensors.
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     if t.dtype in (torch.bfloat16, torch.float16):
         t = t.float()
     return t.cpu().numpy()
+
+
+def _kept(t: torch.Tensor) -> Any:
+    """An observed tensor as the observation keeps it: a NumPy view on the CPU, the
+    tensor itself (detached) on a GPU, where the comparison reads it."""
+    return _numpy(t) if t.device.type == "cpu" else t.detach()
 
 
 class _Watcher(torch.fx.Interpreter):
@@ -229,7 +235,7 @@ class TorchProgram(NativeProgram):
         tensor_outs = [o for o in outs if isinstance(o, torch.Tensor)]
         obs = Observation(outputs={name: _numpy(t) for name, t in
                                    zip(self.output_names, tensor_outs)},
-                          values={k: _numpy(t) for k, t in zip(observed, seen)},
+                          values={k: _kept(t) for k, t in zip(observed, seen)},
                           single_reader=self._single_readers(observed))
         if backward:
             pairs = [(t, _tensor(cotangents[name], device).to(t.dtype))
@@ -244,14 +250,14 @@ class TorchProgram(NativeProgram):
                 names = [n for n, t in leaves.items() if t.requires_grad]
                 for name, g in zip(names, grads[:len(names)]):
                     if g is not None:
-                        obs.param_grads[name] = _numpy(g)
+                        obs.param_grads[name] = _kept(g)
                 for name, g in zip(fed, grads[len(names):len(names) + len(fed)]):
                     if g is not None:
-                        obs.input_grads[name] = _numpy(g)
+                        obs.input_grads[name] = _kept(g)
                 by_tensor = dict(zip(map(id, wrt_seen), grads[len(names) + len(fed):]))
                 sources = seen if not flat_probes else flat_probes
                 for key, t in zip(observed, sources):
                     g = by_tensor.get(id(t))
                     if g is not None:
-                        obs.grads[key] = _numpy(g)
+                        obs.grads[key] = _kept(g)
         return obs

@@ -18,7 +18,8 @@ import numpy as np
 
 from specgraph.errors import ExecutionError, first_line
 from specgraph.interpreter import Interpreter
-from specgraph.ir import Graph, Node, Value
+from specgraph.ir import Graph, Node, Value, permuted
+from specgraph.numeric.program import host_array
 from specgraph.numeric.runner import Pullback, Runner
 from specgraph.ops.dtypes import FLOAT_DTYPES
 
@@ -244,13 +245,14 @@ class NativeExecution(Execution):
         super().__init__(graph, runner, weights, inputs, backward=backward)
         from specgraph.numeric import program as prog
 
+        self._storage = np.float32  # the programs run in float32 (NativeProgram.require_float32)
         computed = {v for node in graph.nodes for v in node.outputs}
         natives = {v: n for v, n in graph.natives.items() if v in computed}
-        obs = model.program.observe(
-            prog.native_weights(model, weights, model.param_shapes),
-            prog.native_inputs(model, inputs), {n.key for n in natives.values()},
-            prog.native_cotangents(model, loss) if self.backward_enabled else None,
-            runner.context)
+        run = (prog.native_weights(model, weights, model.param_shapes),
+               prog.native_inputs(model, inputs), {n.key for n in natives.values()},
+               prog.native_cotangents(model, loss) if self.backward_enabled else None,
+               runner.context)
+        obs = model.program.observe(*run)
         self.observed: dict[Value, np.ndarray] = {}
         self.grads: dict[Value, np.ndarray] = {}
         self.single: set[Value] = set()  # values one op of the program alone reads
@@ -263,16 +265,28 @@ class NativeExecution(Execution):
                         self.grads[v] = native.canonical(obs.grads[native.key])
                     if native.key in obs.single_reader:
                         self.single.add(v)
+        # --repeat: the whole program runs again; a value that differs bit for bit is the
+        # program's nondeterminism (kept here, by graph value, for the walk's hook)
+        self.again: dict[Value, Any] = {}
+        for _ in range(max(1, runner.context.repeat) - 1):
+            more = model.program.observe(*run)
+            for v, native in natives.items():
+                if v in self.observed and v not in self.again and native.key in more.values:
+                    x = native.canonical(more.values[native.key])
+                    if not np.array_equal(host_array(self.observed[v]), host_array(x),
+                                          equal_nan=True):
+                        self.again[v] = x
+            del more
         for v in set(self.grads) - _own_gradients(graph, graph.natives, set(self.grads)):
             del self.grads[v]
         for name, v in zip(graph.input_names, graph.inputs):
             if name in obs.input_grads:
                 g = obs.input_grads[name]
                 perm = model.input_layouts.get(name)
-                self.grads[v] = g if perm is None else np.transpose(g, perm)
+                self.grads[v] = g if perm is None else permuted(g, perm)
         layouts = model.output_layouts
         self.native_outputs = {
-            k: np.transpose(a, np.argsort(layouts[k])) if k in layouts else a
+            k: permuted(a, tuple(np.argsort(layouts[k]))) if k in layouts else a
             for k, a in obs.outputs.items()}
         self.native_param_grads = prog.canonical_param_grads(model, obs.param_grads)
 
@@ -286,14 +300,14 @@ class NativeExecution(Execution):
         if name is None and v not in self.single and v not in g.inputs:
             return None  # the program's gradient there may gather other readers' shares
         grad = self.native_param_grads.get(name) if name is not None else self.grads.get(v)
-        return None if grad is None else self.runner.put(grad, v.dtype)
+        return None if grad is None else self.walk_form(grad, v.dtype)
 
     def host_value(self, v: Value) -> np.ndarray | None:
         """The side's own value ``v`` on the host: observed, a parameter, an input or a
         constant (None for a value its program has no counterpart of)."""
         g = self.graph
         if v in self.observed:
-            return np.asarray(self.observed[v])
+            return host_array(self.observed[v])
         name = g.param_name(v)
         if name is not None:
             return np.asarray(self.weights[name])
@@ -303,9 +317,32 @@ class NativeExecution(Execution):
             return np.asarray(self.inputs[g.input_names[g.inputs.index(v)]])
         return None
 
+    def load(self, array: Any, value: Value, what: str) -> Any:
+        """A leaf as the walk holds it: the host array itself, put on the runner only when
+        one of its kernels reads it (the program ran on it already)."""
+        if tuple(np.shape(array)) != value.shape:
+            raise ExecutionError(f"{what} has shape {tuple(np.shape(array))}, the graph "
+                                 f"expects {value.shape}")
+        return array
+
+    def walk_form(self, array: Any, dtype: str) -> Any:
+        """An array of the program as the walk hands it on: as it is where it is the
+        runner's own floating dtype (a host array, or the program's tensor on its device:
+        nothing is copied), else put on the runner."""
+        if not isinstance(array, np.ndarray):
+            return array
+        if dtype in FLOAT_DTYPES and array.dtype == np.dtype(self._storage):
+            return array
+        return self.runner.put(array, dtype)
+
+    def runner_form(self, array: Any, dtype: str) -> Any:
+        """An array as the runner's kernels take it (host arrays put on the runner)."""
+        return self.runner.put(array, dtype) if isinstance(array, np.ndarray) else array
+
     def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
         if all(v in self.observed for v in node.outputs):
-            return tuple(self.runner.put(self.observed[v], v.dtype) for v in node.outputs)
+            return tuple(self.walk_form(self.observed[v], v.dtype) for v in node.outputs)
+        args = [self.runner_form(a, v.dtype) for a, v in zip(args, node.inputs)]
         saved, self._needs_grad = self._needs_grad, set()  # no pullbacks: native gradients
         try:
             return super().run_node(index, node, args)
@@ -316,7 +353,7 @@ class NativeExecution(Execution):
                 feed: Feed | None = None) -> dict[str, Any]:
         outs = super().forward(on_node=on_node, feed=feed)
         g = self.graph
-        return {name: self.runner.put(self.native_outputs[name], v.dtype)
+        return {name: self.walk_form(self.native_outputs[name], v.dtype)
                 if name in self.native_outputs else outs[name]
                 for name, v in zip(g.output_names, g.outputs)}
 
@@ -327,7 +364,7 @@ class NativeExecution(Execution):
         if not self.backward_enabled:
             raise ExecutionError(f"the {self.runner.framework} program computes no gradients")
         g = self.graph
-        put = self.runner.put
+        put = self.walk_form
         names = {v: n for n, v in g.params.items()}
         done_at = self._params_done_at(names) if on_param is not None else {}
         for index in range(len(g.nodes) - 1, -1, -1):

@@ -25,6 +25,7 @@ from specgraph.numeric import findings as words
 from specgraph.numeric.lhs_values import LhsValues
 from specgraph.numeric.oracle import (conditioning_error, directional_derivative,
                                       reference_outputs)
+from specgraph.numeric.program import host_array
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.repro import ReproCase, write_repro
 from specgraph.numeric.sides import Sides
@@ -172,7 +173,7 @@ class Localizer:
         if native is not None and self.record.inputs_agree.get(j, False) and \
                 all(v in native.observed for v in b.outputs):
             # rhs's own program already ran this layer on inputs that agree with lhs's
-            riso = [np.asarray(native.observed[v]) for v in b.outputs]
+            riso = [host_array(native.observed[v]) for v in b.outputs]
         else:
             rin = [s.rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)]
             riso = [s.rrun.fetch(o) for o in s.rrun.run(b, rin)]
@@ -343,7 +344,7 @@ class Localizer:
             # rhs's own program's gradients at this layer's inputs (it alone reads them)
             rshares = [native.grads.get(v) if rg.param_name(v) is None else None
                        for v in b.inputs]
-            rshares = [None if c is None else rrun.put(c, v.dtype)
+            rshares = [None if c is None else native.runner_form(c, v.dtype)
                        for c, v in zip(rshares, b.inputs)]
         else:
             _, pullback = rrun.vjp(b, [rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])

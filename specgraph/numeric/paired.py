@@ -20,6 +20,7 @@ from specgraph.numeric import findings as words
 from specgraph.numeric.engine import Execution, NativeExecution
 from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
 from specgraph.numeric.localize import Localizer, feedable
+from specgraph.numeric.program import host_array
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
@@ -55,6 +56,7 @@ class PairedRun:
         self.record = Measurements()
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines
+        self._rhs_ex: Execution | None = None
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
@@ -81,7 +83,7 @@ class PairedRun:
                     lhs.put(("f", v), h)
             if self._introduces(node, kept, self.record.lhs_finite):
                 self.record.lhs_introduces.add(i)
-            self._check_repeat("lhs", s.lrun, s.options.lhs_context.repeat, node, args, kept)
+            self._check_repeat("lhs", ex, s.options.lhs_context.repeat, node, args, kept)
 
         outs = ex.forward(on_node=on_node)
         for name, o in outs.items():
@@ -141,14 +143,21 @@ class PairedRun:
             self.localizer.note(f"{words.describe(node)} makes NaN from finite inputs on both "
                                 "sides alike; its values are compared where they are numbers")
 
-    def _check_repeat(self, side: str, runner: Runner, repeat: int, node: Node, args: Any,
+    def _check_repeat(self, side: str, ex: Execution, repeat: int, node: Node, args: Any,
                       kept: list[Any]) -> None:
         if repeat <= 1 or side in self.localizer.nondeterministic:
             return
+        g = self.p.lhs if side == "lhs" else self.p.rhs
+        if isinstance(ex, NativeExecution):  # the whole program ran again: what differed
+            if any(v in ex.again for v in node.outputs) and node.outputs[0] in ex.observed:
+                self.localizer.nondeterminism(
+                    side, g, node, [self.ax.host(h) for h in kept],
+                    [host_array(ex.again.get(v, ex.observed.get(v))) for v in node.outputs])
+            return
+        runner = ex.runner
         for _ in range(repeat - 1):
             again = [self.ax.keep(runner, o) for o in runner.run(node, args)]
             if not all(self.ax.equal(a, b) for a, b in zip(kept, again)):
-                g = self.p.lhs if side == "lhs" else self.p.rhs
                 self.localizer.nondeterminism(side, g, node, [self.ax.host(h) for h in kept],
                                               [self.ax.host(h) for h in again])
                 return
@@ -159,6 +168,7 @@ class PairedRun:
         self.say(f"seed {self.seed}: running rhs with {s.rrun.framework}, comparing "
                  f"{len(self.p.r2l)} aligned layers as they are produced")
         ex = self._execution("rhs", rg, s.rrun, s.rweights, self.rinputs, self._rhs_loss())
+        self._rhs_ex = ex
         self.localizer.native_rhs = ex if isinstance(ex, NativeExecution) else None
         self._seed_finite(rg, self.record.rhs_finite, self.rinputs, s.rweights)
         feed = self._feed_inputs if s.options.isolated else None
@@ -232,7 +242,8 @@ class PairedRun:
         s, rec = self.s, self.record
         kept = [self.ax.keep(s.rrun, o) for o in outs]
         self._check_introduced(j, node, kept)
-        self._check_repeat("rhs", s.rrun, s.options.rhs_context.repeat, node, args, kept)
+        self._check_repeat("rhs", self._rhs_ex, s.options.rhs_context.repeat, node, args,
+                           kept)
         if j not in self.p.r2l:
             return
         self._progress()

@@ -18,15 +18,32 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.ir import permuted
 from specgraph.numeric.runner import Context, RunnerError
 
 __all__ = ["NativeProgram", "Observation", "native_weights", "native_inputs",
-           "native_cotangents", "canonical_param_grads"]
+           "native_cotangents", "canonical_param_grads", "host_array"]
+
+
+def host_array(array: Any) -> np.ndarray:
+    """An observed array on the host: a NumPy array as it is, a framework's tensor (left on
+    its device by the program) copied over, half precisions widened to float32."""
+    if isinstance(array, np.ndarray):
+        return array
+    if hasattr(array, "detach"):  # a PyTorch tensor
+        t = array.detach()
+        return (t.float() if t.dtype.is_floating_point and t.element_size() < 4
+                else t).cpu().numpy()
+    out = np.asarray(array)
+    return out.astype(np.float32) if out.dtype.name in ("bfloat16", "float16") else out
 
 
 @dataclass
 class Observation:
     """What one run of a native program saw.
+
+    Arrays are NumPy on the host; a program running on a GPU may leave them there as its
+    framework's tensors (``host_array`` fetches one).
 
     Attributes:
         outputs: the program's outputs by graph output name (native layout).
@@ -97,7 +114,7 @@ def _undo(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...],
             array = np.transpose(array, np.argsort(arg))
         else:
             array = np.reshape(array, before)
-    return np.ascontiguousarray(array)
+    return array  # a view where it can be: the framework copies it once, as it takes it
 
 
 def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
@@ -128,6 +145,6 @@ def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[
     out = {}
     for name, g in grads.items():
         for kind, arg in traced.param_layouts.get(name, ()):
-            g = np.transpose(g, arg) if kind == "transpose" else np.reshape(g, arg)
+            g = permuted(g, arg) if kind == "transpose" else g.reshape(tuple(arg))
         out[name] = g
     return out

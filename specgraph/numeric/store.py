@@ -38,11 +38,12 @@ class Store:
         return key in self._memory or key in self._index
 
     def put(self, key: Hashable, array: np.ndarray) -> None:
-        data = np.ascontiguousarray(array)
+        data = np.asarray(array)
         if self._held + data.nbytes <= self.budget:
-            self._memory[key] = data
+            self._memory[key] = data  # as it is (a view stays one): nothing is copied
             self._held += data.nbytes
             return
+        data = np.ascontiguousarray(data)  # the bytes in order, for the file
         if self._file is None:
             fd, path = tempfile.mkstemp(prefix="specgraph-", suffix=".bin", dir=self.folder)
             self._file = os.fdopen(fd, "w+b")

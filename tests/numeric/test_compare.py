@@ -195,6 +195,17 @@ def test_nondeterministic_kernel_is_found_with_repeat() -> None:
     assert found and found[0].blame == "rhs" and found[0].op == "gelu"
 
 
+def test_repeat_reruns_the_models_own_program() -> None:
+    """--repeat with the programs giving the numbers runs each program again whole and
+    compares it with itself: a deterministic model is not called nondeterministic because
+    the program and a kernel of the replay round differently."""
+    lhs, rhs = _jax("gelu_mlp/jax"), _torch("gelu_mlp")
+    options = NumericOptions(lhs_context=Context(repeat=3), rhs_context=Context(repeat=3))
+    report = compare(lhs, rhs, options=options)
+    assert not [f for f in report.findings if f.code == "nondeterminism"]
+    assert report.equivalent, [f.message for f in report.findings]
+
+
 def test_isolated_mode_measures_each_layer_alone() -> None:
     from tests.zoo.torch_mutants import mutant
 
