@@ -63,6 +63,42 @@ def _body(eqn: Any) -> tuple[Jaxpr, Sequence[Any]]:
     return body, ()
 
 
+# primitives whose precision=None means "the default of the config the code was traced
+# under": JAX reads jax_default_matmul_precision when lax.dot_general is called, not when
+# its equation is bound again, so a rebound equation would take the device's default (TF32
+# on GPUs) whatever the context asks for
+_PRECISION_PRIMITIVES = frozenset({"dot_general", "conv_general_dilated"})
+
+
+def with_precision(jaxpr: Jaxpr, precision: Any) -> Jaxpr:
+    """``jaxpr`` with every matmul and convolution that leaves its precision to the default
+    (nested bodies included) given ``precision``, as code traced under
+    ``jax.default_matmul_precision`` gets it; ``jaxpr`` itself where none does."""
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        params = {name: _param_with_precision(value, precision)
+                  for name, value in eqn.params.items()}
+        if eqn.primitive.name in _PRECISION_PRIMITIVES and params.get("precision") is None:
+            params["precision"] = (precision, precision)
+        touched = any(params[k] is not eqn.params[k] for k in params)
+        eqns.append(eqn.replace(params=params) if touched else eqn)
+        changed = changed or touched
+    return jaxpr.replace(eqns=eqns) if changed else jaxpr
+
+
+def _param_with_precision(value: Any, precision: Any) -> Any:
+    if isinstance(value, ClosedJaxpr):
+        inner = with_precision(value.jaxpr, precision)
+        return value if inner is value.jaxpr else ClosedJaxpr(inner, value.consts)
+    if isinstance(value, Jaxpr):
+        return with_precision(value, precision)
+    if isinstance(value, tuple) and value and all(isinstance(x, (Jaxpr, ClosedJaxpr))
+                                                  for x in value):
+        new = tuple(_param_with_precision(x, precision) for x in value)
+        return value if all(a is b for a, b in zip(new, value)) else new
+    return value
+
+
 def _keeper(device: Any) -> Callable[[Any], Any]:
     """How observed arrays are kept: NumPy on the CPU (no copy), JAX arrays on a GPU, where
     the comparison reads them."""
@@ -183,6 +219,7 @@ class JaxProgram(NativeProgram):
         self._located: dict[Hashable, tuple[Any, bool] | None] = {}
         self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
         self._single: dict[Key, bool] = {}
+        self._precise: dict[str, ClosedJaxpr] = {}
 
     # --- keys ------------------------------------------------------------------------------
     def locate(self, key: Hashable) -> tuple[Any, bool] | None:
@@ -216,7 +253,7 @@ class JaxProgram(NativeProgram):
     def compiled_body(self, eqn: Any, here: Key, keys: frozenset[Key]) -> Callable[..., Any]:
         """``(operands, probes) -> (outputs, observed)`` of a ``jit`` call's body, under
         ``jax.jit`` (one per call site and keys, so eager runs compile it once)."""
-        memo = (here, keys)
+        memo = (here, keys, id(eqn))  # the equation of the program run (its precisions)
         if memo not in self._bodies:
             def body(invals: list[Any], probes: dict[Key, Any]) -> tuple[list[Any], dict]:
                 return self.evaluate(eqn, here, keys, invals, probes)
@@ -233,13 +270,15 @@ class JaxProgram(NativeProgram):
         return outs, inner.seen
 
     # --- the program -------------------------------------------------------------------------
-    def _function(self, keys: frozenset[Key], backward: bool, mode: str) -> Callable[..., Any]:
+    def _function(self, keys: frozenset[Key], backward: bool, mode: str,
+                  closed: ClosedJaxpr) -> Callable[..., Any]:
         """(params, inputs, probes[, cotangents]) -> (outputs, observed[, grads]) for these
-        keys, under ``jax.jit`` in compiled mode (cached)."""
-        memo = (keys, backward, mode)
+        keys, evaluating ``closed`` (the program, its precisions set for the device), under
+        ``jax.jit`` in compiled mode (cached)."""
+        memo = (keys, backward, mode, id(closed))
         if memo in self._programs:
             return self._programs[memo]
-        closed, trained, floating = self.closed, self.trained, self.floating_outputs
+        trained, floating = self.trained, self.floating_outputs
 
         def forward(params: list[Any], inputs: list[Any], probes: dict[Key, Any]
                     ) -> tuple[list[Any], dict[Key, Any]]:
@@ -297,7 +336,8 @@ class JaxProgram(NativeProgram):
                                   device)
             backward = cotangents is not None
             probes = self._probes(observed, device) if backward else {}
-            fn = self._function(observed, backward, context.mode)
+            fn = self._function(observed, backward, context.mode,
+                                self._for_device(device, context.dtype))
             if not backward:
                 outs, seen = fn(params, args, probes)
                 return self._observation(outs, seen, _keeper(device))
@@ -311,6 +351,19 @@ class JaxProgram(NativeProgram):
         fed = self._fed()
         obs.input_grads = {self.input_names[i]: keep(g) for i, g in zip(fed, input_grads)}
         return obs
+
+    def _for_device(self, device: Any, dtype: str) -> ClosedJaxpr:
+        """The program as it runs on ``device`` in precision ``dtype``: on a GPU, matmuls and
+        convolutions the model leaves at the default precision get the one the context
+        asks for (float32: full float32, not the GPU's TF32); on the CPU, as traced."""
+        name = MATMUL_PRECISION[dtype]
+        if device.platform == "cpu" or name == "default":
+            return self.closed
+        if name not in self._precise:
+            jaxpr = with_precision(self.closed.jaxpr, jax.lax.Precision(name))
+            self._precise[name] = (self.closed if jaxpr is self.closed.jaxpr
+                                   else ClosedJaxpr(jaxpr, self.closed.consts))
+        return self._precise[name]
 
     def _fed(self) -> list[int]:
         """The inputs whose gradients are taken: floating ones a gradient reaches."""

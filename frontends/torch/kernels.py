@@ -387,6 +387,10 @@ def embedding(indices, weight, padding_idx=None):
 def batch_norm(x, mean, var, *wb, eps=1e-5, momentum=0.1, scale=True, bias=True):
     w = wb[0] if scale else None
     b = wb[-1] if bias else None
+    if w is None and b is not None and x.is_cuda:
+        # PyTorch 2.11's CUDA backward of batch_norm with a bias and no weight fails
+        # ("tensor does not have a device"); a weight of ones is the same forward, bit for bit
+        w = torch.ones_like(b).detach()
     y = F.batch_norm(x, mean.detach(), var.detach(), w, b, training=False, momentum=momentum,
                      eps=eps)
     if torch.is_grad_enabled() and (mean.requires_grad or var.requires_grad):

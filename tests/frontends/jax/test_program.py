@@ -395,3 +395,34 @@ def test_what_the_program_cannot_run_is_an_error() -> None:
     # a key that names no equation output (or one inside a cond's branch) is not observed
     obs = program.observe(weights, inputs, {(999, 0), ("x",), (0,)}, None, EAGER)
     assert obs.values == {}
+
+
+def test_matmuls_left_at_the_default_precision_get_the_contexts_on_a_gpu() -> None:
+    """JAX reads jax_default_matmul_precision when ``lax.dot_general`` is called, not when
+    its equation is bound again: the program's matmuls and convolutions that leave the
+    precision to the default (inside jit bodies and cond branches too) are given the
+    context's, or a GPU would run them in TF32 under a float32 context."""
+    from specgraph.frontends.jax.program import with_precision
+
+    @jax.jit
+    def inner(x, w):
+        return jnp.tanh(x @ w)
+
+    def f(x, w, k):
+        y = inner(x, w)
+        z = jax.lax.conv_general_dilated(y[None, None], k, (1, 1), "SAME")
+        kept = jnp.dot(z[0, 0], w, precision=jax.lax.Precision.DEFAULT)  # the model's own
+        return jax.lax.cond(True, lambda a: a @ w.T, lambda a: a, kept)
+
+    rng = np.random.default_rng(0)
+    x, w = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+    k = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
+    closed = jax.make_jaxpr(f)(x, w, k)
+    precise = with_precision(closed.jaxpr, jax.lax.Precision.HIGHEST)
+    text = str(precise)
+    assert "precision=None" not in text
+    assert text.count("HIGHEST") == 2 * 3  # the jit body's, the convolution's, the branch's
+    assert "DEFAULT" in text  # a precision the model states stays its own
+    assert with_precision(precise, jax.lax.Precision.HIGHEST) is precise
+    np.testing.assert_array_equal(jax.core.eval_jaxpr(precise, closed.consts, x, w, k)[0],
+                                  f(x, w, k))

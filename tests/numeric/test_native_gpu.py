@@ -1,0 +1,101 @@
+"""The models' own programs on a GPU (run where one is present: ``pytest -m gpu``).
+
+Each side's program runs on the device and what it observes stays there, as the framework's
+tensors: the comparison reads them through DLPack and only statistics cross to the host.
+The golden pairs agree there as on the CPU, and the LayerNorm case is blamed on Flax.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+
+from specgraph.check import compare  # noqa: E402
+from specgraph.cli import main  # noqa: E402
+from specgraph.model import TracedModel  # noqa: E402
+from specgraph.numeric import program as prog  # noqa: E402
+from specgraph.numeric.options import NumericOptions  # noqa: E402
+from specgraph.numeric.runner import Context  # noqa: E402
+from specgraph.passes import canonicalize_model  # noqa: E402
+from tests.numeric.test_native_flax import MODELS  # noqa: E402
+from tests.zoo import jax_models, torch_models  # noqa: E402
+
+
+def _jax_gpu() -> bool:
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available() or not _jax_gpu(),
+                                 reason="needs a CUDA device that PyTorch and JAX both see")]
+CUDA = Context(device="cuda")
+PAIRS = [("mlp", "mlp"), ("cnn", "cnn"), ("transformer_block", "preln"),
+         ("embedding_classifier", "embed")]
+
+
+@functools.cache
+def _torch(name: str) -> TracedModel:
+    from specgraph.frontends import torch as frontend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return canonicalize_model(frontend.trace(*torch_models.MODELS[name](), reference=name))
+
+
+@functools.cache
+def _jax(name: str) -> TracedModel:
+    return canonicalize_model(jax_models.trace(f"{name}/linen"))
+
+
+def _observe(model: TracedModel) -> prog.Observation:
+    g = model.graph
+    loss = {name: np.ones(v.shape, np.float32) for name, v in zip(g.output_names, g.outputs)
+            if v.dtype == "float32"}
+    return model.program.observe(
+        prog.native_weights(model, model.weights, model.param_shapes),
+        prog.native_inputs(model, model.inputs),
+        {n.key for n in g.natives.values()}, prog.native_cotangents(model, loss), CUDA)
+
+
+@pytest.mark.parametrize("side", ["torch", "jax"])
+def test_observed_values_and_gradients_stay_on_the_device(side: str) -> None:
+    model = _torch("transformer_block") if side == "torch" else _jax("preln")
+    obs = _observe(model)
+    assert obs.values and obs.grads and obs.param_grads
+    for array in [*obs.values.values(), *obs.grads.values(), *obs.param_grads.values()]:
+        if side == "torch":
+            assert isinstance(array, torch.Tensor) and array.device.type == "cuda"
+        else:
+            assert isinstance(array, jax.Array)
+            assert {d.platform for d in array.devices()} == {"gpu"}
+
+
+@pytest.mark.parametrize("lhs,rhs", PAIRS, ids=[p[0] for p in PAIRS])
+def test_golden_pairs_agree_on_the_gpu(lhs: str, rhs: str) -> None:
+    options = NumericOptions(lhs_context=CUDA, rhs_context=CUDA, seeds=(0, 1, 2))
+    report = compare(_torch(lhs), _jax(rhs), mode="numbers", options=options)
+    assert report.equivalent, [f.message for f in report.findings]
+    assert report.numeric is not None and report.numeric.layers
+
+
+def test_flax_fast_variance_is_blamed_on_the_gpu(tmp_path, capsys) -> None:
+    path = tmp_path / "sensor.py"
+    path.write_text(MODELS)
+    pair = [f"{path}:torch_model", f"{path}:flax_fast", "--device", "cuda", "--format",
+            "json"]
+    assert main(["diff", *pair]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert (finding["code"], finding["op"], finding["blame"]) == (
+        "numeric-divergence", "layer_norm", "rhs")
+    assert main(["diff", f"{path}:torch_model", f"{path}:flax_two_pass", "--device", "cuda",
+                 "--seed", "0-4", "--format", "json"]) == 0
