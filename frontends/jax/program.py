@@ -327,8 +327,7 @@ class JaxProgram(NativeProgram):
         with jax.default_device(device), \
                 jax.default_matmul_precision(MATMUL_PRECISION[context.dtype]):
             params = jax.device_put(
-                [np.asarray(weights[name]).astype(aval.dtype, copy=False)
-                 if name in weights else own
+                [self._param(weights, name, aval, own, device)
                  for name, aval, own in zip(self.param_names, self.param_avals,
                                             self.param_arrays)], device)
             args = jax.device_put([np.asarray(inputs[name]).astype(aval.dtype, copy=False)
@@ -365,6 +364,22 @@ class JaxProgram(NativeProgram):
                                    else ClosedJaxpr(jaxpr, self.closed.consts))
         return self._precise[name]
 
+    @staticmethod
+    def _param(weights: Mapping[str, np.ndarray], name: str, aval: Any, own: Any,
+               device: Any) -> Any:
+        """The array parameter ``name`` runs with: the weight given, or the model's own
+        where none is given or, on the CPU, where the given one equals it bit for bit (two
+        ports of one checkpoint: nothing is copied)."""
+        if name not in weights:
+            return own
+        given = np.asarray(weights[name])
+        if device.platform == "cpu" and isinstance(own, jax.Array) and \
+                given.dtype == own.dtype and given.shape == own.shape and \
+                {d.platform for d in own.devices()} == {"cpu"} and \
+                np.array_equal(given, np.asarray(own)):
+            return own
+        return given.astype(aval.dtype, copy=False)
+
     def _fed(self) -> list[int]:
         """The inputs whose gradients are taken: floating ones a gradient reaches."""
         first = len(self.param_names)
@@ -377,11 +392,14 @@ class JaxProgram(NativeProgram):
         device."""
         memo = (keys, device)
         if memo not in self._zeros:
-            probes = {}
-            for key in keys:
+            probes, shared = {}, {}  # one array of zeros per shape and dtype, shared by
+            for key in keys:         # the probes (each still its own leaf of the vjp)
                 var, sealed = self.locate(key)  # type: ignore[misc]
                 if not sealed and _inexact(var.aval.dtype) and key in self.reach.keys:
-                    probes[key] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
+                    kind = (var.aval.shape, var.aval.dtype)
+                    if kind not in shared:
+                        shared[kind] = jnp.full(var.aval.shape, -0.0, var.aval.dtype)
+                    probes[key] = shared[kind]
             self._zeros[memo] = probes
         return self._zeros[memo]
 
