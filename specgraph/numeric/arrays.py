@@ -9,13 +9,14 @@ tensors only at a divergence, for the fp64 oracle.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from typing import Any, Protocol
 
 import numpy as np
 
 from specgraph.numeric.runner import Runner
-from specgraph.numeric.stats import Stats, Tolerance, all_finite, measure
+from specgraph.numeric.stats import Stats, Tolerance, all_finite, flat, measure
 from specgraph.numeric.store import Store
 
 __all__ = ["Arrays", "KeptStore", "HostArrays", "DeviceStore"]
@@ -81,9 +82,15 @@ class HostArrays:
         return all_finite(kept) or not bool(np.isnan(np.asarray(kept)).any())
 
     def rms(self, kept: Any) -> float:
-        data = np.asarray(kept).ravel()
-        return float(np.sqrt(np.sum(data * data, dtype=np.float64) / data.size)) \
-            if data.size else 0.0
+        data = flat(kept)
+        if not data.size:
+            return 0.0
+        if data.dtype == np.float32:  # one BLAS pass, blocked accumulation
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = float(np.dot(data, data))
+            if math.isfinite(total):
+                return math.sqrt(total / data.size)
+        return float(np.sqrt(np.sum(np.square(data, dtype=np.float64)) / data.size))
 
     def equal(self, a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))

@@ -89,8 +89,20 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         return Stats(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
                      0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
     work = np.float32 if a.dtype == b.dtype == np.float32 else np.float64
-    a, b = a.astype(work, copy=False).ravel(), b.astype(work, copy=False).ravel()
-    saa, sbb, sab = _sums(a, b)
+    a, b = a.astype(work, copy=False), b.astype(work, copy=False)
+    paired = _flat_pair(a, b)
+    diff = None
+    if paired is not None:  # one layout: walked together in memory order
+        a, b = paired
+        saa, sbb, sab = _sums(a, b)
+    else:  # two layouts (a transposed view against a contiguous array): nothing copied,
+        # Σab from Σa², Σb² and Σ(a−b)² (each summed in its own memory order)
+        with np.errstate(over="ignore", invalid="ignore"):
+            fa_, fb_ = flat(a), flat(b)
+            saa, sbb = float(np.dot(fa_, fa_)), float(np.dot(fb_, fb_))
+            diff = np.subtract(a, b)
+            d = flat(diff)
+            sab = (saa + sbb - float(np.dot(d, d))) / 2
     # Σx² is finite exactly when every element is (short of overflow, checked the long way)
     fa = math.isfinite(saa) or bool(np.isfinite(a).all())
     fb = math.isfinite(sbb) or bool(np.isfinite(b).all())
@@ -98,15 +110,18 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         return _measure_nonfinite(a.astype(np.float64), b.astype(np.float64), tol, floor,
                                   fa, fb)
     scale = math.sqrt(saa / a.size) if a.size else 0.0
-    diff = np.abs(a - b)
+    if diff is None:
+        diff = np.subtract(a, b)
+    np.abs(diff, out=diff)
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
     max_abs = float(diff.max()) if a.size else 0.0
     bad = 0
-    if max_abs > atol:  # else no element can exceed its bound
-        bound = np.maximum(np.abs(a), np.abs(b))
+    if max_abs > atol:  # else no element can exceed its bound (atol + rtol·max(|a|, |b|))
+        near = diff > atol  # the only elements that can
+        bound = np.maximum(np.abs(a[near]), np.abs(b[near]))
         bound *= tol.rtol
         bound += atol
-        bad = int(np.count_nonzero(diff > bound))
+        bad = int(np.count_nonzero(diff[near] > bound))
     na, nb = math.sqrt(saa), math.sqrt(sbb)
     cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
     scale = max(scale, floor)
@@ -114,16 +129,43 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
                  bad / a.size if a.size else 0.0, cosine, scale)
 
 
+def _memory_order(a: np.ndarray) -> list[int]:
+    """The axes of ``a`` from the longest stride to the shortest: ``a`` transposed so is
+    contiguous where ``a`` is a transposed view of a contiguous array."""
+    return sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """The elements of ``x`` as a 1-D array, in no particular order (for sums and other
+    order-free statistics): a transposed view is read where it lies, not copied."""
+    x = np.asarray(x)
+    if x.flags.c_contiguous:
+        return x.ravel()
+    return x.transpose(_memory_order(x)).ravel()
+
+
+def _flat_pair(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``a`` and ``b`` (one shape) as 1-D views that pair the same elements, both walked in
+    ``a``'s memory order; None where that would copy one of them (laid out otherwise)."""
+    if a.flags.c_contiguous and b.flags.c_contiguous:
+        return a.ravel(), b.ravel()
+    order = _memory_order(a)
+    ta, tb = a.transpose(order), b.transpose(order)
+    if not (ta.flags.c_contiguous and tb.flags.c_contiguous):
+        return None
+    return ta.ravel(), tb.ravel()
+
+
 def all_finite(x: np.ndarray) -> bool:
     """Whether every element of ``x`` is finite (one BLAS pass for float32)."""
-    flat = np.asarray(x).ravel()
-    if flat.dtype.kind != "f":
+    data = flat(x)
+    if data.dtype.kind != "f":
         return True
-    if flat.dtype == np.float32:
+    if data.dtype == np.float32:
         with np.errstate(over="ignore", invalid="ignore"):
-            if math.isfinite(float(np.dot(flat, flat))):
+            if math.isfinite(float(np.dot(data, data))):
                 return True
-    return bool(np.isfinite(flat).all())
+    return bool(np.isfinite(data).all())
 
 
 def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:

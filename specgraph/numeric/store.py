@@ -1,9 +1,11 @@
 """``Store``: where the first side's layer values wait for the second side to be compared.
 
-Values are kept in memory up to a budget, then appended to a temporary file and read back on
+Values are kept in memory up to a budget, then written to a temporary file and read back on
 demand, so that comparing two models needs little more memory than running the larger one.
-Reads go through ordinary file I/O (no memory map), so spilled values do not count against
-the process's memory.
+Writes happen on a thread of their own while the comparison goes on (the file's bytes are
+written with ``pwrite`` at offsets fixed when a value is put); a read of a value still being
+written waits for it. Reads go through ordinary file I/O (no memory map), so spilled values
+do not count against the process's memory.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -31,7 +34,10 @@ class Store:
         self._memory: dict[Hashable, np.ndarray] = {}
         self._held = 0
         self._index: dict[Hashable, tuple[int, str, tuple[int, ...]]] = {}
-        self._file = None
+        self._fd: int | None = None
+        self._end = 0
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: dict[Hashable, Future[None]] = {}
         self.spilled = 0
 
     def __contains__(self, key: Hashable) -> bool:
@@ -43,35 +49,60 @@ class Store:
             self._memory[key] = data  # as it is (a view stays one): nothing is copied
             self._held += data.nbytes
             return
-        data = np.ascontiguousarray(data)  # the bytes in order, for the file
-        if self._file is None:
+        if self._fd is None:
             fd, path = tempfile.mkstemp(prefix="specgraph-", suffix=".bin", dir=self.folder)
-            self._file = os.fdopen(fd, "w+b")
             os.unlink(path)  # gone when closed, whatever happens
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(memoryview(data.reshape(-1)).cast("B"))  # no copy of the bytes
+            self._fd = fd
+            self._writer = ThreadPoolExecutor(max_workers=1,
+                                              thread_name_prefix="specgraph-store")
+        offset, self._end = self._end, self._end + data.nbytes
         self._index[key] = (offset, data.dtype.str, data.shape)
         self.spilled += data.nbytes
+        assert self._writer is not None
+        # ``data`` stays alive (a view keeps its base) until its bytes are on file
+        self._pending[key] = self._writer.submit(_write, self._fd, data, offset)
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
             return self._memory[key]
         offset, dtype, shape = self._index[key]
-        assert self._file is not None
-        self._file.seek(offset)
-        count = int(np.prod(shape, dtype=np.int64))
-        return np.fromfile(self._file, dtype=np.dtype(dtype), count=count).reshape(shape)
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending.result()  # a failed write raises here
+        assert self._fd is not None
+        out = np.empty(shape, dtype=np.dtype(dtype))
+        view = memoryview(out.reshape(-1)).cast("B")
+        done = 0
+        while done < len(view):
+            got = os.preadv(self._fd, [view[done:]], offset + done)
+            if got <= 0:
+                raise OSError(f"the spill file ended {len(view) - done} bytes early")
+            done += got
+        return out
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._writer is not None:
+            self._writer.shutdown(wait=True, cancel_futures=True)
+            self._writer = None
+        self._pending.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self._memory.clear()
         self._index.clear()
         self._held = 0
+        self._end = 0
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _write(fd: int, data: np.ndarray, offset: int) -> None:
+    """``data``'s bytes in C order at ``offset`` of the file ``fd``."""
+    view = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
