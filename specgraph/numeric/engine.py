@@ -67,8 +67,11 @@ class Execution(Interpreter):
                 feed: Feed | None = None) -> dict[str, Any]:
         """Run every node; returns the graph outputs (runner tensors) by name."""
         self._hook, self._feed = on_node, feed
-        env = self.bind(self.inputs)
-        self.execute(env)
+        try:
+            env = self.bind(self.inputs)
+            self.execute(env)
+        finally:  # the hooks hold their caller, which may hold this: no cycle outlives a run
+            self._hook = self._feed = None
         g = self.graph
         return {name: env[v] for name, v in zip(g.output_names, g.outputs)}
 

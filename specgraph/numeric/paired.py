@@ -25,6 +25,7 @@ from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
 from specgraph.numeric.stats import Stats, Tolerance
+from specgraph.numeric.store import return_freed_memory
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
 from specgraph.report import Finding
@@ -62,9 +63,14 @@ class PairedRun:
         """Run both sides; returns the findings (empty when the seed agrees)."""
         try:
             self._run_lhs()
+            return_freed_memory()  # lhs's program is gone: its memory serves rhs's
             self._run_rhs()
         finally:
             self.lhs.store.close()
+            # the programs' observations go now, not when a garbage collection finds the
+            # cycles through the hooks
+            self._rhs_ex = self.localizer.native_rhs = None
+            return_freed_memory()
         return self.localizer.findings(self.record.outputs)
 
     # --- lhs ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Values are kept in memory up to a budget, then written to a temporary file and read back on
 demand, so that comparing two models needs little more memory than running the larger one.
 Writes happen on a thread of their own while the comparison goes on (the file's bytes are
-written with ``pwrite`` at offsets fixed when a value is put); a read of a value still being
-written waits for it. Reads go through ordinary file I/O (no memory map), so spilled values
+written with ``pwrite`` at offsets fixed when a value is put), lagging by the budget at
+most; a read of a value still being written waits for it. Reads go through ordinary file I/O (no memory map), so spilled values
 do not count against the process's memory.
 """
 
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import deque
 from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["Store"]
+__all__ = ["Store", "return_freed_memory"]
 
 
 class Store:
@@ -38,6 +39,8 @@ class Store:
         self._end = 0
         self._writer: ThreadPoolExecutor | None = None
         self._pending: dict[Hashable, Future[None]] = {}
+        self._queue: deque[tuple[Hashable, int]] = deque()  # written in this order
+        self._lag = 0  # bytes handed to the writer and not known to be written
         self.spilled = 0
 
     def __contains__(self, key: Hashable) -> bool:
@@ -59,8 +62,17 @@ class Store:
         self._index[key] = (offset, data.dtype.str, data.shape)
         self.spilled += data.nbytes
         assert self._writer is not None
-        # ``data`` stays alive (a view keeps its base) until its bytes are on file
+        # ``data`` stays alive (a view keeps its base) until its bytes are on file; the
+        # writer may lag by the budget at most (then ``put`` waits for it)
         self._pending[key] = self._writer.submit(_write, self._fd, data, offset)
+        self._queue.append((key, data.nbytes))
+        self._lag += data.nbytes
+        while self._lag > max(self.budget, 64 << 20) and self._queue:
+            done, size = self._queue.popleft()
+            future = self._pending.pop(done, None)
+            if future is not None:
+                future.result()
+            self._lag -= size
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
@@ -85,6 +97,8 @@ class Store:
             self._writer.shutdown(wait=True, cancel_futures=True)
             self._writer = None
         self._pending.clear()
+        self._queue.clear()
+        self._lag = 0
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -106,3 +120,29 @@ def _write(fd: int, data: np.ndarray, offset: int) -> None:
     done = 0
     while done < len(view):
         done += os.pwrite(fd, view[done:], offset + done)
+
+
+def return_freed_memory() -> None:
+    """Give the memory the process freed back to the system where the C library keeps it
+    (glibc's ``malloc_trim``; nothing elsewhere): what one side's program freed, its
+    framework's allocator may not reuse for the other's, so it would count twice."""
+    global _TRIM
+    if _TRIM is None:
+        _TRIM = _find_trim()
+    if _TRIM:
+        _TRIM(0)
+
+
+def _find_trim() -> object:
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # another C library (musl)
+        return False
+
+
+_TRIM: object = None
