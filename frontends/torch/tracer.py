@@ -407,10 +407,13 @@ class _Converter(BaseConverter):
         return self.preferred.get(key, key), shape, dtype
 
     def weight_array(self, key: Any, steps: tuple[Step, ...]) -> np.ndarray:
-        tensor = self._tensor(key)
+        """The parameter copied once in PyTorch's own layout and laid out by ``steps`` as a
+        view of that copy where NumPy can (a linear weight is the transpose of a contiguous
+        [out, in] array): the model's program takes it back without another copy."""
+        array = to_numpy(self._tensor(key))
         for kind, arg in steps:
-            tensor = tensor.permute(arg) if kind == "transpose" else tensor.reshape(arg)
-        return to_numpy(tensor)
+            array = np.transpose(array, arg) if kind == "transpose" else np.reshape(array, arg)
+        return array
 
     # --- helpers for converters ----------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Values are kept in memory up to a budget, then written to a temporary file and read back on
 demand, so that comparing two models needs little more memory than running the larger one.
 Writes happen on a thread of their own while the comparison goes on (the file's bytes are
-written with ``pwrite`` at offsets fixed when a value is put), lagging by the budget at
+written with ``pwrite`` at offsets fixed when a value is put), lagging by ``Store.LAG`` at
 most; a read of a value still being written waits for it. Reads go through ordinary file I/O (no memory map), so spilled values
 do not count against the process's memory.
 """
@@ -28,6 +28,8 @@ class Store:
         budget: bytes kept in memory before spilling (0: spill everything).
         folder: where the spill file goes (default: the system temporary folder).
     """
+
+    LAG = 256 << 20  # bytes the writer may lag behind ``put`` (the budget, if larger)
 
     def __init__(self, budget: int = 256 << 20, folder: str | None = None) -> None:
         self.budget = budget
@@ -63,11 +65,11 @@ class Store:
         self.spilled += data.nbytes
         assert self._writer is not None
         # ``data`` stays alive (a view keeps its base) until its bytes are on file; the
-        # writer may lag by the budget at most (then ``put`` waits for it)
+        # writer may lag by ``LAG`` at most (then ``put`` waits for it)
         self._pending[key] = self._writer.submit(_write, self._fd, data, offset)
         self._queue.append((key, data.nbytes))
         self._lag += data.nbytes
-        while self._lag > max(self.budget, 64 << 20) and self._queue:
+        while self._lag > max(self.budget, self.LAG) and self._queue:
             done, size = self._queue.popleft()
             future = self._pending.pop(done, None)
             if future is not None:
