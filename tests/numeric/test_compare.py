@@ -4,11 +4,9 @@ NaNs and nondeterminism are reported where they start, and each context runs."""
 
 from __future__ import annotations
 
-import functools
 import runpy
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -26,23 +24,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("jax")
 
 from tests.test_golden_equivalence import GOLDEN, _canonical, _variant  # noqa: E402
-from tests.zoo import jax_models  # noqa: E402
-from tests.zoo import torch_models  # noqa: E402
+from tests.zoo import traced  # noqa: E402
 from tests.zoo.torch_faults import _cpu_kernel, wrong_gelu_backward, wrong_softmax  # noqa: E402
 
 
-@functools.cache
-def _torch(name: str) -> TracedModel:
-    from specgraph.frontends import torch as frontend
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return canonicalize_model(frontend.trace(*torch_models.MODELS[name](), reference=name))
-
-
-@functools.cache
-def _jax(name: str) -> TracedModel:
-    return canonicalize_model(jax_models.trace(name))
+_torch, _jax = traced.torch_model, traced.jax_model
 
 
 def _seeds(n: int) -> NumericOptions:

@@ -7,9 +7,7 @@ The golden pairs agree there as on the CPU, and the LayerNorm case is blamed on 
 
 from __future__ import annotations
 
-import functools
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -23,9 +21,8 @@ from specgraph.model import TracedModel  # noqa: E402
 from specgraph.numeric import program as prog  # noqa: E402
 from specgraph.numeric.options import NumericOptions  # noqa: E402
 from specgraph.numeric.runner import Context  # noqa: E402
-from specgraph.passes import canonicalize_model  # noqa: E402
 from tests.numeric.test_native_flax import MODELS  # noqa: E402
-from tests.zoo import jax_models, torch_models  # noqa: E402
+from tests.zoo import traced  # noqa: E402
 
 
 def _jax_gpu() -> bool:
@@ -43,18 +40,12 @@ PAIRS = [("mlp", "mlp"), ("cnn", "cnn"), ("transformer_block", "preln"),
          ("embedding_classifier", "embed")]
 
 
-@functools.cache
 def _torch(name: str) -> TracedModel:
-    from specgraph.frontends import torch as frontend
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return canonicalize_model(frontend.trace(*torch_models.MODELS[name](), reference=name))
+    return traced.torch_model(name)
 
 
-@functools.cache
 def _jax(name: str) -> TracedModel:
-    return canonicalize_model(jax_models.trace(f"{name}/linen"))
+    return traced.jax_model(f"{name}/linen")
 
 
 def _observe(model: TracedModel) -> prog.Observation:
