@@ -4,8 +4,8 @@ Values are kept in memory up to a budget, then written to a temporary file and r
 demand, so that comparing two models needs little more memory than running the larger one.
 Writes happen on a thread of their own while the comparison goes on (the file's bytes are
 written with ``pwrite`` at offsets fixed when a value is put), lagging by ``Store.LAG`` at
-most; a read of a value still being written waits for it. Reads go through ordinary file I/O (no memory map), so spilled values
-do not count against the process's memory.
+most; a read of a value still being written waits for it. Reads go through ordinary file
+I/O (no memory map), so spilled values do not count against the process's memory.
 """
 
 from __future__ import annotations
