@@ -12,13 +12,14 @@ numeric comparison of the pair in the same mode, seed 0: each side's own program
 forward and backward, observed at its layers (``--replay``: both canonical graphs replayed
 layer by layer), every aligned layer's output and gradients compared (tracing,
 canonicalization and alignment are done beforehand and not timed; the check's first run,
-which warms caches and compiles, is not timed either). Time is the median of per-round ratios over alternating rounds. Memory is
-measured in a fresh process per figure: the peak resident memory (VmHWM, reset through
-/proc/self/clear_refs after set-up) over two runs, above the resident memory once both
-models are built, memory freed by the set-up and by the first run given back to the system
-(garbage collected, ``malloc_trim``) before the next, for both figures alike (for the check: traced, canonicalized and aligned too). With ``--device
-cuda`` it is the GPU's: PyTorch's allocator's peak plus JAX's (which counts from the start
-of the process; run with XLA_PYTHON_CLIENT_PREALLOCATE=false), above what both hold once the
+which warms caches and compiles, is not timed either). Time is the median of per-round
+ratios over alternating rounds. Memory is measured in a fresh process per figure: the peak
+resident memory (VmHWM, reset through /proc/self/clear_refs after set-up) over two runs,
+above the resident memory once both models are built (for the check: traced, canonicalized
+and aligned too); before each run, what earlier work freed is given back to the system
+(garbage collected, ``malloc_trim``), for both figures alike. With ``--device cuda`` it is
+the GPU's: PyTorch's allocator's peak plus JAX's (which counts from the start of the
+process; run with XLA_PYTHON_CLIENT_PREALLOCATE=false), above what both hold once the
 models are built.
 
 The last line reads ``numeric: check/plain time T.TT, memory M.MM`` (the worst model of
