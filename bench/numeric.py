@@ -2,7 +2,7 @@
 PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
 
     python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu] [--replay]
-                             [--mode eager|compiled]
+                             [--mode eager|compiled] [--no-memory]
 
 "plain" is one forward + backward of each model in its own framework, as a training step
 runs it in the mode measured: eager (the default) is PyTorch eager against JAX op by op
@@ -183,6 +183,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("eager", "compiled"), default="eager",
                         help="compiled: torch.compile's training step against the check of "
                              "each side's compiled program")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="time only: skip the four fresh processes that measure memory "
+                             "(each builds and traces both models again)")
     parser.add_argument("--memory-child", choices=("plain", "check"), default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -194,16 +197,20 @@ def main() -> None:
     worst_time, worst_memory = 0.0, 0.0
     for name in args.models.split(","):
         figures = time_ratio(name, args.repeat, args.device)
-        plain_mib, check_mib = memory("plain", name, args.device), memory("check", name,
-                                                                          args.device)
-        mem_ratio = check_mib / plain_mib
-        print(f"{name}: plain fwd+bwd {figures['plain s']:.2f} s, check "
-              f"{figures['check s']:.2f} s ({int(figures['layers'])} layers compared), "
-              f"time ratio {figures['time ratio']:.2f}; peak memory plain {plain_mib:.0f} "
-              f"MiB, check {check_mib:.0f} MiB, ratio {mem_ratio:.2f}", flush=True)
+        line = (f"{name}: plain fwd+bwd {figures['plain s']:.2f} s, check "
+                f"{figures['check s']:.2f} s ({int(figures['layers'])} layers compared), "
+                f"time ratio {figures['time ratio']:.2f}")
         worst_time = max(worst_time, figures["time ratio"])
-        worst_memory = max(worst_memory, mem_ratio)
-    print(f"numeric: check/plain time {worst_time:.2f}, memory {worst_memory:.2f}")
+        if not args.no_memory:
+            plain_mib = memory("plain", name, args.device)
+            check_mib = memory("check", name, args.device)
+            mem_ratio = check_mib / plain_mib
+            line += (f"; peak memory plain {plain_mib:.0f} MiB, check {check_mib:.0f} MiB, "
+                     f"ratio {mem_ratio:.2f}")
+            worst_memory = max(worst_memory, mem_ratio)
+        print(line, flush=True)
+    print(f"numeric: check/plain time {worst_time:.2f}"
+          + ("" if args.no_memory else f", memory {worst_memory:.2f}"))
 
 
 if __name__ == "__main__":
