@@ -248,7 +248,6 @@ class NativeExecution(Execution):
         super().__init__(graph, runner, weights, inputs, backward=backward)
         from specgraph.numeric import program as prog
 
-        self._storage = np.float32  # the programs run in float32 (NativeProgram.require_float32)
         computed = {v for node in graph.nodes for v in node.outputs}
         natives = {v: n for v, n in graph.natives.items() if v in computed}
         run = (prog.native_weights(model, weights, model.param_shapes),
@@ -334,7 +333,7 @@ class NativeExecution(Execution):
         nothing is copied), else put on the runner."""
         if not isinstance(array, np.ndarray):
             return array
-        if dtype in FLOAT_DTYPES and array.dtype == np.dtype(self._storage):
+        if dtype in FLOAT_DTYPES and array.dtype == np.float32:  # programs run in float32
             return array
         return self.runner.put(array, dtype)
 

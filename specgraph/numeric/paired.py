@@ -155,10 +155,11 @@ class PairedRun:
             return
         g = self.p.lhs if side == "lhs" else self.p.rhs
         if isinstance(ex, NativeExecution):  # the whole program ran again: what differed
-            if any(v in ex.again for v in node.outputs) and node.outputs[0] in ex.observed:
+            if any(v in ex.again for v in node.outputs) and \
+                    all(v in ex.observed for v in node.outputs):
                 self.localizer.nondeterminism(
                     side, g, node, [self.ax.host(h) for h in kept],
-                    [host_array(ex.again.get(v, ex.observed.get(v))) for v in node.outputs])
+                    [host_array(ex.again.get(v, ex.observed[v])) for v in node.outputs])
             return
         runner = ex.runner
         for _ in range(repeat - 1):

@@ -10,10 +10,13 @@ I/O (no memory map), so spilled values do not count against the process's memory
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import sys
 import tempfile
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -128,23 +131,16 @@ def return_freed_memory() -> None:
     """Give the memory the process freed back to the system where the C library keeps it
     (glibc's ``malloc_trim``; nothing elsewhere): what one side's program freed, its
     framework's allocator may not reuse for the other's, so it would count twice."""
-    global _TRIM
-    if _TRIM is None:
-        _TRIM = _find_trim()
-    if _TRIM:
-        _TRIM(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
-def _find_trim() -> object:
-    import ctypes
-    import sys
-
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):  # another C library (musl)
-        return False
-
-
-_TRIM: object = None
+        return None
