@@ -102,6 +102,27 @@ def test_numeric_check_alone_finds_the_mutation_at_its_layer(pair, mutation: Mut
     assert numerically_located(first, mutation.numeric_ops), first.message
 
 
+def test_an_epsilon_that_parts_the_values_only_downstream_is_traced_back_to_its_layer() -> None:
+    """Keras's golden block against PyTorch's with ln1's eps 1e-12: on Keras's inputs the two
+    ln1s are 2.2e-5 apart, too close to stand out there; ln2, which each program computes as
+    well as float32 allows on the inputs it got, amplifies the gap past the tolerance. The
+    finding names ln1's definition, not ln2's rounding."""
+    pytest.importorskip("tensorflow")
+    from specgraph.frontends import tf as keras_frontend
+    from tests.zoo.keras_mutants import mutant as keras_mutant
+
+    lhs = canonicalize_model(keras_frontend.trace(*keras_mutant("transformer_block", None),
+                                                  reference="keras"))
+    rhs = _traced("torch", "transformer_block", "eps")
+    for native in (True, False):  # each side's own program, and the replay alike
+        report = compare(lhs, rhs, mode="numbers",
+                         options=NumericOptions(backward=False, native=native))
+        assert report.findings, f"native={native}: no finding"
+        first = report.findings[0]
+        assert first.op == "layer_norm" and "ln1" in first.message, first.message
+        assert "defined differently" in first.message, first.message
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_unmutated_cross_framework_pair_has_no_numeric_finding(model: str) -> None:
     report = compare(_traced("torch", model, None), _traced("jax", model, None),

@@ -138,6 +138,16 @@ class Localizer:
             if crossed:
                 return self._add_forward(words.rewired(p.lhs, a, p.rhs, b, crossed, stats,
                                                        tol, self.seed, s.options.voice))
+        if verdict.reason in ("inherited", "conditioning") and not upstream:
+            # each side computes this layer as well as float32 allows on its inputs: what
+            # parts them comes from upstream, a definition too close to stand out where it
+            # differs (an epsilon) or rounding that accumulated
+            root = self._definition_root(j)
+            if root is not None:
+                k, gap = root
+                ra, rb = self._nodes(k)
+                return self._add_forward(words.subtle_definition(
+                    p.lhs, ra, p.rhs, rb, gap, a, b, stats, tol, self.seed, s.options.voice))
         if verdict.reason == "conditioning":
             self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
                       f"scale (seed {self.seed}), within what float32 allows on these inputs "
@@ -146,12 +156,6 @@ class Localizer:
                       "divergence")
             return False
         if verdict.reason == "inherited" and not upstream:
-            root = self._definition_root(j)
-            if root is not None:
-                k, gap = root
-                ra, rb = self._nodes(k)
-                return self._add_forward(words.subtle_definition(
-                    p.lhs, ra, p.rhs, rb, gap, a, b, stats, tol, self.seed, s.options.voice))
             self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
                       f"scale (seed {self.seed}), beyond the tolerance ({tol.rtol:.1e}), yet "
                       "every layer agrees when fed the same inputs and no definition "
