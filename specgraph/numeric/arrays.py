@@ -9,8 +9,10 @@ tensors only at a divergence, for the fp64 oracle.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Hashable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,6 +32,10 @@ class KeptStore(Protocol):
     def put(self, key: Hashable, value: Any) -> None: ...
 
     def get(self, key: Hashable) -> Any: ...
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """A block whose puts do not wait on the store's own work (values held elsewhere
+        until it ends)."""
 
     def close(self) -> None: ...
 
@@ -113,6 +119,9 @@ class DeviceStore:
 
     def get(self, key: Hashable) -> Any:
         return self._items[key]
+
+    def deferred(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
     def close(self) -> None:
         self._items.clear()

@@ -10,6 +10,7 @@ construction.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -80,6 +81,13 @@ class PairedRun:
         self.say(f"seed {self.seed}: running lhs with {s.lrun.framework} "
                  f"({len(lg.nodes)} nodes{', forward and backward' if s.backward else ''})")
         ex = self._execution("lhs", lg, s.lrun, s.lweights, lhs.inputs, self.loss)
+        # the program's observations are all held until its walk ends: the store writes
+        # what it spills behind the walk instead of holding it up
+        with lhs.store.deferred() if isinstance(ex, NativeExecution) else nullcontext():
+            self._walk_lhs(ex, need)
+
+    def _walk_lhs(self, ex: Execution, need: set[Value]) -> None:
+        s, lg, lhs = self.s, self.p.lhs, self.lhs
         self._seed_finite(lg, self.record.lhs_finite, lhs.inputs, s.lweights)
 
         def on_node(i: int, node: Node, args: Any, outs: Any) -> None:

@@ -91,8 +91,11 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     work = np.float32 if a.dtype == b.dtype == np.float32 else np.float64
     a, b = a.astype(work, copy=False), b.astype(work, copy=False)
     paired = _flat_pair(a, b)
-    diff = None
-    if paired is not None:  # one layout: walked together in memory order
+    diff, max_abs = None, None
+    if paired is not None and a.size > 4 * _CHUNK:  # one pass over memory, in pieces
+        a, b = paired
+        saa, sbb, sab, max_abs = _one_pass(a, b)
+    elif paired is not None:  # one layout: walked together in memory order
         a, b = paired
         saa, sbb, sab = _sums(a, b)
     else:  # two layouts (a transposed view against a contiguous array): nothing copied,
@@ -110,13 +113,15 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         return _measure_nonfinite(a.astype(np.float64), b.astype(np.float64), tol, floor,
                                   fa, fb)
     scale = math.sqrt(saa / a.size) if a.size else 0.0
-    if diff is None:
-        diff = np.subtract(a, b)
-    np.abs(diff, out=diff)
+    if max_abs is None:
+        diff = np.subtract(a, b) if diff is None else diff
+        np.abs(diff, out=diff)
+        max_abs = float(diff.max()) if a.size else 0.0
     atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
-    max_abs = float(diff.max()) if a.size else 0.0
     bad = 0
     if max_abs > atol:  # else no element can exceed its bound (atol + rtol·max(|a|, |b|))
+        if diff is None:
+            diff = np.abs(np.subtract(a, b))
         near = diff > atol  # the only elements that can
         bound = np.maximum(np.abs(a[near]), np.abs(b[near]))
         bound *= tol.rtol
@@ -173,6 +178,28 @@ def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     error far below what the statistics report), float64 otherwise."""
     with np.errstate(over="ignore", invalid="ignore"):
         return float(np.dot(a, a)), float(np.dot(b, b)), float(np.dot(a, b))
+
+
+_CHUNK = 1 << 15  # elements per piece of ``_one_pass`` (two pieces and a difference in L2)
+
+
+def _one_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
+    """Σa², Σb², Σab and max|a−b| of two 1-D arrays, read once, piece by piece (each piece's
+    products and difference are made while it is in cache; sums in float64). The maximum
+    is meaningful only where the sums are finite."""
+    piece = np.empty(min(a.size, _CHUNK), a.dtype)
+    saa = sbb = sab = top = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, a.size, _CHUNK):
+            x, y = a[start:start + _CHUNK], b[start:start + _CHUNK]
+            d = piece[:x.size]
+            saa += float(np.dot(x, x))
+            sbb += float(np.dot(y, y))
+            sab += float(np.dot(x, y))
+            np.subtract(x, y, out=d)
+            np.abs(d, out=d)
+            top = max(top, float(d.max()))
+    return saa, sbb, sab, top
 
 
 def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: float,

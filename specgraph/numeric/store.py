@@ -4,20 +4,25 @@ Values are kept in memory up to a budget, then written to a temporary file and r
 demand, so that comparing two models needs little more memory than running the larger one.
 Writes happen on a thread of their own while the comparison goes on (the file's bytes are
 written with ``pwrite`` at offsets fixed when a value is put), lagging by ``Store.LAG`` at
-most; a read of a value still being written waits for it. Reads go through ordinary file
+most (unless told otherwise: ``Store.deferred``); a read of a value still being written
+waits for it. An array put under several keys is kept once. Reads go through ordinary file
 I/O (no memory map), so spilled values do not count against the process's memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import sys
 import tempfile
+import threading
+import weakref
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +31,9 @@ __all__ = ["Store", "return_freed_memory"]
 
 class Store:
     """A key -> host array store that spills to disk past ``budget`` bytes.
+
+    The same array put under several keys (a gradient that is both a layer's output gradient
+    and its reader's share) is kept, written and read once.
 
     Args:
         budget: bytes kept in memory before spilling (0: spill everything).
@@ -43,9 +51,19 @@ class Store:
         self._fd: int | None = None
         self._end = 0
         self._writer: ThreadPoolExecutor | None = None
-        self._pending: dict[Hashable, Future[None]] = {}
-        self._queue: deque[tuple[Hashable, int]] = deque()  # written in this order
+        self._pending: dict[int, Future[None]] = {}  # by offset
+        self._queue: deque[tuple[int, int]] = deque()  # (offset, bytes), in writing order
         self._lag = 0  # bytes handed to the writer and not known to be written
+        self._deferred = False
+        # arrays put, by where their bytes lie: the same array put again is an alias
+        self._twins: dict[tuple[Any, ...], tuple[weakref.ref[np.ndarray], Hashable]] = {}
+        self._read: weakref.WeakValueDictionary[int, np.ndarray] = \
+            weakref.WeakValueDictionary()  # arrays read back and still in use, by offset
+        self._entries: dict[int, tuple[str, tuple[int, ...]]] = {}  # by offset
+        self._next: dict[int, int] = {}  # offset -> the next value's in the file
+        self._reader: ThreadPoolExecutor | None = None
+        self._ahead: dict[int, Future[np.ndarray]] = {}  # read ahead, by offset
+        self._last: int | None = None  # the offset of the last value written
         self.spilled = 0
 
     def __contains__(self, key: Hashable) -> bool:
@@ -53,62 +71,126 @@ class Store:
 
     def put(self, key: Hashable, array: np.ndarray) -> None:
         data = np.asarray(array)
+        if self._alias(key, data):
+            return
         if self._held + data.nbytes <= self.budget:
             self._memory[key] = data  # as it is (a view stays one): nothing is copied
             self._held += data.nbytes
             return
         if self._fd is None:
-            fd, path = tempfile.mkstemp(prefix="specgraph-", suffix=".bin", dir=self.folder)
-            os.unlink(path)  # gone when closed, whatever happens
-            self._fd = fd
+            self._fd = _spill_file(self.folder)
             self._writer = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="specgraph-store")
         offset, self._end = self._end, self._end + data.nbytes
         self._index[key] = (offset, data.dtype.str, data.shape)
+        self._entries[offset] = (data.dtype.str, data.shape)
+        if self._last is not None:
+            self._next[self._last] = offset
+        self._last = offset
         self.spilled += data.nbytes
         assert self._writer is not None
-        # ``data`` stays alive (a view keeps its base) until its bytes are on file; the
-        # writer may lag by ``LAG`` at most (then ``put`` waits for it)
-        self._pending[key] = self._writer.submit(_write, self._fd, data, offset)
-        self._queue.append((key, data.nbytes))
+        # ``data`` stays alive (a view keeps its base) until its bytes are on file
+        self._pending[offset] = self._writer.submit(_write, self._fd, data, offset)
+        self._queue.append((offset, data.nbytes))
         self._lag += data.nbytes
-        while self._lag > max(self.budget, self.LAG) and self._queue:
-            done, size = self._queue.popleft()
-            future = self._pending.pop(done, None)
+        if not self._deferred:
+            self._wait(max(self.budget, self.LAG))
+
+    def _alias(self, key: Hashable, data: np.ndarray) -> bool:
+        """Whether ``data`` is an array already put (the same object, still alive: its bytes
+        cannot have moved), now kept under ``key`` too."""
+        if data.nbytes == 0:
+            return False
+        where = (data.__array_interface__["data"][0], data.shape, data.strides,
+                 data.dtype.str)
+        twin = self._twins.get(where)
+        if twin is not None and twin[0]() is data:
+            first = twin[1]
+            if first in self._memory:
+                self._memory[key] = self._memory[first]
+            else:
+                self._index[key] = self._index[first]
+            return True
+        self._twins[where] = (weakref.ref(data), key)
+        return False
+
+    def lagging(self) -> int:
+        """Bytes handed to the writer and not yet known to be on file."""
+        return self._lag
+
+    def _wait(self, lag: int) -> None:
+        """Wait for the writer until at most ``lag`` bytes are not known to be written."""
+        while self._lag > lag and self._queue:
+            offset, size = self._queue.popleft()
+            future = self._pending.pop(offset, None)
             if future is not None:
                 future.result()
             self._lag -= size
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within, ``put`` never waits for the writer: for values held elsewhere anyway
+        until the block ends (a program's observations while they are walked); at its end
+        the writer is waited for down to the usual lag."""
+        self._deferred = True
+        try:
+            yield
+        finally:
+            self._deferred = False
+            self._wait(max(self.budget, self.LAG))
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
             return self._memory[key]
         offset, dtype, shape = self._index[key]
-        pending = self._pending.pop(key, None)
-        if pending is not None:
-            pending.result()  # a failed write raises here
-        assert self._fd is not None
-        out = np.empty(shape, dtype=np.dtype(dtype))
-        view = memoryview(out.reshape(-1)).cast("B")
-        done = 0
-        while done < len(view):
-            got = os.preadv(self._fd, [view[done:]], offset + done)
-            if got <= 0:
-                raise OSError(f"the spill file ended {len(view) - done} bytes early")
-            done += got
+        out = self._read.get(offset)
+        if out is not None:  # an alias read back before, still in use
+            return out
+        ahead = self._ahead.pop(offset, None)
+        if ahead is not None:
+            out = ahead.result()
+        else:
+            pending = self._pending.get(offset)
+            out = _read(self._fd, offset, dtype, shape, pending)  # type: ignore[arg-type]
+        self._pending.pop(offset, None)
+        self._read[offset] = out
+        self._read_ahead(self._next.get(offset))
         return out
 
+    def _read_ahead(self, offset: int | None) -> None:
+        """Read the value at ``offset`` on the reader thread while the caller works on this
+        one (values are mostly read in the order they were written); one at most is read
+        ahead, so a guess that misses is dropped."""
+        for other in [o for o in self._ahead if o != offset]:
+            self._ahead.pop(other).cancel()
+        if offset is None or offset in self._ahead or self._read.get(offset) is not None:
+            return
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1,
+                                              thread_name_prefix="specgraph-read")
+        dtype, shape = self._entries[offset]
+        self._ahead[offset] = self._reader.submit(_read, self._fd, offset, dtype, shape,
+                                                  self._pending.get(offset))
+
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.shutdown(wait=True, cancel_futures=True)
-            self._writer = None
+        for executor in (self._reader, self._writer):
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+        self._reader = self._writer = None
+        self._ahead.clear()
+        self._entries.clear()
+        self._next.clear()
+        self._last = None
         self._pending.clear()
         self._queue.clear()
         self._lag = 0
         if self._fd is not None:
-            os.close(self._fd)
+            _spare(self._fd, self.folder)
             self._fd = None
         self._memory.clear()
         self._index.clear()
+        self._twins.clear()
+        self._read.clear()
         self._held = 0
         self._end = 0
 
@@ -117,6 +199,51 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# one closed store's spill file, by folder, for the process's next store: writing over pages
+# the system still caches is several times faster than filling new ones (a comparison over
+# many seeds spills about as much for each)
+_SPARE: dict[str | None, int] = {}
+_SPARE_LOCK = threading.Lock()
+
+
+def _spill_file(folder: str | None) -> int:
+    """An unlinked file to spill into: the spare one left in ``folder``, else a new one."""
+    with _SPARE_LOCK:
+        fd = _SPARE.pop(folder, None)
+    if fd is not None:
+        return fd
+    fd, path = tempfile.mkstemp(prefix="specgraph-", suffix=".bin", dir=folder)
+    os.unlink(path)  # gone when closed (at the latest when the process ends)
+    return fd
+
+
+def _spare(fd: int, folder: str | None) -> None:
+    """Keep a closed store's file for the next store spilling into ``folder``, or close it
+    (one is kept per folder)."""
+    with _SPARE_LOCK:
+        if folder not in _SPARE:
+            _SPARE[folder] = fd
+            return
+    os.close(fd)
+
+
+def _read(fd: int, offset: int, dtype: str, shape: tuple[int, ...],
+          written: Future[None] | None) -> np.ndarray:
+    """The value at ``offset`` of the file ``fd``, once ``written`` (its write, if it may be
+    under way) is done; a failed write raises here."""
+    if written is not None:
+        written.result()
+    out = np.empty(shape, dtype=np.dtype(dtype))
+    view = memoryview(out.reshape(-1)).cast("B")
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise OSError(f"the spill file ended {len(view) - done} bytes early")
+        done += got
+    return out
 
 
 def _write(fd: int, data: np.ndarray, offset: int) -> None:

@@ -66,3 +66,56 @@ def test_close_is_final_and_repeatable() -> None:
     store.close()
     store.close()
     assert "x" not in store
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 20], ids=["spilled", "in memory"])
+def test_an_array_put_under_two_keys_is_kept_once(budget: int) -> None:
+    """A gradient that is a layer's output gradient and its reader's share is one array:
+    written once, read once, and both keys give its values."""
+    rng = np.random.default_rng(1)
+    grad = rng.standard_normal((64, 32)).astype(np.float32)
+    other = rng.standard_normal((64, 32)).astype(np.float32)
+    with Store(budget) as store:
+        store.put(("oct", 3, 0), grad)
+        store.put(("ct", 4, 0), grad)
+        store.put(("ct", 5, 0), other)  # the same shape elsewhere: its own entry
+        assert store.spilled == (0 if budget else 2 * grad.nbytes)
+        first, second = store.get(("oct", 3, 0)), store.get(("ct", 4, 0))
+        assert first is second and np.array_equal(first, grad)
+        assert np.array_equal(store.get(("ct", 5, 0)), other)
+
+
+def test_a_new_array_where_a_dead_one_lay_is_not_taken_for_it() -> None:
+    """An array freed after it was put may leave its address to the next one: that one is
+    kept in its own right, with its own values."""
+    with Store(0) as store:
+        for i in range(50):
+            store.put(i, np.full((128, 128), float(i), np.float32))  # freed at once
+        assert store.spilled == 50 * 128 * 128 * 4
+        assert [float(store.get(i)[5, 5]) for i in range(50)] == [float(i) for i in range(50)]
+
+
+def test_deferred_puts_let_the_writer_lag_until_the_block_ends(monkeypatch) -> None:
+    monkeypatch.setattr(Store, "LAG", 1 << 16)
+    arrays = [np.full((128, 128), float(i), np.float32) for i in range(32)]  # 64 KiB each
+    with Store(0) as store:
+        with store.deferred():
+            for i, a in enumerate(arrays):
+                store.put(i, a)
+            assert store.lagging() == 32 * arrays[0].nbytes  # nothing waited for
+        assert store.lagging() <= Store.LAG
+        assert [float(store.get(i)[0, 0]) for i in range(32)] == [float(i) for i in range(32)]
+
+
+def test_values_read_in_any_order_are_their_own() -> None:
+    """Reads in the order of writing are read ahead on a thread; a read out of that order
+    drops the guess and still gets its own value."""
+    rng = np.random.default_rng(2)
+    arrays = {i: rng.standard_normal((int(rng.integers(1, 300)), 7)).astype(np.float32)
+              for i in range(60)}
+    order = list(arrays) + [int(i) for i in rng.permutation(60)] + list(arrays)[::3]
+    with Store(0) as store:
+        for i, a in arrays.items():
+            store.put(i, a)
+        for i in order:
+            assert np.array_equal(store.get(i), arrays[i]), i
