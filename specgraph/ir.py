@@ -64,21 +64,35 @@ class Native:
         key: how the frontend names the native value (an FX node and output index, a path
             of jaxpr equations, a tensor name): only that frontend's program reads it.
         perm: the graph value is the native array transposed by ``perm`` (None: as is).
+        shape: the native array is first reshaped to ``shape`` (its elements in row-major
+            order; None: as is): a head split or merge between the native value and the
+            graph's (a Flax ``DenseGeneral``, attention heads merged by a reshape).
     """
 
     key: Hashable
     perm: tuple[int, ...] | None = None
+    shape: tuple[int, ...] | None = None
 
     def canonical(self, array: Any) -> Any:
         """The native ``array`` as the graph value (a NumPy array, or a framework's tensor
-        where the program left it on its device: transposed there, as a view)."""
+        where the program left it on its device: reshaped and transposed there, as a view
+        where one can be)."""
+        if self.shape is not None and tuple(array.shape) != self.shape:
+            array = array.reshape(self.shape)
         return array if self.perm is None else permuted(array, self.perm)
 
     def through(self, perm: Sequence[int]) -> Native:
         """The native of ``transpose(value, perm)`` where this is the native of ``value``."""
         base = self.perm or tuple(range(len(perm)))
         composed = tuple(base[p] for p in perm)
-        return Native(self.key, None if composed == tuple(range(len(perm))) else composed)
+        return Native(self.key, None if composed == tuple(range(len(perm))) else composed,
+                      self.shape)
+
+    def reshaped(self, shape: Sequence[int]) -> Native | None:
+        """The native of ``reshape(value, shape)`` where this is the native of ``value``;
+        None where the value is the native transposed (a reshape of a transposed array is
+        no reshape of the native)."""
+        return None if self.perm is not None else Native(self.key, None, tuple(shape))
 
 
 def permuted(array: Any, perm: Sequence[int]) -> Any:
@@ -294,25 +308,42 @@ def prune(graph: Graph) -> Graph:
 
 def complete_natives(nodes: Sequence[Node], natives: Mapping[Value, Native]
                      ) -> dict[Value, Native]:
-    """``natives`` extended through transposes: a transpose of a value with a native has
-    that native transposed, and the input of a transpose whose output has one has it
-    transposed back (a channels-first value between a channels-last program's layout
-    transposes is the native value permuted)."""
+    """``natives`` extended through transposes and reshapes: a transpose of a value with a
+    native has that native transposed, and the input of a transpose whose output has one
+    has it transposed back (a channels-first value between a channels-last program's layout
+    transposes is the native value permuted); likewise a reshape's output or input, where
+    the native is not transposed (attention heads split from, or merged into, a native
+    projection)."""
     out = dict(natives)
     for _ in range(2):
         for node in (*nodes, *reversed(nodes)):
-            if node.op != "transpose":
+            if node.op not in _NATIVE_THROUGH or len(node.outputs) != 1 or not node.inputs:
                 continue
-            (x,), (y,) = node.inputs[:1], node.outputs
-            perm = tuple(node.attrs["perm"])
-            if x in out and y not in out:
-                out[y] = out[x].through(perm)
-            elif y in out and x not in out:
-                inverse = [0] * len(perm)
-                for i, p in enumerate(perm):
-                    inverse[p] = i
-                out[x] = out[y].through(inverse)
+            x, (y,) = node.inputs[0], node.outputs
+            if (x in out) == (y in out):
+                continue
+            if node.op == "transpose":
+                perm = tuple(node.attrs["perm"])
+                if x in out:
+                    out[y] = out[x].through(perm)
+                else:
+                    inverse = [0] * len(perm)
+                    for i, p in enumerate(perm):
+                        inverse[p] = i
+                    out[x] = out[y].through(inverse)
+                continue
+            if x.size != y.size:
+                continue
+            known, other = (x, y) if x in out else (y, x)
+            native = out[known] if known.shape == other.shape else \
+                out[known].reshaped(other.shape)
+            if native is not None:
+                out[other] = native
     return out
+
+
+# ops whose output is their first input's elements, transposed or in a new shape
+_NATIVE_THROUGH = frozenset({"transpose", "reshape", "squeeze", "unsqueeze", "identity"})
 
 
 def _unique(names: Sequence[str], what: str) -> None:

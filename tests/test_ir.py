@@ -158,3 +158,27 @@ def test_interpreter_computes_in_float64() -> None:
                                       dtype="float32"), b.constant(np.float32(1e8))],
                         shape=(1,), dtype="float32"))
     assert run(b.build(), [np.array([0.25], dtype=np.float32)])["y"][0] == 0.25
+
+
+def test_natives_follow_reshapes_and_transposes_to_the_values_they_equal() -> None:
+    """A projection whose program value has its heads split (``(2, 6, 4, 8)``) stands for
+    the graph's merged ``(2, 6, 32)`` through the reshape; so does the head-major value a
+    transpose makes; a reshape of a transposed native is no native of anything."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 6, 32), "float32")
+    w = b.param("w", (32, 32), "float32")
+    f32 = {"dtype": "float32"}
+    merged = b.add("linear", [x, w, b.param("b", (32,), "float32")], shape=(2, 6, 32), **f32)
+    split = b.add("reshape", [merged], {"shape": (2, 6, 4, 8)}, shape=(2, 6, 4, 8), **f32)
+    heads = b.add("transpose", [split], {"perm": (0, 2, 1, 3)}, shape=(2, 4, 6, 8), **f32)
+    flat = b.add("reshape", [heads], {"shape": (2, 4, 48)}, shape=(2, 4, 48), **f32)
+    b.native(split, "program split")
+    b.output("y", flat)
+    g = b.build()
+    assert g.natives[merged] == specgraph.ir.Native("program split", None, (2, 6, 32))
+    assert g.natives[heads] == specgraph.ir.Native("program split", (0, 2, 1, 3), None)
+    assert flat not in g.natives
+    native = np.arange(2 * 6 * 4 * 8, dtype=np.float32).reshape(2, 6, 4, 8)
+    np.testing.assert_array_equal(g.natives[merged].canonical(native), native.reshape(2, 6, 32))
+    np.testing.assert_array_equal(g.natives[heads].canonical(native),
+                                  native.transpose(0, 2, 1, 3))

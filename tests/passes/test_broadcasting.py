@@ -103,9 +103,9 @@ def test_promotion_kept_where_the_leading_axes_show() -> None:
         assert _reshapes(canonicalize(_graph(build))) == 1, name
 
 
-def test_a_dropped_promotion_leaves_its_native_behind() -> None:
-    """The native value of the [1, 4, 8] promotion is no native of the [4, 8] value that
-    stands for it once the reshape is dropped; the sum keeps its own."""
+def test_a_dropped_promotion_leaves_its_native_reshaped() -> None:
+    """The native value of the [1, 4, 8] promotion stands, reshaped, for the [4, 8] value
+    that replaces it once the reshape is dropped; the sum keeps its own."""
     def build(b: GraphBuilder, x: Value, up: Value) -> dict[str, Value]:
         y = _add(b, x, up)
         b.native(up, "promoted")
@@ -114,4 +114,5 @@ def test_a_dropped_promotion_leaves_its_native_behind() -> None:
 
     g = canonicalize(_graph(build))
     assert _reshapes(g) == 0
-    assert {v.shape: n.key for v, n in g.natives.items()} == {(2, 4, 8): "sum"}
+    assert {v.shape: (n.key, n.shape) for v, n in g.natives.items()} == {
+        (2, 4, 8): ("sum", None), (4, 8): ("promoted", (4, 8))}

@@ -135,6 +135,27 @@ def _calls() -> Case:
                 (x,))
 
 
+class Heads(nn.Module):
+    """Self-attention with its heads split by ``DenseGeneral`` projections and merged by the
+    output's: the program has no value of the canonical projections (each is its
+    ``(batch, time, heads, dim)`` output with the heads merged by a reshape)."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        q, k, v = (nn.DenseGeneral((4, 8), name=name)(x) for name in ("query", "key", "value"))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(8.0).astype(x.dtype)
+        mixed = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, axis=-1), v)
+        return nn.DenseGeneral(32, axis=(-2, -1), name="out")(mixed)
+
+
+def _heads() -> Case:
+    module = Heads()
+    x = np.random.default_rng(4).standard_normal((2, 6, 32)).astype(np.float32)
+    variables = module.init(jax.random.key(0), x)
+    traced = jax_frontend.trace_linen(module, variables, (x,), reference="heads")
+    return Case(traced, module.apply, variables, (x,))
+
+
 def _bert() -> Case:
     pytest.importorskip("transformers")
     from tests.zoo import hf_bert
@@ -150,6 +171,7 @@ FACTORIES: dict[str, Callable[[], Case]] = {
     "normed/fast": functools.partial(_normed, True),
     "normed/two_pass": functools.partial(_normed, False),
     "calls/jax": _calls,
+    "heads/linen": _heads,
     "bert/flax": _bert,
 }
 HEADED = ["mlp/jax", "mlp/linen", "cnn/linen", "preln/linen", "normed/fast"]
@@ -225,7 +247,7 @@ def _reference_values(traced: TracedModel) -> dict[Any, np.ndarray]:
 
 
 @pytest.mark.parametrize("name", ["mlp/jax", "mlp/linen", "cnn/linen", "preln/linen",
-                                  "normed/two_pass", "calls/jax", BERT])
+                                  "normed/two_pass", "calls/jax", "heads/linen", BERT])
 def test_observed_values_are_the_graphs_values_at_their_natives(name: str) -> None:
     c = case(name)
     for traced in (c.traced, canonicalize_model(c.traced)):
@@ -253,6 +275,21 @@ def test_observed_values_are_the_graphs_values_at_their_natives(name: str) -> No
             if layout is not None:
                 want = np.transpose(want, np.argsort(layout))
             np.testing.assert_array_equal(native.canonical(obs.values[native.key]), want)
+
+
+def test_heads_split_and_merged_by_reshapes_are_observed_in_the_program() -> None:
+    """Every layer's output of the canonical graph stands for a value of the program, the
+    projections' through the reshape that splits their heads: the numbers compared there
+    are the program's own, not a kernel's recomputation."""
+    c = case("heads/linen")
+    g = canonicalize_model(c.traced).graph
+    layers = [n for n in g.nodes if n.op in ("linear", "attention")]
+    assert [n.op for n in layers].count("attention") == 1 and len(layers) == 5
+    for node in layers:
+        assert node.outputs[0] in g.natives, node
+    for node in layers[:3]:  # the projections: DenseGeneral's (2, 6, 4, 8), heads merged
+        native = g.natives[node.outputs[0]]
+        assert native.shape == (2, 6, 32) and native.perm is None
 
 
 def test_canonical_layers_keep_the_key_of_their_region() -> None:
