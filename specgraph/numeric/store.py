@@ -131,13 +131,14 @@ class Store:
     def deferred(self) -> Iterator[None]:
         """Within, ``put`` never waits for the writer: for values held elsewhere anyway
         until the block ends (a program's observations while they are walked); at its end
-        the writer is waited for down to the usual lag."""
+        the writer is waited for down to the budget, so that what the block's owner lets go
+        of is freed before its next work needs the memory."""
         self._deferred = True
         try:
             yield
         finally:
             self._deferred = False
-            self._wait(max(self.budget, self.LAG))
+            self._wait(self.budget)
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
@@ -150,8 +151,8 @@ class Store:
         if ahead is not None:
             out = ahead.result()
         else:
-            pending = self._pending.get(offset)
-            out = _read(self._fd, offset, dtype, shape, pending)  # type: ignore[arg-type]
+            out = _read(self._fd, offset, np.empty(shape, np.dtype(dtype)),  # type: ignore
+                        self._pending.get(offset))
         self._pending.pop(offset, None)
         self._read[offset] = out
         self._read_ahead(self._next.get(offset))
@@ -169,7 +170,8 @@ class Store:
             self._reader = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="specgraph-read")
         dtype, shape = self._entries[offset]
-        self._ahead[offset] = self._reader.submit(_read, self._fd, offset, dtype, shape,
+        self._ahead[offset] = self._reader.submit(_read, self._fd, offset,
+                                                  np.empty(shape, np.dtype(dtype)),
                                                   self._pending.get(offset))
 
     def close(self) -> None:
@@ -229,13 +231,12 @@ def _spare(fd: int, folder: str | None) -> None:
     os.close(fd)
 
 
-def _read(fd: int, offset: int, dtype: str, shape: tuple[int, ...],
-          written: Future[None] | None) -> np.ndarray:
-    """The value at ``offset`` of the file ``fd``, once ``written`` (its write, if it may be
-    under way) is done; a failed write raises here."""
+def _read(fd: int, offset: int, out: np.ndarray, written: Future[None] | None) -> np.ndarray:
+    """``out`` (C-contiguous, made by the caller's thread: its memory is that thread's to
+    reuse) filled with the bytes at ``offset`` of the file ``fd``, once ``written`` (its
+    write, if it may be under way) is done; a failed write raises here."""
     if written is not None:
         written.result()
-    out = np.empty(shape, dtype=np.dtype(dtype))
     view = memoryview(out.reshape(-1)).cast("B")
     done = 0
     while done < len(view):
@@ -246,12 +247,23 @@ def _read(fd: int, offset: int, dtype: str, shape: tuple[int, ...],
     return out
 
 
+_PIECE = 1 << 20  # bytes a non-contiguous value is written in at a time
+
+
 def _write(fd: int, data: np.ndarray, offset: int) -> None:
-    """``data``'s bytes in C order at ``offset`` of the file ``fd``."""
-    view = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
-    done = 0
-    while done < len(view):
-        done += os.pwrite(fd, view[done:], offset + done)
+    """``data``'s bytes in C order at ``offset`` of the file ``fd``; a transposed view is
+    copied a piece at a time (no copy of the whole on the writer's thread)."""
+    if data.flags.c_contiguous or data.ndim == 0:
+        pieces = [data]
+    else:
+        rows = max(1, _PIECE // max(1, data[0].nbytes))
+        pieces = [data[i:i + rows] for i in range(0, len(data), rows)]
+    for piece in pieces:
+        view = memoryview(np.ascontiguousarray(piece).reshape(-1)).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.pwrite(fd, view[done:], offset + done)
+        offset += len(view)
 
 
 def return_freed_memory() -> None:

@@ -103,7 +103,7 @@ def test_deferred_puts_let_the_writer_lag_until_the_block_ends(monkeypatch) -> N
             for i, a in enumerate(arrays):
                 store.put(i, a)
             assert store.lagging() == 32 * arrays[0].nbytes  # nothing waited for
-        assert store.lagging() <= Store.LAG
+        assert store.lagging() <= store.budget
         assert [float(store.get(i)[0, 0]) for i in range(32)] == [float(i) for i in range(32)]
 
 
