@@ -10,8 +10,8 @@ construction.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
