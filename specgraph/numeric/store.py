@@ -47,7 +47,7 @@ class Store:
         self.folder = folder
         self._memory: dict[Hashable, np.ndarray] = {}
         self._held = 0
-        self._index: dict[Hashable, tuple[int, str, tuple[int, ...]]] = {}
+        self._index: dict[Hashable, int] = {}  # key -> offset of its value in the file
         self._fd: int | None = None
         self._end = 0
         self._writer: ThreadPoolExecutor | None = None
@@ -59,11 +59,10 @@ class Store:
         self._twins: dict[tuple[Any, ...], tuple[weakref.ref[np.ndarray], Hashable]] = {}
         self._read: weakref.WeakValueDictionary[int, np.ndarray] = \
             weakref.WeakValueDictionary()  # arrays read back and still in use, by offset
-        self._entries: dict[int, tuple[str, tuple[int, ...]]] = {}  # by offset
-        self._next: dict[int, int] = {}  # offset -> the next value's in the file
+        # offset -> dtype and shape of the value there (values lie end to end)
+        self._entries: dict[int, tuple[np.dtype, tuple[int, ...]]] = {}
         self._reader: ThreadPoolExecutor | None = None
         self._ahead: dict[int, Future[np.ndarray]] = {}  # read ahead, by offset
-        self._last: int | None = None  # the offset of the last value written
         self.spilled = 0
 
     def __contains__(self, key: Hashable) -> bool:
@@ -82,11 +81,8 @@ class Store:
             self._writer = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="specgraph-store")
         offset, self._end = self._end, self._end + data.nbytes
-        self._index[key] = (offset, data.dtype.str, data.shape)
-        self._entries[offset] = (data.dtype.str, data.shape)
-        if self._last is not None:
-            self._next[self._last] = offset
-        self._last = offset
+        self._index[key] = offset
+        self._entries[offset] = (data.dtype, data.shape)
         self.spilled += data.nbytes
         assert self._writer is not None
         # ``data`` stays alive (a view keeps its base) until its bytes are on file
@@ -143,7 +139,7 @@ class Store:
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
             return self._memory[key]
-        offset, dtype, shape = self._index[key]
+        offset = self._index[key]
         out = self._read.get(offset)
         if out is not None:  # an alias read back before, still in use
             return out
@@ -151,12 +147,18 @@ class Store:
         if ahead is not None:
             out = ahead.result()
         else:
-            out = _read(self._fd, offset, np.empty(shape, np.dtype(dtype)),  # type: ignore
+            out = _read(self._fd, offset, self._empty(offset),  # type: ignore[arg-type]
                         self._pending.get(offset))
         self._pending.pop(offset, None)
         self._read[offset] = out
-        self._read_ahead(self._next.get(offset))
+        following = offset + out.nbytes  # the next value written lies right after it
+        self._read_ahead(following if following in self._entries else None)
         return out
+
+    def _empty(self, offset: int) -> np.ndarray:
+        """An array, on the calling thread, to read the value at ``offset`` into."""
+        dtype, shape = self._entries[offset]
+        return np.empty(shape, dtype)
 
     def _read_ahead(self, offset: int | None) -> None:
         """Read the value at ``offset`` on the reader thread while the caller works on this
@@ -169,9 +171,7 @@ class Store:
         if self._reader is None:
             self._reader = ThreadPoolExecutor(max_workers=1,
                                               thread_name_prefix="specgraph-read")
-        dtype, shape = self._entries[offset]
-        self._ahead[offset] = self._reader.submit(_read, self._fd, offset,
-                                                  np.empty(shape, np.dtype(dtype)),
+        self._ahead[offset] = self._reader.submit(_read, self._fd, offset, self._empty(offset),
                                                   self._pending.get(offset))
 
     def close(self) -> None:
@@ -181,8 +181,6 @@ class Store:
         self._reader = self._writer = None
         self._ahead.clear()
         self._entries.clear()
-        self._next.clear()
-        self._last = None
         self._pending.clear()
         self._queue.clear()
         self._lag = 0
