@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from specgraph.numeric.arrays import DeviceStore
+from specgraph.numeric.arrays import DeviceStore, HostArrays
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.stats import Stats, Tolerance
 
@@ -31,62 +31,90 @@ def as_torch(x: Any) -> torch.Tensor:
 
 
 class DeviceArrays:
-    """Measures on the device of the lhs tensor; both sides meet there."""
+    """Measures on the device of whichever value is there; both sides meet there. Two host
+    arrays (weights, a sum made on the host) are measured on the host, as ``HostArrays``
+    does: nothing crosses for them, and a device value never comes back to meet one."""
+
+    _host = HostArrays()
 
     def keep(self, runner: Runner, tensor: Any) -> Any:
         return tensor
 
     def host(self, kept: Any) -> np.ndarray:
+        if isinstance(kept, np.ndarray):
+            return kept
         t = as_torch(kept).detach()
         return (t.float() if t.is_floating_point() else t).cpu().numpy()
 
     def _pair(self, lhs: Any, rhs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        a = as_torch(lhs).detach()
-        b = as_torch(rhs).detach().to(a.device)
+        a, b = as_torch(lhs).detach(), as_torch(rhs).detach()
+        if a.device != b.device:  # a host value goes to the device, never the reverse
+            if a.device.type == "cpu":
+                a = a.to(b.device)
+            else:
+                b = b.to(a.device)
         return a, b
 
     def measure(self, lhs: Any, rhs: Any, tol: Tolerance, floor: float = 0.0) -> Stats:
+        if isinstance(lhs, np.ndarray) and isinstance(rhs, np.ndarray):
+            return self._host.measure(lhs, rhs, tol, floor)
         a, b = self._pair(lhs, rhs)
         if tuple(a.shape) != tuple(b.shape):
             return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
+        if not a.numel():
+            return Stats(0.0, 0.0, 0.0, 1.0, max(0.0, floor))
         if not a.is_floating_point() and not b.is_floating_point():
-            wrong = (a != b).double().mean().item() if a.numel() else 0.0
-            return Stats(float((a.double() - b.double()).abs().max().item()) if a.numel()
-                         else 0.0, 0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
-        a, b = a.double(), b.double()
+            wrong, top = torch.stack([(a != b).double().mean(),
+                                      (a.double() - b.double()).abs().max()]).tolist()
+            return Stats(top, 0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
+        return self._measure_floats(a.double(), b.double(), tol, floor)
+
+    @staticmethod
+    def _measure_floats(a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
+                        floor: float) -> Stats:
+        """``measure`` in float64 on the device: every statistic is made there and they
+        cross to the host together, in one transfer (one wait for the device)."""
         fa, fb = torch.isfinite(a), torch.isfinite(b)
         both = fa & fb
-        same = ~fa & ~fb & ((a == b) | (torch.isnan(a) & torch.isnan(b)))
         az, bz = torch.where(both, a, 0.0), torch.where(both, b, 0.0)
-        count = max(int(both.sum().item()), 1)
-        scale = math.sqrt(float((az * az).sum().item()) / count)
+        saa, sbb, sab = (az * az).sum(), (bz * bz).sum(), (az * bz).sum()
+        count = both.sum()
+        scale = torch.sqrt(saa / count.clamp_min(1))
+        atol = tol.atol if tol.absolute else tol.atol * scale.clamp_min(floor)
         diff = (az - bz).abs()
-        atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
         bound = atol + tol.rtol * torch.maximum(az.abs(), bz.abs())
+        same = ~fa & ~fb & ((a == b) | (torch.isnan(a) & torch.isnan(b)))
         bad = (both & (diff > bound)) | (~both & ~same)
-        na, nb = float(az.norm().item()), float(bz.norm().item())
-        dot = float((az * bz).sum().item())
-        cosine = dot / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-        max_abs = float(diff.max().item()) if diff.numel() else 0.0
-        scale = max(scale, floor)
-        return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0
-                                                                 else math.inf),
-                     float(bad.double().mean().item()) if a.numel() else 0.0, cosine, scale,
-                     bool(fa.all().item()), bool(fb.all().item()))
+        saa_, sbb_, sab_, top, wrong, scale_, fa_all, fb_all = torch.stack([
+            saa, sbb, sab, diff.max(), bad.double().mean(), scale, fa.all().double(),
+            fb.all().double()]).tolist()
+        na, nb = math.sqrt(saa_), math.sqrt(sbb_)
+        cosine = sab_ / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+        scale_ = max(scale_, floor)
+        return Stats(top, top / scale_ if scale_ > 0 else (0.0 if top == 0 else math.inf),
+                     wrong, cosine, scale_, fa_all == 1.0, fb_all == 1.0)
 
     def finite(self, kept: Any) -> bool:
+        if isinstance(kept, np.ndarray):
+            return self._host.finite(kept)
         t = as_torch(kept)
         return not t.is_floating_point() or bool(torch.isfinite(t).all().item())
 
     def nan_free(self, kept: Any) -> bool:
+        if isinstance(kept, np.ndarray):
+            return self._host.nan_free(kept)
         t = as_torch(kept)
         return not t.is_floating_point() or not bool(torch.isnan(t).any().item())
 
     def rms(self, kept: Any) -> float:
+        if isinstance(kept, np.ndarray):
+            return self._host.rms(kept)
         t = as_torch(kept).detach().double()
         return float(t.square().mean().sqrt().item()) if t.numel() else 0.0
 
     def equal(self, a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return self._host.equal(a, b)
         x, y = self._pair(a, b)
         return bool(torch.equal(x, y) or (x.is_floating_point() and torch.equal(
             torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0))

@@ -112,6 +112,13 @@ class LhsValues:
             rhs_input is None or len(self.rhs.consumers(rhs_input)) == 1)
         return ("grad", name) if single else None
 
+    def kept_output_gradient(self, i: int, k: int) -> Any:
+        """``output_gradient`` in the form it is kept in where it is kept (on the device, for
+        a GPU run: measured there, not fetched), else summed on the host."""
+        if ("oct", i, k) in self.store:
+            return self.store.get(("oct", i, k))
+        return self.output_gradient(i, k)
+
     def output_gradient(self, i: int, k: int) -> np.ndarray | None:
         """The gradient that reached lhs node ``i``'s output ``k``: kept (isolated mode), or
         summed from its readers' shares and the loss (None if a reader's share is

@@ -397,7 +397,7 @@ class PairedRun:
         for k, c in enumerate(octs):
             if c is None:
                 continue
-            want = self.lhs.output_gradient(i, k) if k < len(self.p.lhs.nodes[i].outputs) \
+            want = self.lhs.kept_output_gradient(i, k) if k < len(self.p.lhs.nodes[i].outputs) \
                 else None
             if want is None:
                 return None

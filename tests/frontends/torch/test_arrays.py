@@ -49,6 +49,65 @@ def test_device_statistics_match_the_host(kind: str) -> None:
     assert device.scale == pytest.approx(host.scale, rel=1e-6)
 
 
+def _case(kind: str) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _pair(1)
+    if kind == "nan-alike":  # NaN in the same places on both sides: equal there
+        a[2, :3] = b[2, :3] = np.nan
+    elif kind == "nan-one-side":
+        b[5, 5] = np.nan
+    elif kind == "inf":
+        a[0, 1] = b[0, 1] = np.inf
+        b[0, 2] = -np.inf
+    elif kind == "zeros":
+        a[:], b[:] = 0.0, 0.0
+    elif kind == "empty":
+        a, b = a[:0], b[:0]
+    elif kind == "int":
+        a, b = a.astype(np.int32), (b * 2).astype(np.int32)
+    elif kind == "float64":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    return a, b
+
+
+CASES = ["plain", "nan-alike", "nan-one-side", "inf", "zeros", "empty", "int", "float64"]
+
+
+@pytest.mark.parametrize("kind", CASES)
+@pytest.mark.parametrize("tol,floor", [(Tolerance(2e-5, 2e-5), 0.0),
+                                       (Tolerance(1e-3, 1e-4), 50.0),
+                                       (Tolerance(1e-6, 0.3, absolute=True), 0.0)],
+                         ids=["relative", "floor", "absolute"])
+def test_every_statistic_on_the_device_is_the_hosts(kind: str, tol: Tolerance,
+                                                    floor: float) -> None:
+    """The device's statistics, read back together, are the host's for every kind of pair:
+    non-finite values alike or not, zeros, empty and integer tensors, a floor, an absolute
+    tolerance; and two host arrays are measured on the host."""
+    a, b = _case(kind)
+    host = HostArrays().measure(a, b, tol, floor)
+    arrays = DeviceArrays()
+    for device in (arrays.measure(torch.from_numpy(a), jnp.asarray(b), tol, floor)
+                   if kind != "float64" else arrays.measure(torch.from_numpy(a),
+                                                            torch.from_numpy(b), tol, floor),
+                   arrays.measure(a, b, tol, floor)):
+        assert (device.lhs_finite, device.rhs_finite, device.shape_differs) == (
+            host.lhs_finite, host.rhs_finite, host.shape_differs)
+        assert device.mismatch == pytest.approx(host.mismatch, abs=1e-12)
+        assert device.diverges == host.diverges
+        for field in ("max_abs", "max_rel", "cosine", "scale"):
+            assert getattr(device, field) == pytest.approx(getattr(host, field), rel=1e-6,
+                                                           abs=1e-12), field
+
+
+def test_host_arrays_stay_on_the_host_and_host_checks_read_them_there() -> None:
+    a, b = _pair()
+    arrays = DeviceArrays()
+    assert arrays.host(a) is a
+    b[1, 1] = np.nan
+    assert arrays.finite(a) and not arrays.finite(b) and not arrays.nan_free(b)
+    assert arrays.rms(a) == pytest.approx(HostArrays().rms(a), rel=1e-6)
+    assert arrays.equal(a, a.copy()) and not arrays.equal(a, b)
+
+
 def test_device_arrays_see_nonfinite_values_and_shapes() -> None:
     a, b = _pair()
     b[0, 0] = np.nan
@@ -98,3 +157,15 @@ def test_gpu_precisions_agree_within_their_tolerance(dtype: str) -> None:
                              rhs_context=Context(device="cuda", dtype=dtype))
     report = compare(model, model, options=options)
     assert report.equivalent, [f.message for f in report.findings]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_a_host_value_meets_a_device_value_on_the_device() -> None:
+    a, b = _pair()
+    arrays = DeviceArrays()
+    for lhs, rhs in ((a, torch.from_numpy(b).cuda()), (torch.from_numpy(a).cuda(), b)):
+        x, y = arrays._pair(lhs, rhs)
+        assert x.device.type == y.device.type == "cuda"
+        host = HostArrays().measure(a, b, Tolerance(2e-5, 2e-5))
+        assert arrays.measure(lhs, rhs, Tolerance(2e-5, 2e-5)).mismatch == host.mismatch
