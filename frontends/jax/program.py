@@ -30,11 +30,13 @@ and gradients stay there, as JAX arrays.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 import numpy as np
 from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 
@@ -107,17 +109,29 @@ def _keeper(device: Any) -> Callable[[Any], Any]:
 
 def _equal(a: np.ndarray, b: np.ndarray, piece: int = 1 << 16) -> bool:
     """Whether two arrays of one shape and dtype hold the same bits, compared piece by piece
-    (no temporary as large as they are)."""
+    (no temporary as large as they are). Two layouts (a transposed view of a checkpoint's
+    kernel against the program's own) are walked in ``b``'s memory order, in blocks over
+    its two outer axes, so that both blocks stay in cache while they are compared."""
     try:
         x, y = a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}")
     except (TypeError, ValueError):  # no unsigned type of that size (complex128)
         return bool(np.array_equal(a, b))
+    x, y = x.squeeze(), y.squeeze()  # a 1x1 convolution's kernel is a matrix
+    if x.ndim == 0:
+        return bool(x == y)
     if x.flags.c_contiguous and y.flags.c_contiguous:
         x, y = x.reshape(-1), y.reshape(-1)
-    elif x.ndim == 0:
-        return bool(x == y)
-    step = max(1, piece // max(1, x[0].size))  # rows of the first axis per piece
-    return all(np.array_equal(x[i:i + step], y[i:i + step]) for i in range(0, len(x), step))
+        return all(np.array_equal(x[i:i + piece], y[i:i + piece])
+                   for i in range(0, x.size, piece))
+    order = sorted(range(y.ndim), key=lambda k: -abs(y.strides[k]))  # outermost first
+    x, y = x.transpose(order), y.transpose(order)
+    if x.ndim == 1:
+        return all(np.array_equal(x[i:i + piece], y[i:i + piece])
+                   for i in range(0, x.size, piece))
+    inner = max(1, math.prod(x.shape[2:]))
+    step = max(1, math.isqrt(max(1, piece // inner)))  # block side over the outer two axes
+    return all(np.array_equal(x[i:i + step, j:j + step], y[i:i + step, j:j + step])
+               for i in range(0, x.shape[0], step) for j in range(0, x.shape[1], step))
 
 
 def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:

@@ -463,3 +463,22 @@ def test_matmuls_left_at_the_default_precision_get_the_contexts_on_a_gpu() -> No
     assert with_precision(precise, jax.lax.Precision.HIGHEST) is precise
     np.testing.assert_array_equal(jax.core.eval_jaxpr(precise, closed.consts, x, w, k)[0],
                                   f(x, w, k))
+
+
+def test_weights_are_compared_bit_for_bit_in_any_two_layouts() -> None:
+    """The check that a given weight is the program's own (then nothing is copied) holds
+    for every pair of layouts, and a single element one ulp off in any place breaks it."""
+    from specgraph.frontends.jax.program import _equal
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        shape = tuple(int(s) for s in rng.integers(1, 9, rng.integers(1, 5)))
+        base = rng.standard_normal(shape).astype(np.float32)
+        perm = rng.permutation(len(shape))
+        other = np.ascontiguousarray(base.transpose(perm)).transpose(np.argsort(perm))
+        piece = int(rng.integers(1, 64))
+        assert _equal(other, base, piece) and _equal(base, other, piece)
+        where = tuple(int(rng.integers(0, s)) for s in shape)
+        off = base.copy()
+        off[where] = np.nextafter(off[where], np.float32(np.inf))
+        assert not _equal(other, off, piece) and not _equal(off, other, piece), (shape, where)
