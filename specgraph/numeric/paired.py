@@ -337,24 +337,20 @@ class PairedRun:
             return
         a = self.p.lhs.nodes[i]
         # the output gradients were measured as the shares of the readers that sent them;
-        # rhs's own program gives totals, not shares: those are measured here, whole, with
-        # the floor a share gets (the gradient that reached its reader)
+        # rhs's own program gives totals, not shares: those are measured here, whole
         oct_stats = None
-        reached = max((rec.floors.get(v, 0.0) for v in node.outputs), default=0.0)
         if self.localizer.native_rhs is not None and not s.options.isolated:
-            oct_stats = self._oct_stats(i, node, octs, reached)
+            oct_stats = self._oct_stats(i, node, octs)
             oct_ok = oct_stats is not None and not oct_stats.diverges
         else:
             oct_ok = s.options.isolated or all(rec.shares_agree.get(v, True)
                                                for v in node.outputs)
         if self._moves_data_alike(a, node) and oct_ok:
             rec.shares_agree.update((v, True) for v in node.inputs)
-            self._floor_inputs(node, reached)  # moved, not made: the same gradient's size
             return
         tol = s.tol(node, backward=True)
         floor = max((self.ax.rms(self.ax.keep(s.rrun, c)) for c in octs if c is not None),
                     default=0.0)
-        self._floor_inputs(node, floor)
         stats = [st for slot, h in enumerate(kept)
                  if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None]
         if oct_stats is not None:
@@ -394,19 +390,9 @@ class PairedRun:
         native = self.localizer.native_rhs
         return [native.grads[v] for v in self.p.rhs.nodes[r].outputs if v in native.grads]
 
-    def _floor_inputs(self, node: Node, floor: float) -> None:
-        """``floor`` (the size of the gradient that reached ``node``) as the least scale of
-        the gradients its computed inputs get from it (the largest over their readers)."""
-        rg, floors = self.p.rhs, self.record.floors
-        for v in node.inputs:
-            if rg.param_name(v) is None and rg.producer(v) is not None:
-                floors[v] = max(floors.get(v, 0.0), floor)
-
-    def _oct_stats(self, i: int, node: Node, octs: Sequence[Any],
-                   floor: float = 0.0) -> Stats | None:
+    def _oct_stats(self, i: int, node: Node, octs: Sequence[Any]) -> Stats | None:
         """The gradients that reached rhs node ``node``'s outputs (its own program's)
-        measured against those that reached lhs node ``i``'s, ``floor`` the least scale (as
-        for a share); None where one is unknown."""
+        measured against those that reached lhs node ``i``'s; None where one is unknown."""
         stats = []
         for k, c in enumerate(octs):
             if c is None:
@@ -416,7 +402,7 @@ class PairedRun:
             if want is None:
                 return None
             tol = self.s.tol(node, backward=True)
-            stats.append(self.ax.measure(want, self.ax.keep(self.s.rrun, c), tol, floor))
+            stats.append(self.ax.measure(want, self.ax.keep(self.s.rrun, c), tol))
         return worst(stats)
 
     def _share_stats(self, i: int, node: Node, slot: int, kept: Any, tol: Tolerance,

@@ -32,9 +32,8 @@ class Measurements:
             outputs, whether they agree with lhs's.
         lhs_finite / rhs_finite: whether each side's value is all finite.
         lhs_introduces: the lhs nodes that turn finite inputs into NaN or Inf.
-        floors: for an rhs parameter or computed value, the size of the gradient that
-            reached its reader (the largest over its readers): the least scale its own
-            gradient is judged against.
+        floors: for an rhs parameter, the size of the gradient that reached its reader (the
+            least scale its own gradient is judged against).
         outputs: the final outputs' statistics by lhs output name.
         gradients: parameter gradients' statistics by lhs parameter name.
     """
