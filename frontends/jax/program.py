@@ -36,7 +36,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
 import numpy as np
 from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 
@@ -121,10 +120,9 @@ def _equal(a: np.ndarray, b: np.ndarray, piece: int = 1 << 16) -> bool:
         return bool(x == y)
     if x.flags.c_contiguous and y.flags.c_contiguous:
         x, y = x.reshape(-1), y.reshape(-1)
-        return all(np.array_equal(x[i:i + piece], y[i:i + piece])
-                   for i in range(0, x.size, piece))
-    order = sorted(range(y.ndim), key=lambda k: -abs(y.strides[k]))  # outermost first
-    x, y = x.transpose(order), y.transpose(order)
+    else:
+        order = sorted(range(y.ndim), key=lambda k: -abs(y.strides[k]))  # outermost first
+        x, y = x.transpose(order), y.transpose(order)
     if x.ndim == 1:
         return all(np.array_equal(x[i:i + piece], y[i:i + piece])
                    for i in range(0, x.size, piece))

@@ -397,8 +397,9 @@ class PairedRun:
         for k, c in enumerate(octs):
             if c is None:
                 continue
-            want = self.lhs.kept_output_gradient(i, k) if k < len(self.p.lhs.nodes[i].outputs) \
-                else None
+            if k >= len(self.p.lhs.nodes[i].outputs):
+                return None
+            want = self.lhs.kept_output_gradient(i, k)
             if want is None:
                 return None
             tol = self.s.tol(node, backward=True)
