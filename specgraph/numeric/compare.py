@@ -30,6 +30,7 @@ from specgraph.numeric.result import LayerResult, NumericResult
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Backends, Sides
 from specgraph.numeric.stats import Stats
+from specgraph.numeric.store import return_freed_memory
 from specgraph.report import Finding
 
 __all__ = ["NumericOptions", "compare_numeric"]
@@ -105,6 +106,8 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
     repro: tuple[str, ...] = ()
     done: list[int] = []
     for seed in opts.seeds:
+        if done:  # what the last seed's programs freed serves this one's (not only rhs's)
+            return_freed_memory()
         linputs = example_inputs(lhs, seed)
         run = PairedRun(sides, seed, linputs, rhs_inputs(lhs.graph, rhs.graph, linputs),
                         loss_weights(lhs.graph, seed), say)

@@ -29,7 +29,7 @@ from specgraph.numeric.program import host_array
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.repro import ReproCase, write_repro
 from specgraph.numeric.sides import Sides
-from specgraph.numeric.stats import Stats, Tolerance, measure, reduction_size
+from specgraph.numeric.stats import Stats, Tolerance, measure, reduction_size, share_floor
 from specgraph.report import CODES, Finding
 
 __all__ = ["Localizer", "feedable"]
@@ -286,14 +286,17 @@ class Localizer:
         return out
 
     # --- backward -----------------------------------------------------------------------
-    def backward(self, j: int, stats: Stats, tol: Tolerance, floor: float) -> None:
+    def backward(self, j: int, stats: Stats, tol: Tolerance, floor: float, *,
+                 kept_shares: bool = False) -> None:
         """rhs node ``j``'s pullback shares part (``stats``) while its inputs and output
-        gradients agree: report it unless it is inherited rounding."""
+        gradients agree: report it unless it is inherited rounding. ``kept_shares``: what
+        parted are shares lhs kept (not a whole gradient made of several readers' shares)."""
         if self.first_bwd is None or self.s.options.isolated:
-            if self._gradient_finding(j, stats, tol, floor):
+            if self._gradient_finding(j, stats, tol, floor, kept_shares):
                 self.first_bwd = j if self.first_bwd is None else self.first_bwd
 
-    def _gradient_finding(self, j: int, stats: Stats, tol: Tolerance, floor: float) -> bool:
+    def _gradient_finding(self, j: int, stats: Stats, tol: Tolerance, floor: float,
+                          kept_shares: bool) -> bool:
         """Report the gradient divergence at rhs node ``j`` unless rhs's pullback, fed lhs's
         inputs and output gradients, agrees with lhs's (the difference then came with the
         output gradients, within tolerance, and grew where a gradient cancels to near
@@ -304,7 +307,7 @@ class Localizer:
         verdict = words.Verdict("unknown", "no inputs to re-run it on")
         lin = self.lhs.node_inputs(i)
         if feedable(lin, b):
-            verdict = self._judge_backward(i, a, b, lin, tol, floor)
+            verdict = self._judge_backward(i, a, b, lin, tol, floor, kept_shares)
             if verdict.reason == "both" and self.native_rhs is not None and \
                     b.op in _PICKS_ONE and _has_ties(lin[0]):
                 self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
@@ -336,7 +339,8 @@ class Localizer:
         return True
 
     def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
-                        tol: Tolerance, floor: float) -> words.Verdict:
+                        tol: Tolerance, floor: float, kept_shares: bool = False
+                        ) -> words.Verdict:
         rrun = self.s.rrun
         locts = [self.lhs.output_gradient(i, k) for k in range(len(a.outputs))]
         native = self.native_rhs
@@ -358,6 +362,11 @@ class Localizer:
                 for k in range(len(a.inputs))]
         lshares = [self.lhs.host(key) if key is not None and key in self.lhs else None
                    for key in keys]
+        rhost = [None if c is None else rrun.fetch(c).astype(np.float64) for c in rshares]
+        # the shares that parted are among those lhs kept: where they agree now, it is
+        # settled without lhs's kernel making the others
+        if kept_shares and not self._shares_part(lshares, rhost, b, tol, floor):
+            return words.Verdict("unknown", "inherited")
         if native is not None and any(x is None for x in lshares) and \
                 all(c is not None for c in locts):
             # lhs's program gave totals, not this layer's shares: lhs's kernel makes them
@@ -366,9 +375,7 @@ class Localizer:
             made = pull([lrun.put(c, v.dtype) for c, v in zip(locts, a.outputs)])
             lshares = [x if x is not None else (None if m is None else lrun.fetch(m))
                        for x, m in zip(lshares, made)]
-        rhost = [None if c is None else rrun.fetch(c).astype(np.float64) for c in rshares]
-        if not any(x is not None and y is not None and measure(x, y, tol, floor).diverges
-                   for x, y in zip(lshares, rhost)):
+        if not self._shares_part(lshares, rhost, b, tol, floor):
             return words.Verdict("unknown", "inherited")
         direction = [None if x is None or y is None else x.astype(np.float64) - y
                      for x, y in zip(lshares, rhost)]
@@ -382,6 +389,15 @@ class Localizer:
         differ = abs(truth_l - truth_r) > tol.rtol * scale
         return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
                            definitions_differ=differ)
+
+
+    @staticmethod
+    def _shares_part(lshares: list[Any], rhost: list[Any], b: Node, tol: Tolerance,
+                     floor: float) -> bool:
+        """Whether some input's gradient known on both sides parts beyond ``tol``."""
+        return any(x is not None and y is not None and
+                   measure(x, y, tol, share_floor(floor, b, k)).diverges
+                   for k, (x, y) in enumerate(zip(lshares, rhost)))
 
 
 # ops whose gradient goes to one element of several (the maximum): where elements tie, which

@@ -25,7 +25,7 @@ from specgraph.numeric.program import host_array
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
-from specgraph.numeric.stats import Stats, Tolerance
+from specgraph.numeric.stats import Stats, Tolerance, share_floor
 from specgraph.numeric.store import return_freed_memory
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
@@ -69,9 +69,9 @@ class PairedRun:
         finally:
             self.lhs.store.close()
             # the programs' observations go now, not when a garbage collection finds the
-            # cycles through the hooks
+            # cycles through the hooks (their memory goes back to the system before the
+            # next seed's lhs runs: ``compare_numeric``)
             self._rhs_ex = self.localizer.native_rhs = None
-            return_freed_memory()
         return self.localizer.findings(self.record.outputs)
 
     # --- lhs ---------------------------------------------------------------------------
@@ -364,7 +364,7 @@ class PairedRun:
         fwd = rec.forward.get(j)
         local = oct_ok and rec.inputs_agree.get(j, False) and not (fwd and fwd.diverges)
         if most.diverges and local:
-            self.localizer.backward(j, most, tol, floor)
+            self.localizer.backward(j, most, tol, floor, kept_shares=True)
 
     def _gradient_reached(self, j: int, node: Node, stats: Stats, tol: Tolerance) -> None:
         """rhs's own program gives the gradient that reached each value whole: where the
@@ -410,6 +410,7 @@ class PairedRun:
                      floor: float) -> Stats | None:
         rec = self.record
         v = node.inputs[slot]
+        floor = share_floor(floor, node, slot)
         if self.p.rhs.param_name(v) is not None:
             rec.floors[v] = floor
         if slot >= len(self.p.lhs.nodes[i].inputs):

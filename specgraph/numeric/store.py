@@ -59,8 +59,10 @@ class Store:
         self._twins: dict[tuple[Any, ...], tuple[weakref.ref[np.ndarray], Hashable]] = {}
         self._read: weakref.WeakValueDictionary[int, np.ndarray] = \
             weakref.WeakValueDictionary()  # arrays read back and still in use, by offset
-        # offset -> dtype and shape of the value there (values lie end to end)
-        self._entries: dict[int, tuple[np.dtype, tuple[int, ...]]] = {}
+        # offset -> dtype, shape and memory order of the value there (values lie end to
+        # end; the order is None for C order)
+        self._entries: dict[int, tuple[np.dtype, tuple[int, ...],
+                                       tuple[int, ...] | None]] = {}
         self._reader: ThreadPoolExecutor | None = None
         self._ahead: dict[int, Future[np.ndarray]] = {}  # read ahead, by offset
         self.spilled = 0
@@ -82,7 +84,10 @@ class Store:
                                               thread_name_prefix="specgraph-store")
         offset, self._end = self._end, self._end + data.nbytes
         self._index[key] = offset
-        self._entries[offset] = (data.dtype, data.shape)
+        order = _memory_order(data)
+        self._entries[offset] = (data.dtype, data.shape, order)
+        if order is not None:  # a transposed view is written as its bytes lie
+            data = data.transpose(order)
         self.spilled += data.nbytes
         assert self._writer is not None
         # ``data`` stays alive (a view keeps its base) until its bytes are on file
@@ -156,9 +161,12 @@ class Store:
         return out
 
     def _empty(self, offset: int) -> np.ndarray:
-        """An array, on the calling thread, to read the value at ``offset`` into."""
-        dtype, shape = self._entries[offset]
-        return np.empty(shape, dtype)
+        """An array, on the calling thread, to read the value at ``offset`` into: C-contiguous
+        in the memory order the value was written in, seen in the value's own axis order."""
+        dtype, shape, order = self._entries[offset]
+        if order is None:
+            return np.empty(shape, dtype)
+        return np.empty(tuple(shape[k] for k in order), dtype).transpose(np.argsort(order))
 
     def _read_ahead(self, offset: int | None) -> None:
         """Read the value at ``offset`` on the reader thread while the caller works on this
@@ -229,13 +237,25 @@ def _spare(fd: int, folder: str | None) -> None:
     os.close(fd)
 
 
+def _memory_order(data: np.ndarray) -> tuple[int, ...] | None:
+    """The axis order in which ``data``, not C-contiguous, is a C-contiguous array (a
+    transposed view of one), else None."""
+    if data.flags.c_contiguous or data.ndim < 2:
+        return None
+    order = tuple(sorted(range(data.ndim), key=lambda k: -data.strides[k]))
+    return order if data.transpose(order).flags.c_contiguous else None
+
+
 def _read(fd: int, offset: int, out: np.ndarray, written: Future[None] | None) -> np.ndarray:
-    """``out`` (C-contiguous, made by the caller's thread: its memory is that thread's to
-    reuse) filled with the bytes at ``offset`` of the file ``fd``, once ``written`` (its
-    write, if it may be under way) is done; a failed write raises here."""
+    """``out`` (made by the caller's thread: its memory is that thread's to reuse; C-contiguous
+    or a transposed view of a C-contiguous array, filled in its memory order) filled with the
+    bytes at ``offset`` of the file ``fd``, once ``written`` (its write, if it may be under
+    way) is done; a failed write raises here."""
     if written is not None:
         written.result()
-    view = memoryview(out.reshape(-1)).cast("B")
+    base = out if out.flags.c_contiguous else out.transpose(
+        sorted(range(out.ndim), key=lambda k: -out.strides[k]))
+    view = memoryview(base.reshape(-1)).cast("B")
     done = 0
     while done < len(view):
         got = os.preadv(fd, [view[done:]], offset + done)
@@ -249,8 +269,9 @@ _PIECE = 1 << 20  # bytes a non-contiguous value is written in at a time
 
 
 def _write(fd: int, data: np.ndarray, offset: int) -> None:
-    """``data``'s bytes in C order at ``offset`` of the file ``fd``; a transposed view is
-    copied a piece at a time (no copy of the whole on the writer's thread)."""
+    """``data``'s bytes in C order at ``offset`` of the file ``fd``; a strided view (a slice
+    with steps; a transposed view comes in its memory order) is copied a piece at a time
+    (no copy of the whole on the writer's thread)."""
     if data.flags.c_contiguous or data.ndim == 0:
         pieces = [data]
     else:

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specgraph.numeric.stats import Tolerance, measure
+from specgraph.numeric.stats import Tolerance, _tiled_pass, measure
 
 
 def _reference(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> tuple[float, float, float]:
@@ -24,7 +24,8 @@ def _reference(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> tuple[float, flo
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**16), shape=st.sampled_from([(3, 5), (4, 1, 6), (2, 3, 4, 5),
-                                                   (256, 600), (3, 200, 300)]),
+                                                   (256, 600), (3, 200, 300), (300, 2100),
+                                                   (2, 260, 45, 46)]),
        noise=st.sampled_from([0.0, 1e-7, 1e-5, 1e-2]), perm_a=st.randoms(),
        perm_b=st.randoms())
 def test_statistics_do_not_depend_on_memory_layout(seed, shape, noise, perm_a, perm_b):
@@ -69,3 +70,35 @@ def test_a_large_array_is_judged_by_its_every_element() -> None:
         c[999_999] = bad
         out = measure(a, c, tol)
         assert not out.rhs_finite and out.lhs_finite and out.diverges
+
+
+def test_a_transposed_kernel_and_channels_last_are_walked_in_blocks() -> None:
+    """A linear's gradient in PyTorch's layout against JAX's, and channels-last activations
+    against channels-first, are read block by block (both in cache), with the statistics of
+    the contiguous pair; a wrong element deep inside is seen."""
+    rng = np.random.default_rng(4)
+    tol = Tolerance(rtol=1e-5, atol=1e-6)
+    for shape, memory in (((768, 2304), (1, 0)), ((2, 300, 40, 60), (0, 2, 3, 1))):
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = (a + 1e-6 * rng.standard_normal(shape)).astype(np.float32)
+        b.flat[a.size - 12345] += 0.25
+        held = np.transpose(np.ascontiguousarray(np.transpose(a, memory)), np.argsort(memory))
+        assert _tiled_pass(held, b) is not None and _tiled_pass(b, held) is not None
+        want, got = measure(a, b, tol), measure(held, b, tol)
+        assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch) and got.diverges
+        assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
+        assert math.isclose(got.scale, want.scale, rel_tol=1e-6)
+        back = measure(b, held, tol)
+        assert (back.max_abs, back.mismatch) == (want.max_abs, measure(b, a, tol).mismatch)
+
+
+def test_a_view_with_steps_is_not_taken_for_a_contiguous_one() -> None:
+    rng = np.random.default_rng(6)
+    tol = Tolerance(rtol=1e-5, atol=1e-6)
+    a = rng.standard_normal((4096, 1024)).astype(np.float32)
+    b = np.ascontiguousarray(a.T).T + 1e-3  # the same values in the other memory order
+    for x, y in ((a[:, ::2], b[:, ::2]), (a[::2].T, b[::2].T), (a.T[::2], b.T[::2])):
+        want = measure(np.ascontiguousarray(x), np.ascontiguousarray(y), tol)
+        got = measure(x, y, tol)
+        assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch)
+        assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)

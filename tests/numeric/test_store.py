@@ -15,6 +15,9 @@ def _values() -> dict[str, np.ndarray]:
     return {
         "contiguous": base,
         "transposed view": np.transpose(base, (2, 0, 1)),
+        "fortran order": np.asfortranarray(base[:, :, 1]),
+        "transposed, size-1 axis": np.transpose(base[:, :1, :], (2, 1, 0)),
+        "transposed slice": np.transpose(base[:, 1:, :], (1, 2, 0)),
         "strided slice": base[::2, 1:, ::3],
         "float64": rng.standard_normal(7),
         "int64": np.arange(12, dtype=np.int64).reshape(3, 4),
