@@ -398,11 +398,12 @@ def reduction_size(node: Node) -> int:
 
 def share_floor(floor: float, node: Node, slot: int) -> float:
     """The least scale for the gradient ``node``'s pullback gives input ``slot`` when the
-    gradients that reached its outputs have RMS ``floor``: where the pullback sums several of
-    their elements into one of the input's (a bias broadcast over the tokens), the rounding
-    those gradients carry adds up over the terms, as their square root on average. A key
-    projection's bias under softmax attention gets exactly zero gradient, in rounding only:
-    the sum of the rounding of 256 tokens' gradients is judged against that sum's size."""
+    gradients that reached its outputs have RMS ``floor``: where the input has fewer
+    elements than the outputs, the pullback sums several of theirs into each of its own (a
+    bias broadcast over 256 tokens sums 256), and the rounding those gradients carry adds
+    up, as the square root of the count on average; the floor grows so, by the outputs'
+    elements per input element. A key projection's bias under softmax attention gets
+    exactly zero gradient, in rounding only: that sum is judged against its own size."""
     if slot >= len(node.inputs) or not node.inputs[slot].size:
         return floor
     terms = max((v.size for v in node.outputs), default=0) / node.inputs[slot].size

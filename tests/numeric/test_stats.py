@@ -102,3 +102,37 @@ def test_a_view_with_steps_is_not_taken_for_a_contiguous_one() -> None:
         got = measure(x, y, tol)
         assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch)
         assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
+
+
+def test_a_gradient_summed_over_tokens_is_judged_against_that_sum() -> None:
+    """A linear's bias gradient sums the gradient of every token (256 here): the rounding
+    the gradients reaching it carry adds up as the square root of their count, so its floor
+    grows so. The floor grows with the output's elements per input element: 4 for the
+    weight (64x32 against 256 tokens of 32), none for the input or an elementwise op."""
+    from specgraph.ir import GraphBuilder
+    from specgraph.numeric.stats import share_floor
+
+    b = GraphBuilder("m")
+    x = b.input("x", (2, 128, 64), "float32")
+    w = b.param("fc.weight", (64, 32), "float32")
+    bias = b.param("fc.bias", (32,), "float32")
+    h = b.add("linear", [x, w, bias], shape=(2, 128, 32), dtype="float32", scope="fc")
+    y = b.add("add", [h, b.param("shift", (32,), "float32")], shape=(2, 128, 32),
+              dtype="float32", scope="shift")
+    b.output("y", b.add("relu", [y], shape=(2, 128, 32), dtype="float32", scope="act"))
+    g = b.build()
+    linear, add, relu = g.nodes
+    assert share_floor(1e-5, linear, 2) == 1e-5 * math.sqrt(256)
+    assert share_floor(1e-5, add, 1) == 1e-5 * math.sqrt(256)
+    assert share_floor(1e-5, linear, 1) == 1e-5 * 2
+    assert share_floor(1e-5, linear, 0) == 1e-5
+    assert share_floor(1e-5, add, 0) == share_floor(1e-5, relu, 0) == 1e-5
+    # a sum of 256 rounding-sized differences passes; a wrong bias gradient still parts
+    rng = np.random.default_rng(7)
+    oct_ = rng.standard_normal((256, 32)).astype(np.float32) * 1e-5
+    noise = rng.standard_normal((256, 32)).astype(np.float32) * 1e-5 * 2e-5
+    lhs, rhs = oct_.sum(0), (oct_ + noise).sum(0)
+    tol = Tolerance(1e-4, 1e-4)
+    floor = share_floor(float(np.sqrt(np.mean(oct_ ** 2))), linear, 2)
+    assert not measure(lhs, rhs, tol, floor).diverges
+    assert measure(lhs, 2 * rhs, tol, floor).diverges
