@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
+import weakref
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -247,6 +249,10 @@ class JaxProgram(NativeProgram):
         self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
         self._single: dict[Key, bool] = {}
         self._precise: dict[str, ClosedJaxpr] = {}
+        # whether a given weight holds the model's own bits, by the given array (alive: the
+        # comparison hands the same arrays to every seed and never changes them)
+        self._same: dict[int, tuple[weakref.ref[np.ndarray], bool]] = {}
+        self._preparing: threading.Thread | None = None
 
     # --- keys ------------------------------------------------------------------------------
     def locate(self, key: Hashable) -> tuple[Any, bool] | None:
@@ -351,6 +357,9 @@ class JaxProgram(NativeProgram):
             raise RunnerError(f"the JAX program needs inputs {missing}; got {sorted(inputs)}")
         observed = frozenset(k for k in keys if self.locate(k) is not None)
         device = jax_device(context.device)
+        if self._preparing is not None:  # what ``prepare`` found out is there to use
+            self._preparing.join()
+            self._preparing = None
         with jax.default_device(device), \
                 jax.default_matmul_precision(MATMUL_PRECISION[context.dtype]):
             params = jax.device_put(
@@ -391,21 +400,53 @@ class JaxProgram(NativeProgram):
                                    else ClosedJaxpr(jaxpr, self.closed.consts))
         return self._precise[name]
 
-    @staticmethod
-    def _param(weights: Mapping[str, np.ndarray], name: str, aval: Any, own: Any,
+    def prepare(self, weights: Mapping[str, np.ndarray], context: Context) -> None:
+        """On the CPU, find out on a thread of its own which given weights hold the model's
+        own bits (``_param``), while the other side's program runs."""
+        if jax_device(context.device).platform != "cpu" or self._preparing is not None:
+            return
+
+        def check() -> None:
+            for name, own in zip(self.param_names, self.param_arrays):
+                if name in weights:
+                    self._holds_own(weights[name], own)
+
+        self._preparing = threading.Thread(target=check, name="specgraph-jax-weights",
+                                           daemon=True)
+        self._preparing.start()
+
+    def _holds_own(self, given: Any, own: Any) -> bool:
+        """Whether the given weight holds the bits of the model's own array ``own`` (a CPU
+        JAX array of its dtype and shape), remembered by the given array."""
+        kept = self._same.get(id(given))
+        if kept is not None and kept[0]() is given:
+            return kept[1]
+        data = np.asarray(given)
+        same = isinstance(own, jax.Array) and data.dtype == own.dtype and \
+            data.shape == own.shape and {d.platform for d in own.devices()} == {"cpu"} and \
+            _equal(data, np.asarray(own))
+        key = id(given)
+
+        def forget(ref: weakref.ref[Any]) -> None:  # the array is gone: so is what is known
+            if self._same.get(key, (None,))[0] is ref:
+                del self._same[key]
+
+        try:
+            self._same[key] = (weakref.ref(given, forget), same)
+        except TypeError:  # not an array one can refer to weakly: found out each time
+            pass
+        return same
+
+    def _param(self, weights: Mapping[str, np.ndarray], name: str, aval: Any, own: Any,
                device: Any) -> Any:
         """The array parameter ``name`` runs with: the weight given, or the model's own
         where none is given or, on the CPU, where the given one equals it bit for bit (two
         ports of one checkpoint: nothing is copied)."""
         if name not in weights:
             return own
-        given = np.asarray(weights[name])
-        if device.platform == "cpu" and isinstance(own, jax.Array) and \
-                given.dtype == own.dtype and given.shape == own.shape and \
-                {d.platform for d in own.devices()} == {"cpu"} and \
-                _equal(given, np.asarray(own)):
+        if device.platform == "cpu" and self._holds_own(weights[name], own):
             return own
-        return given.astype(aval.dtype, copy=False)
+        return np.asarray(weights[name]).astype(aval.dtype, copy=False)
 
     def _fed(self) -> list[int]:
         """The inputs whose gradients are taken: floating ones a gradient reaches."""

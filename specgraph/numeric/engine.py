@@ -240,17 +240,21 @@ class NativeExecution(Execution):
     Args:
         model: the canonical TracedModel whose program runs.
         loss: the output cotangents by output name (canonical layout), for the backward.
+        program_weights: ``weights`` in the program's layouts, made beforehand (else made
+            here).
     """
 
     def __init__(self, graph: Graph, runner: Runner, weights: Mapping[str, np.ndarray],
                  inputs: Mapping[str, np.ndarray], *, backward: bool, model: Any,
-                 loss: Mapping[str, np.ndarray]) -> None:
+                 loss: Mapping[str, np.ndarray],
+                 program_weights: Mapping[str, np.ndarray] | None = None) -> None:
         super().__init__(graph, runner, weights, inputs, backward=backward)
         from specgraph.numeric import program as prog
 
         computed = {v for node in graph.nodes for v in node.outputs}
         natives = {v: n for v, n in graph.natives.items() if v in computed}
-        run = (prog.native_weights(model, weights, model.param_shapes),
+        run = (program_weights if program_weights is not None
+               else prog.native_weights(model, weights, model.param_shapes),
                prog.native_inputs(model, inputs), {n.key for n in natives.values()},
                prog.native_cotangents(model, loss) if self.backward_enabled else None,
                runner.context)

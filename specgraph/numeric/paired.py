@@ -63,6 +63,11 @@ class PairedRun:
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
         try:
+            rhs_model = self.s.native("rhs")
+            if rhs_model is not None:  # what rhs's program can do with its weights alone,
+                # it does while lhs's runs
+                rhs_model.program.prepare(self.s.program_weights("rhs"),
+                                          self.s.options.rhs_context)
             self._run_lhs()
             return_freed_memory()  # lhs's program is gone: its memory serves rhs's
             self._run_rhs()
@@ -217,7 +222,8 @@ class PairedRun:
         self.say(f"seed {self.seed}: running {side}'s own {model.program.framework} program "
                  f"({runner.context.mode}), forward and backward, observed at its layers")
         return NativeExecution(graph, runner, weights, inputs, backward=self.s.backward,
-                               model=model, loss=loss)
+                               model=model, loss=loss,
+                               program_weights=self.s.program_weights(side))
 
     def _rhs_output_names(self) -> list[tuple[str, Value, str | None]]:
         """Each rhs output with the name of its lhs counterpart (by value, else position)."""

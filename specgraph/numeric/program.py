@@ -82,6 +82,11 @@ class NativeProgram(abc.ABC):
                               f"{context.dtype} needs the per-layer replay (leave out "
                               "--native)")
 
+    def prepare(self, weights: Mapping[str, np.ndarray], context: Context) -> None:
+        """Start, ahead of ``observe`` with these very ``weights`` (the same arrays), the
+        work that depends on them alone, on a thread of its own while the other side's
+        program runs (nothing by default)."""
+
     @abc.abstractmethod
     def observe(self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
                 keys: Collection[Hashable], cotangents: Mapping[str, np.ndarray] | None,

@@ -62,6 +62,18 @@ class Sides:
     lhs_model: Any = None
     rhs_model: Any = None
 
+    def program_weights(self, side: str) -> dict[str, np.ndarray]:
+        """The side's weights in its program's layouts, made once for all seeds (the same
+        arrays each time: a program may remember what it found out about them)."""
+        cache = self.__dict__.setdefault("_program_weights", {})
+        if side not in cache:
+            from specgraph.numeric.program import native_weights
+
+            model = self.native(side)
+            weights = self.lweights if side == "lhs" else self.rweights
+            cache[side] = native_weights(model, weights, model.param_shapes)
+        return cache[side]
+
     def native(self, side: str) -> Any:
         """The side's model when its own program gives the numbers, else None."""
         model = self.lhs_model if side == "lhs" else self.rhs_model

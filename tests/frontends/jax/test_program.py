@@ -482,3 +482,39 @@ def test_weights_are_compared_bit_for_bit_in_any_two_layouts() -> None:
         off = base.copy()
         off[where] = np.nextafter(off[where], np.float32(np.inf))
         assert not _equal(other, off, piece) and not _equal(off, other, piece), (shape, where)
+
+
+def test_weights_checked_while_the_other_side_runs_are_used_as_found(monkeypatch) -> None:
+    """``prepare`` finds out, on a thread of its own, which given weights are the model's
+    own; ``observe`` with those very arrays uses what it found (the own arrays run, nothing
+    is compared again, on every later seed too), and a weight one ulp off runs as given."""
+    from specgraph.frontends.jax import program as jax_program
+
+    c = case("cnn/linen")
+    program = c.traced.program
+    weights = c.weights()
+    name = next(n for n in program.param_names if weights[n].size > 1)
+    off = weights[name].copy()
+    off.flat[0] = np.nextafter(off.flat[0], np.float32(np.inf))
+    weights[name] = off
+    compared: list[int] = []
+    real = jax_program._equal
+    monkeypatch.setattr(jax_program, "_equal",
+                        lambda a, b, *rest: compared.append(1) or real(a, b, *rest))
+    program.prepare(weights, EAGER)
+    first = program.observe(weights, c.traced.inputs, (), None, EAGER)
+    checked = len(compared)
+    assert checked == len([n for n in program.param_names if n in weights])
+    again = program.observe(weights, c.traced.inputs, (), None, EAGER)
+    assert len(compared) == checked  # the same arrays: known already
+    own = program.observe(c.weights(), c.traced.inputs, (), None, EAGER)
+    assert len(compared) == 2 * checked  # new arrays: found out again
+    for key in own.outputs:
+        np.testing.assert_array_equal(first.outputs[key], again.outputs[key], strict=True)
+    changed = {name: off}
+    params = {k: (changed[k] if k in changed else np.asarray(w))
+              for k, w in c.weights().items()}
+    want = program.observe(params, c.traced.inputs, (), None, EAGER)  # copies all
+    for key in own.outputs:
+        np.testing.assert_array_equal(first.outputs[key], want.outputs[key], strict=True)
+    assert any(not np.array_equal(first.outputs[k], own.outputs[k]) for k in own.outputs)
