@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specgraph.numeric.stats import Tolerance, _tiled_pass, measure
+from specgraph.numeric.stats import Tolerance, _in_one_order, _tiled_pass, measure
 
 
 def _reference(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> tuple[float, float, float]:
@@ -25,7 +25,7 @@ def _reference(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> tuple[float, flo
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**16), shape=st.sampled_from([(3, 5), (4, 1, 6), (2, 3, 4, 5),
                                                    (256, 600), (3, 200, 300), (300, 2100),
-                                                   (2, 260, 45, 46)]),
+                                                   (2, 260, 45, 46), (16, 32, 3, 3)]),
        noise=st.sampled_from([0.0, 1e-7, 1e-5, 1e-2]), perm_a=st.randoms(),
        perm_b=st.randoms())
 def test_statistics_do_not_depend_on_memory_layout(seed, shape, noise, perm_a, perm_b):
@@ -136,3 +136,23 @@ def test_a_gradient_summed_over_tokens_is_judged_against_that_sum() -> None:
     floor = share_floor(float(np.sqrt(np.mean(oct_ ** 2))), linear, 2)
     assert not measure(lhs, rhs, tol, floor).diverges
     assert measure(lhs, 2 * rhs, tol, floor).diverges
+
+
+def test_short_runs_are_compared_after_one_copy_into_the_others_order() -> None:
+    """A 3x3 kernel (OIHW) against one laid out HWIO, and 8x8 channels-first activations
+    against channels-last: the contiguous one is copied into the other's memory order and
+    both are read once, together; the statistics are the contiguous pair's."""
+    rng = np.random.default_rng(8)
+    tol = Tolerance(rtol=1e-5, atol=1e-6)
+    for shape, memory in (((64, 48, 3, 3), (2, 3, 1, 0)), ((2, 128, 8, 8), (0, 2, 3, 1))):
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = (a + 1e-6 * rng.standard_normal(shape)).astype(np.float32)
+        b.flat[a.size // 2 + 7] -= 0.5
+        held = np.transpose(np.ascontiguousarray(np.transpose(b, memory)), np.argsort(memory))
+        assert _in_one_order(a, held) is not None and _in_one_order(held, a) is not None
+        want, got = measure(a, b, tol), measure(a, held, tol)
+        assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch) and got.diverges
+        assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
+        assert math.isclose(got.scale, want.scale, rel_tol=1e-6)
+        back, want_back = measure(held, a, tol), measure(b, a, tol)
+        assert (back.max_abs, back.mismatch) == (want_back.max_abs, want_back.mismatch)
