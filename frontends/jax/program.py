@@ -249,9 +249,10 @@ class JaxProgram(NativeProgram):
         self._zeros: dict[tuple[frozenset[Key], Any], dict[Key, Any]] = {}
         self._single: dict[Key, bool] = {}
         self._precise: dict[str, ClosedJaxpr] = {}
-        # whether a given weight holds the model's own bits, by the given array (alive: the
-        # comparison hands the same arrays to every seed and never changes them)
-        self._same: dict[int, tuple[weakref.ref[np.ndarray], bool]] = {}
+        # whether a given weight holds the bits of one of the model's own arrays, by the
+        # given array (alive: the comparison hands the same arrays to every seed and never
+        # changes them) and that own array (a tied weight is given to several)
+        self._same: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], Any, bool]] = {}
         self._preparing: threading.Thread | None = None
 
     # --- keys ------------------------------------------------------------------------------
@@ -407,9 +408,12 @@ class JaxProgram(NativeProgram):
             return
 
         def check() -> None:
-            for name, own in zip(self.param_names, self.param_arrays):
-                if name in weights:
-                    self._holds_own(weights[name], own)
+            try:
+                for name, own in zip(self.param_names, self.param_arrays):
+                    if name in weights:
+                        self._holds_own(weights[name], own)
+            except Exception:  # noqa: BLE001  (``observe`` finds out again, and says why)
+                return
 
         self._preparing = threading.Thread(target=check, name="specgraph-jax-weights",
                                            daemon=True)
@@ -418,21 +422,21 @@ class JaxProgram(NativeProgram):
     def _holds_own(self, given: Any, own: Any) -> bool:
         """Whether the given weight holds the bits of the model's own array ``own`` (a CPU
         JAX array of its dtype and shape), remembered by the given array."""
-        kept = self._same.get(id(given))
-        if kept is not None and kept[0]() is given:
-            return kept[1]
+        key = (id(given), id(own))
+        kept = self._same.get(key)
+        if kept is not None and kept[0]() is given and kept[1] is own:
+            return kept[2]
         data = np.asarray(given)
         same = isinstance(own, jax.Array) and data.dtype == own.dtype and \
             data.shape == own.shape and {d.platform for d in own.devices()} == {"cpu"} and \
             _equal(data, np.asarray(own))
-        key = id(given)
 
         def forget(ref: weakref.ref[Any]) -> None:  # the array is gone: so is what is known
             if self._same.get(key, (None,))[0] is ref:
                 del self._same[key]
 
         try:
-            self._same[key] = (weakref.ref(given, forget), same)
+            self._same[key] = (weakref.ref(given, forget), own, same)
         except TypeError:  # not an array one can refer to weakly: found out each time
             pass
         return same

@@ -63,6 +63,10 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
                     ) -> tuple[list[Finding], NumericResult]:
     """Compare two canonical models numerically along ``pairing``.
 
+    What one seed's programs freed goes back to the system (``malloc_trim``) before the
+    next seed runs, not after the last: a caller that runs something large next, in the
+    same process, may call ``specgraph.numeric.store.return_freed_memory`` itself.
+
     Args:
         lhs: the reference side (canonical TracedModel).
         rhs: the side checked against it.

@@ -287,16 +287,17 @@ class Localizer:
 
     # --- backward -----------------------------------------------------------------------
     def backward(self, j: int, stats: Stats, tol: Tolerance, floor: float, *,
-                 kept_shares: bool = False) -> None:
+                 parted: frozenset[int] = frozenset()) -> None:
         """rhs node ``j``'s pullback shares part (``stats``) while its inputs and output
-        gradients agree: report it unless it is inherited rounding. ``kept_shares``: what
-        parted are shares lhs kept (not a whole gradient made of several readers' shares)."""
+        gradients agree: report it unless it is inherited rounding. ``parted``: the input
+        slots whose shares, kept by lhs, parted (empty where what parted is a whole gradient
+        made of several readers' shares)."""
         if self.first_bwd is None or self.s.options.isolated:
-            if self._gradient_finding(j, stats, tol, floor, kept_shares):
+            if self._gradient_finding(j, stats, tol, floor, parted):
                 self.first_bwd = j if self.first_bwd is None else self.first_bwd
 
     def _gradient_finding(self, j: int, stats: Stats, tol: Tolerance, floor: float,
-                          kept_shares: bool) -> bool:
+                          parted: frozenset[int]) -> bool:
         """Report the gradient divergence at rhs node ``j`` unless rhs's pullback, fed lhs's
         inputs and output gradients, agrees with lhs's (the difference then came with the
         output gradients, within tolerance, and grew where a gradient cancels to near
@@ -307,7 +308,7 @@ class Localizer:
         verdict = words.Verdict("unknown", "no inputs to re-run it on")
         lin = self.lhs.node_inputs(i)
         if feedable(lin, b):
-            verdict = self._judge_backward(i, a, b, lin, tol, floor, kept_shares)
+            verdict = self._judge_backward(i, a, b, lin, tol, floor, parted)
             if verdict.reason == "both" and self.native_rhs is not None and \
                     b.op in _PICKS_ONE and _has_ties(lin[0]):
                 self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
@@ -339,7 +340,7 @@ class Localizer:
         return True
 
     def _judge_backward(self, i: int, a: Node, b: Node, lin: list[np.ndarray],
-                        tol: Tolerance, floor: float, kept_shares: bool = False
+                        tol: Tolerance, floor: float, parted: frozenset[int] = frozenset()
                         ) -> words.Verdict:
         rrun = self.s.rrun
         locts = [self.lhs.output_gradient(i, k) for k in range(len(a.outputs))]
@@ -363,9 +364,11 @@ class Localizer:
         lshares = [self.lhs.host(key) if key is not None and key in self.lhs else None
                    for key in keys]
         rhost = [None if c is None else rrun.fetch(c).astype(np.float64) for c in rshares]
-        # the shares that parted are among those lhs kept: where they agree now, it is
-        # settled without lhs's kernel making the others
-        if kept_shares and not self._shares_part(lshares, rhost, b, tol, floor):
+        # the shares that parted are ones lhs kept and rhs's re-run gives: where they agree
+        # now, it is settled without lhs's kernel making the others
+        if parted and all(k < len(lshares) and k < len(rhost) and lshares[k] is not None
+                          and rhost[k] is not None for k in parted) and \
+                not self._shares_part(lshares, rhost, b, tol, floor):
             return words.Verdict("unknown", "inherited")
         if native is not None and any(x is None for x in lshares) and \
                 all(c is not None for c in locts):
@@ -389,7 +392,6 @@ class Localizer:
         differ = abs(truth_l - truth_r) > tol.rtol * scale
         return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
                            definitions_differ=differ)
-
 
     @staticmethod
     def _shares_part(lshares: list[Any], rhost: list[Any], b: Node, tol: Tolerance,

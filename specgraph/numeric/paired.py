@@ -25,7 +25,7 @@ from specgraph.numeric.program import host_array
 from specgraph.numeric.record import Measurements, worst
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.sides import Sides
-from specgraph.numeric.stats import Stats, Tolerance, share_floor
+from specgraph.numeric.stats import Stats, Tolerance, remembering, share_floor
 from specgraph.numeric.store import return_freed_memory
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
@@ -68,9 +68,10 @@ class PairedRun:
                 # it does while lhs's runs
                 rhs_model.program.prepare(self.s.program_weights("rhs"),
                                           self.s.options.rhs_context)
-            self._run_lhs()
-            return_freed_memory()  # lhs's program is gone: its memory serves rhs's
-            self._run_rhs()
+            with remembering():  # a pair measured twice (under two tolerances) is read once
+                self._run_lhs()
+                return_freed_memory()  # lhs's program is gone: its memory serves rhs's
+                self._run_rhs()
         finally:
             self.lhs.store.close()
             # the programs' observations go now, not when a garbage collection finds the
@@ -357,8 +358,9 @@ class PairedRun:
         tol = s.tol(node, backward=True)
         floor = max((self.ax.rms(self.ax.keep(s.rrun, c)) for c in octs if c is not None),
                     default=0.0)
-        stats = [st for slot, h in enumerate(kept)
-                 if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None]
+        by_slot = {slot: st for slot, h in enumerate(kept)
+                   if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None}
+        stats = list(by_slot.values())
         if oct_stats is not None:
             self._gradient_reached(j, node, oct_stats, tol)
         most = worst(stats)
@@ -370,7 +372,9 @@ class PairedRun:
         fwd = rec.forward.get(j)
         local = oct_ok and rec.inputs_agree.get(j, False) and not (fwd and fwd.diverges)
         if most.diverges and local:
-            self.localizer.backward(j, most, tol, floor, kept_shares=True)
+            self.localizer.backward(j, most, tol, floor,
+                                    parted=frozenset(k for k, st in by_slot.items()
+                                                     if st.diverges))
 
     def _gradient_reached(self, j: int, node: Node, stats: Stats, tol: Tolerance) -> None:
         """rhs's own program gives the gradient that reached each value whole: where the

@@ -10,9 +10,11 @@ false alarms and a wrong element among thousands still does.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import math
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +22,7 @@ import numpy as np
 from specgraph.ir import Node
 
 __all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL",
-           "all_finite", "share_floor"]
+           "all_finite", "share_floor", "remembering"]
 
 # relative tolerance per precision for a node that sums over few terms; TF32 and the
 # 16-bit formats keep 10, 7 and 10 mantissa bits
@@ -44,10 +46,11 @@ class Stats:
 
     Attributes:
         max_abs: largest absolute difference.
-        max_rel: largest difference relative to the tensor's scale (RMS of lhs).
+        max_rel: largest difference relative to ``scale``.
         mismatch: fraction of elements outside the tolerance.
         cosine: cosine similarity of the flattened tensors (1.0 for two zero tensors).
-        scale: RMS of lhs.
+        scale: RMS of lhs, or the floor it was measured with where that is larger (a
+            gradient that cancels is judged against the gradient that reached it).
         finite: whether lhs and rhs are all finite (``lhs_finite``, ``rhs_finite``).
         shape_differs: the tensors have different shapes (nothing else is measured).
     """
@@ -77,28 +80,30 @@ def _round(x: float) -> float:
 
 
 class _Recent:
-    """The sums of the last few pairs of arrays measured, by the arrays themselves (alive:
-    their identity stands for their values, which the comparison never changes): in a
-    program's backward pass the gradient at a value is its reader's input gradient and its
-    producer's output gradient, measured twice under two tolerances, read once."""
+    """The sums of the last few pairs of arrays measured, by the arrays themselves, while a
+    comparison asks for it (``remembering``): there the arrays' identity stands for their
+    values, which the comparison never changes, and in a program's backward pass the
+    gradient at a value is its reader's input gradient and its producer's output gradient,
+    measured twice under two tolerances, read once. Outside, nothing is remembered."""
 
     SIZE = 16
 
     def __init__(self) -> None:
+        self.depth = 0
         self._pairs: collections.OrderedDict[
             tuple[int, int], tuple[weakref.ref[np.ndarray], weakref.ref[np.ndarray],
                                    tuple[float, float, float, float]]] = \
             collections.OrderedDict()
 
     def get(self, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float] | None:
-        kept = self._pairs.get((id(a), id(b)))
+        kept = self._pairs.get((id(a), id(b))) if self.depth else None
         if kept is None or kept[0]() is not a or kept[1]() is not b:
             return None
         return kept[2]
 
     def put(self, a: np.ndarray, b: np.ndarray, sums: tuple[float, float, float, float]
             ) -> None:
-        if a.size < 4096:  # cheaper to measure again than to remember
+        if not self.depth or a.size < 4096:  # small ones: cheaper to measure again
             return
         try:
             refs = (weakref.ref(a), weakref.ref(b))
@@ -108,8 +113,25 @@ class _Recent:
         while len(self._pairs) > self.SIZE:
             self._pairs.popitem(last=False)
 
+    def clear(self) -> None:
+        self._pairs.clear()
+
 
 _RECENT = _Recent()
+
+
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+    """Within, ``measure`` remembers the sums of the last pairs it measured, by the arrays
+    themselves, and measures a pair again only if one of them is another array: for a
+    caller that changes no array it has measured (a comparison's kept values)."""
+    _RECENT.depth += 1
+    try:
+        yield
+    finally:
+        _RECENT.depth -= 1
+        if not _RECENT.depth:
+            _RECENT.clear()
 
 
 def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0) -> Stats:
@@ -121,6 +143,7 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     difference of two float32 numbers is computed to within one rounding), sums in float64.
     """
     a, b = np.asarray(lhs), np.asarray(rhs)
+    held = (a, b)  # the arrays as given: the ones a caller can give again
     if a.shape != b.shape:
         return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
     if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
@@ -131,8 +154,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     a, b = a.astype(work, copy=False), b.astype(work, copy=False)
     paired = _flat_pair(a, b)
     diff = None
-    given = (a, b)
-    sums = _RECENT.get(a, b)
+    remember = a is held[0] and b is held[1]  # not a copy made here (another dtype)
+    sums = _RECENT.get(a, b) if remember else None
     tiled = None if paired is not None or sums is not None else _tiled_pass(a, b)
     if paired is None and sums is None and tiled is None:
         moved = _in_one_order(a, b)
@@ -144,10 +167,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     elif paired is not None:  # one layout: read once, together, in memory order
         a, b = paired
         saa, sbb, sab, max_abs = _one_pass(a, b)
-        _RECENT.put(*given, (saa, sbb, sab, max_abs))
     elif tiled is not None:  # a transposed kernel's gradient against one in order
         saa, sbb, sab, max_abs = tiled
-        _RECENT.put(*given, tiled)
     else:  # two layouts (a transposed view against a contiguous array): nothing copied,
         # Σab from Σa², Σb² and Σ(a−b)² (each summed in its own memory order)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -158,7 +179,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
             sab = (saa + sbb - float(np.dot(d, d))) / 2
             np.abs(diff, out=diff)  # |a − b| from here on
             max_abs = float(diff.max()) if a.size else 0.0
-        _RECENT.put(*given, (saa, sbb, sab, max_abs))
+    if remember and sums is None:
+        _RECENT.put(*held, (saa, sbb, sab, max_abs))
     # Σx² is finite exactly when every element is (short of overflow, checked the long way)
     fa = math.isfinite(saa) or bool(np.isfinite(a).all())
     fb = math.isfinite(sbb) or bool(np.isfinite(b).all())
@@ -254,8 +276,6 @@ def _tiled_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
     into a buffer while it is in cache (a plain elementwise pass reads one of them across
     its rows). None where that does not pay (see ``_tile_plan``)."""
     if a.size < 4096:
-        return None
-    if a.itemsize != b.itemsize:
         return None
     plan = _tile_plan(a.shape, a.strides, b.strides, a.itemsize)
     if plan is None:
@@ -425,16 +445,42 @@ def reduction_size(node: Node) -> int:
 
 def share_floor(floor: float, node: Node, slot: int) -> float:
     """The least scale for the gradient ``node``'s pullback gives input ``slot`` when the
-    gradients that reached its outputs have RMS ``floor``: where the input has fewer
-    elements than the outputs, the pullback sums several of theirs into each of its own (a
-    bias broadcast over 256 tokens sums 256), and the rounding those gradients carry adds
-    up, as the square root of the count on average; the floor grows so, by the outputs'
-    elements per input element. A key projection's bias under softmax attention gets
-    exactly zero gradient, in rounding only: that sum is judged against its own size."""
-    if slot >= len(node.inputs) or not node.inputs[slot].size:
-        return floor
-    terms = max((v.size for v in node.outputs), default=0) / node.inputs[slot].size
+    gradients that reached its outputs have RMS ``floor``. Where that input was broadcast
+    over the outputs (a bias or a norm's scale over 256 tokens, the smaller operand of an
+    elementwise op), the pullback sums that many of their elements into each of its own,
+    and the rounding those gradients carry adds up as the square root of the count on
+    average: the floor grows so. A key projection's bias under softmax attention gets
+    exactly zero gradient, in rounding only: that sum is judged against its own size. An
+    input the pullback only slices out of the outputs' gradient (concat, pad) keeps the
+    floor."""
+    terms = _broadcast_count(node, slot)
     return floor * math.sqrt(terms) if terms > 1 else floor
+
+
+# layers whose vector inputs after the first (bias, scale, shift) are broadcast over the
+# output's other axes
+_BROADCAST_LAYERS = frozenset({"linear", "conv", "conv_transpose", "layer_norm", "rms_norm",
+                               "group_norm", "batch_norm"})
+
+
+def _broadcast_count(node: Node, slot: int) -> int:
+    """How many output elements each element of input ``slot`` was broadcast to (1 where it
+    was not broadcast)."""
+    if slot >= len(node.inputs) or not node.outputs:
+        return 1
+    x, out = node.inputs[slot], max(node.outputs, key=lambda v: v.size)
+    if not x.size or x.size >= out.size:
+        return 1
+    from specgraph.ops import get_spec
+
+    if get_spec(node.op).category == "elementwise":
+        shape = (1,) * (out.rank - x.rank) + tuple(x.shape)
+        if x.rank > out.rank or any(n not in (1, m) for n, m in zip(shape, out.shape)):
+            return 1
+        return out.size // x.size
+    if node.op in _BROADCAST_LAYERS and slot > 0 and x.rank == 1:
+        return out.size // x.size
+    return 1
 
 
 def tolerance(node: Node, precisions: tuple[str, str], *, rtol: float | None = None,

@@ -84,7 +84,7 @@ class Store:
                                               thread_name_prefix="specgraph-store")
         offset, self._end = self._end, self._end + data.nbytes
         self._index[key] = offset
-        order = _memory_order(data)
+        order = _transposed_order(data)
         self._entries[offset] = (data.dtype, data.shape, order)
         if order is not None:  # a transposed view is written as its bytes lie
             data = data.transpose(order)
@@ -237,7 +237,7 @@ def _spare(fd: int, folder: str | None) -> None:
     os.close(fd)
 
 
-def _memory_order(data: np.ndarray) -> tuple[int, ...] | None:
+def _transposed_order(data: np.ndarray) -> tuple[int, ...] | None:
     """The axis order in which ``data``, not C-contiguous, is a C-contiguous array (a
     transposed view of one), else None."""
     if data.flags.c_contiguous or data.ndim < 2:

@@ -518,3 +518,18 @@ def test_weights_checked_while_the_other_side_runs_are_used_as_found(monkeypatch
     for key in own.outputs:
         np.testing.assert_array_equal(first.outputs[key], want.outputs[key], strict=True)
     assert any(not np.array_equal(first.outputs[k], own.outputs[k]) for k in own.outputs)
+
+
+def test_a_weight_given_for_two_parameters_is_checked_against_each() -> None:
+    """A tied weight on the other side is given for two parameters: it holds the first's
+    bits and not the second's, and each parameter is judged by its own array."""
+    c = case("cnn/linen")
+    program = c.traced.program
+    first, second = [own for own in program.param_arrays
+                     if isinstance(own, jax.Array) and own.size > 1][:2]
+    given = np.asarray(first).copy()
+    assert program._holds_own(given, first)
+    if given.shape == second.shape:
+        assert not program._holds_own(given, second)
+    assert not program._holds_own(given, jnp.zeros_like(first))
+    assert program._holds_own(given, first)
