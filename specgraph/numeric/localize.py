@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
 from specgraph.numeric.lhs_values import LhsValues
 from specgraph.numeric.oracle import (conditioning_error, directional_derivative,
@@ -346,16 +346,17 @@ class Localizer:
         locts = [self.lhs.output_gradient(i, k) for k in range(len(a.outputs))]
         native = self.native_rhs
         rg = self.p.rhs
+        rshares = None
         if native is not None and all(
                 v in native.grads and len(rg.consumers(v)) == 1 and v in native.single
                 for v in b.inputs
                 if rg.param_name(v) is None and v.dtype.startswith(("float", "bfloat"))):
-            # rhs's own program's gradients at this layer's inputs (it alone reads them)
-            rshares = [native.grads.get(v) if rg.param_name(v) is None else None
-                       for v in b.inputs]
-            rshares = [None if c is None else native.runner_form(c, v.dtype)
-                       for c, v in zip(rshares, b.inputs)]
-        else:
+            # rhs's own program's gradients at this layer's inputs (it alone reads them) and
+            # at the parameters it alone reads (their whole gradient is its share)
+            rshares = [self._native_share(native, v) for v in b.inputs]
+            if any(k < len(rshares) and rshares[k] is None for k in parted):
+                rshares = None  # a share that parted the program does not give: re-run
+        if rshares is None:
             _, pullback = rrun.vjp(b, [rrun.put(x, v.dtype) for x, v in zip(lin, b.inputs)])
             rshares = pullback([None if c is None else rrun.put(c, v.dtype)
                                 for c, v in zip(locts, b.outputs)])
@@ -392,6 +393,20 @@ class Localizer:
         differ = abs(truth_l - truth_r) > tol.rtol * scale
         return words.judge(abs(vl - truth_l) / scale, abs(vr - truth_r) / scale, tol.rtol,
                            definitions_differ=differ)
+
+    def _native_share(self, native: Any, v: Value) -> Any:
+        """The gradient rhs's own program gives the layer's input ``v`` as its share: the
+        gradient at a value it alone reads, or a parameter's it alone reads (None
+        otherwise)."""
+        rg = self.p.rhs
+        name = rg.param_name(v)
+        if name is None:
+            grad = native.grads.get(v)
+        elif len(rg.consumers(v)) == 1:
+            grad = native.native_param_grads.get(name)
+        else:
+            grad = None
+        return None if grad is None else native.runner_form(grad, v.dtype)
 
     @staticmethod
     def _shares_part(lshares: list[Any], rhost: list[Any], b: Node, tol: Tolerance,

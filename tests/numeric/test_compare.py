@@ -25,7 +25,8 @@ pytest.importorskip("jax")
 
 from tests.test_golden_equivalence import GOLDEN, _canonical, _variant  # noqa: E402
 from tests.zoo import traced  # noqa: E402
-from tests.zoo.torch_faults import _cpu_kernel, wrong_gelu_backward, wrong_softmax  # noqa: E402
+from tests.zoo.torch_faults import (  # noqa: E402
+    _cpu_kernel, wrong_gelu_backward, wrong_softmax, wrong_weight_gradient)
 
 
 _torch, _jax = traced.torch_model, traced.jax_model
@@ -103,6 +104,23 @@ def test_planted_torch_kernel_fault_is_found_and_blamed(model, fault, code, op,
     assert finding.op == op and finding.blame == torch_side
     assert f"{torch_side} (torch) leaves the fp64 reference" in finding.message
     assert compare(lhs, rhs, options=options).equivalent  # the kernel is restored
+
+
+@pytest.mark.parametrize("torch_side", ["lhs", "rhs"])
+def test_a_wrong_weight_gradient_in_the_program_is_found_and_blamed(torch_side) -> None:
+    """Only a parameter's gradient is wrong (fc2's weight, made by ``mm`` in eager autograd):
+    the judge holds each program's own weight gradient against the other's, not only the
+    input gradient, so this is no 'rounding in the gradients that reached it'. (The replay
+    computes that gradient with another product, so only the program meets the fault.)"""
+    pair = (_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
+    lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
+    with wrong_weight_gradient():
+        report = compare(lhs, rhs, options=NumericOptions())
+    assert [(f.code, f.op, f.blame) for f in report.findings] == [
+        ("gradient-divergence", "linear", torch_side)]
+    assert "fc2" in report.findings[0].message
+    assert not any("rounding in the gradients" in n for n in report.numeric.notes)
+    assert compare(lhs, rhs, options=NumericOptions()).equivalent
 
 
 def test_softmax_fault_below_its_threshold_is_not_reported() -> None:

@@ -12,6 +12,10 @@ bug a numeric comparison must find and localize:
   kernel whose scalar tail loop forgets the division. Correct otherwise.
 * ``wrong_gelu_backward``: ``aten::gelu_backward`` returns the gradient scaled by
   ``GELU_BACKWARD_SCALE`` (a relative error of 2e-3); the forward ``gelu`` is untouched.
+* ``wrong_weight_gradient``: ``aten::mm`` returns its product scaled by
+  ``GELU_BACKWARD_SCALE`` when the product is ``WEIGHT_GRADIENT_SHAPE`` (16x64: the
+  gradient of ``GeluMLP``'s ``fc2`` weight, ``grad_out.T @ input``, which eager autograd
+  makes with ``mm``); the forward (``addmm``) and every other product are untouched.
 
 Only eager CPU kernels are replaced: compiled code (torch.compile) and other devices run
 their own kernels.
@@ -26,7 +30,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["wrong_softmax", "wrong_gelu_backward", "SOFTMAX_OP", "GELU_BACKWARD_OP",
+__all__ = ["wrong_softmax", "wrong_gelu_backward", "wrong_weight_gradient", "SOFTMAX_OP",
+           "GELU_BACKWARD_OP", "MM_OP", "WEIGHT_GRADIENT_SHAPE",
            "SOFTMAX_MIN_LENGTH", "SOFTMAX_VECTOR", "GELU_BACKWARD_SCALE"]
 
 SOFTMAX_OP = "aten::_softmax"
@@ -34,6 +39,8 @@ GELU_BACKWARD_OP = "aten::gelu_backward"
 SOFTMAX_MIN_LENGTH = 1024  # the fault needs an axis longer than this ...
 SOFTMAX_VECTOR = 4  # ... whose length is not a multiple of this
 GELU_BACKWARD_SCALE = 1.002
+MM_OP = "aten::mm"
+WEIGHT_GRADIENT_SHAPE = (16, 64)
 
 # torch warns (once per process) that a kernel replaces a previously registered one
 _OVERRIDE_WARNING = r"(?s).*Overriding a previously registered kernel"
@@ -90,4 +97,20 @@ def wrong_softmax() -> Iterator[None]:
 def wrong_gelu_backward() -> Iterator[None]:
     """CPU ``gelu_backward`` returns the gradient times ``GELU_BACKWARD_SCALE`` (1.002)."""
     with _cpu_kernel(GELU_BACKWARD_OP, _gelu_backward_kernel):
+        yield
+
+
+def _weight_gradient_kernel(original: Any) -> Callable[..., torch.Tensor]:
+    def kernel(keyset: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = original.call_boxed(keyset, a, b)
+        return out * GELU_BACKWARD_SCALE if tuple(out.shape) == WEIGHT_GRADIENT_SHAPE else out
+
+    return kernel
+
+
+@contextlib.contextmanager
+def wrong_weight_gradient() -> Iterator[None]:
+    """CPU ``mm`` returns its product times 1.002 when it is 16x64 (``GeluMLP.fc2``'s weight
+    gradient); correct otherwise."""
+    with _cpu_kernel(MM_OP, _weight_gradient_kernel):
         yield
