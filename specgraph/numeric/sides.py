@@ -5,7 +5,7 @@ looks a framework up itself)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,11 +61,14 @@ class Sides:
     backward: bool
     lhs_model: Any = None
     rhs_model: Any = None
+    # each side's weights in its program's layouts, made on first use (``program_weights``)
+    _program_weights: dict[str, dict[str, np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def program_weights(self, side: str) -> dict[str, np.ndarray]:
         """The side's weights in its program's layouts, made once for all seeds (the same
         arrays each time: a program may remember what it found out about them)."""
-        cache = self.__dict__.setdefault("_program_weights", {})
+        cache = self._program_weights
         if side not in cache:
             from specgraph.numeric.program import native_weights
 
