@@ -252,18 +252,23 @@ def _one_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]
     products and difference are made while it is in cache; sums in float64). The maximum
     is meaningful only where the sums are finite."""
     piece = np.empty(min(a.size, _CHUNK), a.dtype)
-    saa = sbb = sab = top = 0.0
+    sums = [0.0, 0.0, 0.0, 0.0]
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, a.size, _CHUNK):
             x, y = a[start:start + _CHUNK], b[start:start + _CHUNK]
-            d = piece[:x.size]
-            saa += float(np.dot(x, x))
-            sbb += float(np.dot(y, y))
-            sab += float(np.dot(x, y))
-            np.subtract(x, y, out=d)
-            np.abs(d, out=d)
-            top = max(top, float(d.max()))
-    return saa, sbb, sab, top
+            _add_piece(sums, x, y, piece[:x.size])
+    return sums[0], sums[1], sums[2], sums[3]
+
+
+def _add_piece(sums: list[float], x: np.ndarray, y: np.ndarray, d: np.ndarray) -> None:
+    """Add Σx², Σy², Σxy of two 1-D pieces to ``sums`` and raise its last entry to max|x−y|
+    (``d``, as long as they, holds the difference)."""
+    sums[0] += float(np.dot(x, x))
+    sums[1] += float(np.dot(y, y))
+    sums[2] += float(np.dot(x, y))
+    np.subtract(x, y, out=d)
+    np.abs(d, out=d)
+    sums[3] = max(sums[3], float(d.max()))
 
 
 _TILE = 1 << 16  # elements in a block of ``_tiled_pass`` (two blocks and more in L2)
@@ -289,7 +294,7 @@ def _tiled_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
     bc = min(cols, 256)
     br = min(rows, max(1, _TILE // bc))
     bx, by, d = (np.empty(br * bc, tx.dtype) for _ in range(3))
-    sxx = syy = sxy = top = 0.0
+    sums = [0.0, 0.0, 0.0, 0.0]  # Σx², Σy², Σxy, max|x−y|
     with np.errstate(over="ignore", invalid="ignore"):
         for outer in np.ndindex(*tx.shape[:-2]):
             mx, my = tx[outer], ty[outer]
@@ -299,13 +304,8 @@ def _tiled_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
                     n = xs.size
                     np.copyto(bx[:n].reshape(xs.shape), xs)
                     np.copyto(by[:n].reshape(ys.shape), ys)
-                    fx, fy, fd = bx[:n], by[:n], d[:n]
-                    sxx += float(np.dot(fx, fx))
-                    syy += float(np.dot(fy, fy))
-                    sxy += float(np.dot(fx, fy))
-                    np.subtract(fx, fy, out=fd)
-                    np.abs(fd, out=fd)
-                    top = max(top, float(fd.max()))
+                    _add_piece(sums, bx[:n], by[:n], d[:n])
+    sxx, syy, sxy, top = sums
     return (syy, sxx, sxy, top) if swap else (sxx, syy, sxy, top)
 
 

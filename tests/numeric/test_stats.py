@@ -72,6 +72,18 @@ def test_a_large_array_is_judged_by_its_every_element() -> None:
         assert not out.rhs_finite and out.lhs_finite and out.diverges
 
 
+def _assert_measured_as(x: np.ndarray, y: np.ndarray, cx: np.ndarray, cy: np.ndarray,
+                        tol: Tolerance) -> None:
+    """``x`` against ``y`` (one of them in another memory order) measures as the contiguous
+    ``cx`` against ``cy``, a divergence included, and so do they swapped."""
+    want, got = measure(cx, cy, tol), measure(x, y, tol)
+    assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch) and got.diverges
+    assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
+    assert math.isclose(got.scale, want.scale, rel_tol=1e-6)
+    back, want_back = measure(y, x, tol), measure(cy, cx, tol)
+    assert (back.max_abs, back.mismatch) == (want_back.max_abs, want_back.mismatch)
+
+
 def test_a_transposed_kernel_and_channels_last_are_walked_in_blocks() -> None:
     """A linear's gradient in PyTorch's layout against JAX's, and channels-last activations
     against channels-first, are read block by block (both in cache), with the statistics of
@@ -84,12 +96,7 @@ def test_a_transposed_kernel_and_channels_last_are_walked_in_blocks() -> None:
         b.flat[a.size - 12345] += 0.25
         held = np.transpose(np.ascontiguousarray(np.transpose(a, memory)), np.argsort(memory))
         assert _tiled_pass(held, b) is not None and _tiled_pass(b, held) is not None
-        want, got = measure(a, b, tol), measure(held, b, tol)
-        assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch) and got.diverges
-        assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
-        assert math.isclose(got.scale, want.scale, rel_tol=1e-6)
-        back = measure(b, held, tol)
-        assert (back.max_abs, back.mismatch) == (want.max_abs, measure(b, a, tol).mismatch)
+        _assert_measured_as(held, b, a, b, tol)
 
 
 def test_a_view_with_steps_is_not_taken_for_a_contiguous_one() -> None:
@@ -179,9 +186,4 @@ def test_short_runs_are_compared_after_one_copy_into_the_others_order() -> None:
         b.flat[a.size // 2 + 7] -= 0.5
         held = np.transpose(np.ascontiguousarray(np.transpose(b, memory)), np.argsort(memory))
         assert _in_one_order(a, held) is not None and _in_one_order(held, a) is not None
-        want, got = measure(a, b, tol), measure(a, held, tol)
-        assert (got.max_abs, got.mismatch) == (want.max_abs, want.mismatch) and got.diverges
-        assert math.isclose(got.cosine, want.cosine, rel_tol=1e-6)
-        assert math.isclose(got.scale, want.scale, rel_tol=1e-6)
-        back, want_back = measure(held, a, tol), measure(b, a, tol)
-        assert (back.max_abs, back.mismatch) == (want_back.max_abs, want_back.mismatch)
+        _assert_measured_as(a, held, a, b, tol)
