@@ -1,11 +1,19 @@
-"""Shared test settings: golden files (``--update-goldens`` rewrites them for review)."""
+"""Shared test settings: golden files (``--update-goldens`` rewrites them for review);
+property tests draw the same examples on every run (a suite that passes once passes on a
+clean clone); ``SPECGRAPH_EXPLORE=1`` draws new ones each run, to look for failures."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("SPECGRAPH_EXPLORE") else "fixed")
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = Path(__file__).resolve().parent / "goldens"
