@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specgraph.numeric.runner import Runner
-from specgraph.numeric.stats import Stats, Tolerance, all_finite, flat, measure
+from specgraph.numeric.stats import Stats, Tolerance, all_finite, flat, measure, square_sum
 from specgraph.numeric.store import Store
 
 __all__ = ["Arrays", "KeptStore", "HostArrays", "DeviceStore"]
@@ -88,15 +88,14 @@ class HostArrays:
         return all_finite(kept) or not bool(np.isnan(np.asarray(kept)).any())
 
     def rms(self, kept: Any) -> float:
-        data = flat(kept)
+        data = np.asarray(kept)
         if not data.size:
             return 0.0
-        if data.dtype == np.float32:  # one BLAS pass, blocked accumulation
-            with np.errstate(over="ignore", invalid="ignore"):
-                total = float(np.dot(data, data))
-            if math.isfinite(total):
+        if data.dtype.kind == "f":  # Σx², as a measure of it may have found it already
+            total = square_sum(data)
+            if math.isfinite(total) or data.dtype != np.float32:
                 return math.sqrt(total / data.size)
-        return float(np.sqrt(np.sum(np.square(data, dtype=np.float64)) / data.size))
+        return float(np.sqrt(np.sum(np.square(flat(data), dtype=np.float64)) / data.size))
 
     def equal(self, a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))

@@ -263,25 +263,26 @@ class PairedRun:
     def _compare_forward(self, j: int, node: Node, args: Any, outs: Any) -> None:
         s, rec = self.s, self.record
         kept = [self.ax.keep(s.rrun, o) for o in outs]
+        i = self.p.r2l.get(j)
+        a = self.p.lhs.nodes[i] if i is not None else None
+        alike = a is not None and self._moves_data_alike(a, node)
+        # measured first: the finite checks below read again the sums the measures found
+        measured = self._measured_outputs(a, node, kept) if a is not None and not alike \
+            else []
         self._check_introduced(j, node, kept)
         self._check_repeat("rhs", self._rhs_ex, s.options.rhs_context.repeat, node, args,
                            kept)
-        if j not in self.p.r2l:
+        if a is None:
             return
         self._progress()
-        a = self.p.lhs.nodes[self.p.r2l[j]]
-        if self._moves_data_alike(a, node):
+        if alike:
             rec.agrees.update((v, True) for v in node.outputs)
             rec.inputs_agree[j] = True
             return
-        tol = s.tol(node)
         stats = []
-        for k, (v, h) in enumerate(zip(node.outputs, kept)):
-            lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
-            if lv is not None:
-                st = self.ax.measure(lv, h, tol)
-                rec.agrees[v] = not st.diverges
-                stats.append(st)
+        for v, st in measured:
+            rec.agrees[v] = not st.diverges
+            stats.append(st)
         most = worst(stats)
         if most is None:
             return
@@ -295,7 +296,18 @@ class PairedRun:
             all(self._agrees(v) for v in node.inputs) and self._wired_alike(a, node))
         if s.options.isolated:
             rec.isolated[j] = most
-        self.localizer.forward(j, most, tol)
+        self.localizer.forward(j, most, s.tol(node))
+
+    def _measured_outputs(self, a: Node, node: Node, kept: list[Any]
+                          ) -> list[tuple[Value, Stats]]:
+        """Each output of rhs's ``node`` that lhs's ``a`` kept, measured against it."""
+        tol = self.s.tol(node)
+        out = []
+        for k, (v, h) in enumerate(zip(node.outputs, kept)):
+            lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
+            if lv is not None:
+                out.append((v, self.ax.measure(lv, h, tol)))
+        return out
 
     def _progress(self) -> None:
         self._done += 1
@@ -337,8 +349,8 @@ class PairedRun:
         s, rec = self.s, self.record
         i = self.p.r2l.get(j)
         kept = [None if c is None else self.ax.keep(s.rrun, c) for c in shares]
-        self._check_backward_nan(node, octs, kept, i)
         if i is None:  # a node lhs lacks sends gradients lhs does not have
+            self._check_backward_nan(node, octs, kept, i)
             rec.shares_agree.update((v, False) for v, h in zip(node.inputs, kept)
                                     if h is not None)
             return
@@ -353,6 +365,7 @@ class PairedRun:
             oct_ok = s.options.isolated or all(rec.shares_agree.get(v, True)
                                                for v in node.outputs)
         if self._moves_data_alike(a, node) and oct_ok:
+            self._check_backward_nan(node, octs, kept, i)
             rec.shares_agree.update((v, True) for v in node.inputs)
             return
         tol = s.tol(node, backward=True)
@@ -360,6 +373,8 @@ class PairedRun:
                     default=0.0)
         by_slot = {slot: st for slot, h in enumerate(kept)
                    if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None}
+        # after the measures, whose sums its checks read again
+        self._check_backward_nan(node, octs, kept, i)
         stats = list(by_slot.values())
         if oct_stats is not None:
             self._gradient_reached(j, node, oct_stats, tol)

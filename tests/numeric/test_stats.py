@@ -110,6 +110,47 @@ def test_a_transposed_kernel_and_channels_last_are_walked_in_blocks() -> None:
         _assert_measured_as(held, b, a, b, tol)
 
 
+def test_blocks_are_read_along_the_shorter_runs_whichever_side_is_transposed() -> None:
+    """fc1's gradient (3072x768) and fc2's (768x3072), each in PyTorch's layout against
+    JAX's, on either side: the walk reads across the shorter runs (768 floats apart; 3072
+    apart the strides alias in the cache and the pass takes twice as long), with the
+    statistics of the contiguous pair either way."""
+    from specgraph.numeric.stats import _tile_plan
+
+    rng = np.random.default_rng(9)
+    tol = Tolerance(rtol=1e-5, atol=1e-6)
+    for shape in ((3072, 768), (768, 3072)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = (a + 1e-6 * rng.standard_normal(shape)).astype(np.float32)
+        held = np.ascontiguousarray(a.T).T
+        for x, y in ((held, b), (b, held)):
+            swap, order, merged, strides, axes = _tile_plan(x.shape, x.strides, y.strides,
+                                                            x.itemsize)
+            assert merged[axes[-2]] <= merged[axes[-1]] == 3072
+        _assert_measured_as(held, b, a, b, tol)
+        _assert_measured_as(b, held, b, a, tol)
+
+
+def test_elements_outside_the_tolerance_are_counted_in_pieces_in_any_layout() -> None:
+    """Two arrays apart everywhere (a layer past a real bug), in one layout or two: every
+    element outside atol + rtol·max(|a|, |b|) is counted, as a plain float32 count does."""
+    rng = np.random.default_rng(10)
+    tol = Tolerance(rtol=1e-3, atol=1e-4)
+    a = rng.standard_normal((2, 64, 40, 50)).astype(np.float32)
+    b = (a * (1 + 1e-3 * rng.standard_normal(a.shape))).astype(np.float32)
+    scale = np.float32(math.sqrt(float(np.mean(a.astype(np.float64) ** 2))))
+    bound = np.float32(tol.atol * float(scale)) + np.float32(tol.rtol) * np.maximum(abs(a),
+                                                                                    abs(b))
+    want = int(np.count_nonzero(np.abs(a - b) > bound))
+    assert 0.1 < want / a.size < 0.9
+    def channels_last(x: np.ndarray) -> np.ndarray:
+        return np.transpose(np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
+
+    for x, y in ((a, b), (a, channels_last(b)), (channels_last(a), b)):
+        got = measure(x, y, tol)
+        assert abs(got.mismatch * a.size - want) <= _on_the_bound(a, b, tol, rel=1e-6)
+
+
 def test_a_view_with_steps_is_not_taken_for_a_contiguous_one() -> None:
     rng = np.random.default_rng(6)
     tol = Tolerance(rtol=1e-5, atol=1e-6)
@@ -183,6 +224,40 @@ def test_a_pair_is_remembered_only_where_the_caller_asks() -> None:
         assert len(calls) == 3
     finally:
         stats._one_pass = real
+
+
+def test_finite_checks_and_floors_reuse_a_measures_sums_while_remembering() -> None:
+    """Within ``remembering`` the Σx² a measure found for each of its arrays answers the
+    finite check and the root mean square that read them next (an Inf a measure saw is
+    still seen); outside it they read the array again."""
+    from specgraph.numeric import stats
+    from specgraph.numeric.arrays import HostArrays
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = a.copy()
+    tol, ax = Tolerance(1e-5, 1e-6), HostArrays()
+    with stats.remembering():
+        measure(a, b, tol)
+        calls: list[int] = []
+        real = stats.flat
+        try:
+            stats.flat = lambda x: calls.append(1) or real(x)
+            assert ax.finite(b) and ax.nan_free(a)
+            assert math.isclose(ax.rms(b), math.sqrt(float(np.mean(b.astype(np.float64) ** 2))),
+                                rel_tol=1e-6)
+            assert not calls  # read from the measure's sums
+            c = b.copy()
+            assert ax.finite(c) and calls == [1]  # another array: read
+            assert ax.finite(c) and calls == [1]  # ... once
+        finally:
+            stats.flat = real
+        bad = b.copy()
+        bad[7, 7] = np.inf
+        measure(a, bad, tol)
+        assert not ax.finite(bad) and ax.rms(bad) == math.inf
+    b[0, 0] = np.nan  # changed in place, out here: seen
+    assert not ax.finite(b) and not ax.nan_free(b)
 
 
 def test_short_runs_are_compared_after_one_copy_into_the_others_order() -> None:
