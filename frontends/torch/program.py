@@ -70,6 +70,14 @@ class _Watcher(torch.fx.Interpreter):
         return out
 
 
+def _zero_probe(shape: tuple[int, ...], dtype: Any, device: Any, grad: bool) -> torch.Tensor:
+    """A leaf of zeros of ``shape`` over one element (all strides 0: nothing the size of the
+    value is allocated or read), its own leaf for its own gradient, which autograd gives
+    whole, of ``shape``."""
+    one = torch.zeros(1, dtype=dtype, device=device)
+    return one.as_strided(shape, (0,) * len(shape)).detach().requires_grad_(grad)
+
+
 def _writes_first_argument(node: Any) -> bool:
     """Whether ``node`` is an in-place op (``add_``) that writes into its first argument."""
     schema = getattr(node.target, "_schema", None)
@@ -225,8 +233,8 @@ class TorchProgram(NativeProgram):
             seen = [watcher.seen[k] for k in observed]
             wrt_seen = [t for t in seen if t.requires_grad]
         else:
-            flat_probes = [torch.zeros(shape, dtype=dtype, device=device,
-                                       requires_grad=backward) for shape, dtype in metas]
+            flat_probes = [_zero_probe(shape, dtype, device, backward)
+                           for shape, dtype in metas]
             with torch.enable_grad():  # as model(*inputs) runs
                 results = list(run(*args, *flat_probes))
             n_out = len(results) - len(observed)
