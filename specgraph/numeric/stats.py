@@ -427,11 +427,20 @@ def _tile_plan(shape: tuple[int, ...], sa: tuple[int, ...], sb: tuple[int, ...],
         plan = _tile_plan_as(swap, shape, sx, sy, itemsize)
         if plan is not None:
             plans.append(plan)
-    # each is contiguous along one of the two axes, and the block is read across the other
-    # (x's) rows: the plan where x's rows are the shorter runs reads 2x faster (768 floats
-    # apart, not 3072: the longer strides alias in the cache)
-    plans.sort(key=lambda plan: plan[2][plan[4][-2]] > plan[2][plan[4][-1]])
+    # a block reads x a row at a time across its columns: the plan whose column stride
+    # spreads over more cache sets reads up to 2x faster (fc1's 3072x768 gradient read
+    # 12 KiB apart meets one set, 3 KiB apart four); then the one with the shorter rows
+    plans.sort(key=lambda plan: (-_cache_sets(plan[3][-1]),
+                                 plan[2][plan[4][-2]] > plan[2][plan[4][-1]]))
     return plans[0] if plans else None
+
+
+def _cache_sets(stride: int) -> int:
+    """How many sets of a 4 KiB-way cache (64-byte lines, as x86 L1 caches are) rows
+    ``stride`` bytes apart fall into."""
+    if stride % 64:
+        return 64
+    return 64 // math.gcd(stride // 64, 64)
 
 
 def _tile_plan_as(swap: bool, shape: tuple[int, ...], sx: tuple[int, ...],
