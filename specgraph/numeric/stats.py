@@ -332,10 +332,14 @@ def _one_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]
 def _sum_of_squares(x: np.ndarray) -> float:
     """Σx² of a 1-D array, summed piece by piece in float64 (as ``_one_pass`` sums): one
     dot product over a million float32 elements is off by a few parts in 10⁷, enough to
-    move the tolerance past an element that lies on it."""
+    move the tolerance past an element that lies on it. A sum past the largest float is
+    inf (``measure`` then checks the elements one by one)."""
+    total = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        return math.fsum(float(np.dot(x[i:i + _CHUNK], x[i:i + _CHUNK]))
-                         for i in range(0, x.size, _CHUNK))
+        for i in range(0, x.size, _CHUNK):
+            piece = x[i:i + _CHUNK]
+            total += float(np.dot(piece, piece))
+    return total
 
 
 def _add_piece(sums: list[float], x: np.ndarray, y: np.ndarray, d: np.ndarray) -> None:

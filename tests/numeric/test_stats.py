@@ -151,6 +151,19 @@ def test_elements_outside_the_tolerance_are_counted_in_pieces_in_any_layout() ->
         assert abs(got.mismatch * a.size - want) <= _on_the_bound(a, b, tol, rel=1e-6)
 
 
+def test_sums_past_the_largest_float_are_judged_alike_in_any_layout() -> None:
+    """float64 values whose Σx² overflows while each piece's stays finite: the two-layout
+    sums are inf, as the one-layout ones, and the statistics are those of one layout."""
+    a = np.full((300, 300), 5e151)
+    b = np.ascontiguousarray(a.T).T
+    tol = Tolerance(1e-9, 1e-9)
+    with np.errstate(over="ignore"):
+        want = measure(a, a.copy(), tol)
+        got = measure(a, b, tol)
+    assert (got.max_abs, got.mismatch, got.scale) == (want.max_abs, want.mismatch, math.inf)
+    assert got.lhs_finite and got.rhs_finite
+
+
 def test_a_view_with_steps_is_not_taken_for_a_contiguous_one() -> None:
     rng = np.random.default_rng(6)
     tol = Tolerance(rtol=1e-5, atol=1e-6)
