@@ -385,6 +385,12 @@ class Localizer:
                      for x, y in zip(lshares, rhost)]
         if not any(d is not None and np.any(d) for d in direction):
             return words.Verdict("unknown", "inherited")
+        finite_l, finite_r = (all(x is None or bool(np.isfinite(x).all()) for x in shares)
+                              for shares in (lshares, rhost))
+        if finite_l != finite_r:  # Inf or NaN where the other side's gradient is finite:
+            # there is no derivative along it to take; that side is the one off
+            return words.judge(0.0 if finite_l else math.inf, 0.0 if finite_r else math.inf,
+                               tol.rtol, definitions_differ=False)
         truth_l = directional_derivative(a, lin, locts, direction)
         truth_r = directional_derivative(b, lin, locts, direction)
         vl = sum(float(np.sum(x * d)) for x, d in zip(lshares, direction) if d is not None)

@@ -9,6 +9,8 @@ while the other's does not is the one to blame.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,6 +59,8 @@ def directional_derivative(node: Node, inputs: Sequence[np.ndarray],
     norm = max((float(np.sqrt(np.mean(np.square(_f64(d))))) for d in direction
                 if d is not None and np.size(d)), default=1.0)
     h = 1e-5 * max(scale, 1e-3) / max(norm, 1e-30)
+    if not (math.isfinite(h) and h > 0):  # Inf or NaN in the inputs or the direction
+        return math.nan
 
     def shifted(sign: float) -> list[np.ndarray]:
         return [x if d is None else x + sign * h * _f64(d) for x, d in zip(base, direction)]

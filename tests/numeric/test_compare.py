@@ -26,7 +26,7 @@ pytest.importorskip("jax")
 from tests.test_golden_equivalence import GOLDEN, _canonical, _variant  # noqa: E402
 from tests.zoo import traced  # noqa: E402
 from tests.zoo.torch_faults import (  # noqa: E402
-    _cpu_kernel, wrong_gelu_backward, wrong_softmax, wrong_weight_gradient)
+    _cpu_kernel, inf_gelu_backward, wrong_gelu_backward, wrong_softmax, wrong_weight_gradient)
 
 
 _torch, _jax = traced.torch_model, traced.jax_model
@@ -104,6 +104,20 @@ def test_planted_torch_kernel_fault_is_found_and_blamed(model, fault, code, op,
     assert finding.op == op and finding.blame == torch_side
     assert f"{torch_side} (torch) leaves the fp64 reference" in finding.message
     assert compare(lhs, rhs, options=options).equivalent  # the kernel is restored
+
+
+@pytest.mark.parametrize("torch_side", ["lhs", "rhs"])
+def test_an_inf_gradient_from_a_kernel_is_blamed_on_its_side(torch_side) -> None:
+    """gelu's backward writes Inf into its gradient where JAX's is finite: there is no
+    derivative to take along that difference, and the side with the Inf is the one off
+    (the judge divided by a zero step)."""
+    pair = (_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
+    lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
+    with inf_gelu_backward():
+        report = compare(lhs, rhs, options=NumericOptions())
+    first = report.findings[0]
+    assert (first.code, first.op, first.blame) == ("gradient-divergence", "gelu", torch_side)
+    assert "NaN or Inf where the other has none" in first.message
 
 
 @pytest.mark.parametrize("torch_side", ["lhs", "rhs"])

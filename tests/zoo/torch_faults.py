@@ -100,6 +100,23 @@ def wrong_gelu_backward() -> Iterator[None]:
         yield
 
 
+def _inf_gelu_backward_kernel(original: Any) -> Callable[..., torch.Tensor]:
+    def kernel(keyset: Any, grad: torch.Tensor, x: torch.Tensor,
+               approximate: str = "none") -> torch.Tensor:
+        out = original.call_boxed(keyset, grad, x, approximate=approximate).clone()
+        out.view(-1)[::5] = float("inf")
+        return out
+
+    return kernel
+
+
+@contextlib.contextmanager
+def inf_gelu_backward() -> Iterator[None]:
+    """CPU ``gelu_backward`` writes Inf into every fifth element of its gradient."""
+    with _cpu_kernel(GELU_BACKWARD_OP, _inf_gelu_backward_kernel):
+        yield
+
+
 def _weight_gradient_kernel(original: Any) -> Callable[..., torch.Tensor]:
     def kernel(keyset: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = original.call_boxed(keyset, a, b)
