@@ -169,7 +169,7 @@ def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, to
 def nan_introduced(side: str, graph: Graph, node: Node, direction: str,
                    v: Voice = DIFF) -> Finding:
     what = "values" if direction == "forward" else "gradients"
-    given = "finite inputs" if direction == "forward" else "output gradients free of NaN"
+    given = "finite inputs" if direction == "forward" else "finite output gradients"
     made = "NaN or Inf" if direction == "forward" else "NaN"
     message = (f"{v.name(side)}'s {describe(node)} turns {given} into {made} {what} "
                f"({direction} pass)")

@@ -463,7 +463,8 @@ class PairedRun:
         if "rhs-backward" in self.localizer.nan:
             return
         bad = [slot for slot, h in enumerate(kept) if h is not None and not self.ax.nan_free(h)]
-        if not bad or not all(c is None or self.ax.nan_free(self.ax.keep(self.s.rrun, c))
+        # output gradients with Inf make NaN in any program (Inf·0): the Inf is the finding
+        if not bad or not all(c is None or self.ax.finite(self.ax.keep(self.s.rrun, c))
                               for c in octs):
             return
         if i is not None and all(self._lhs_nan_too(i, node, slot) for slot in bad):
