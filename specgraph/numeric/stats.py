@@ -255,9 +255,16 @@ def _one_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for x, y in ((a, b), (b, a)):
         order = _memory_order(x)
         if x.transpose(order).flags.c_contiguous:
-            moved = np.ascontiguousarray(y.transpose(order)).transpose(np.argsort(order))
-            return (x, moved) if y is b else (moved, x)
+            return _copied_into(x, y, order, y is b)
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
+
+
+def _copied_into(x: np.ndarray, y: np.ndarray, order: list[int], y_second: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and a copy of ``y`` laid out in ``x``'s memory ``order`` (``x`` transposed by
+    it is C-contiguous), in the order the pair was given (``y`` second or first)."""
+    moved = np.ascontiguousarray(y.transpose(order)).transpose(np.argsort(order))
+    return (x, moved) if y_second else (moved, x)
 
 
 def _memory_order(a: np.ndarray) -> list[int]:
@@ -409,8 +416,7 @@ def _in_one_order(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         shape, _ = _merged(y.shape, x.strides)  # the axes both walk alike, merged
         if shape[-1] > 256:  # the contiguous one's run that the other does not share
             return None
-        moved = np.ascontiguousarray(y.transpose(order)).transpose(np.argsort(order))
-        return (x, moved) if y is b else (moved, x)
+        return _copied_into(x, y, order, y is b)
     return None
 
 

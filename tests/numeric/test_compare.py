@@ -107,33 +107,27 @@ def test_planted_torch_kernel_fault_is_found_and_blamed(model, fault, code, op,
 
 
 @pytest.mark.parametrize("torch_side", ["lhs", "rhs"])
-def test_an_inf_gradient_from_a_kernel_is_blamed_on_its_side(torch_side) -> None:
-    """gelu's backward writes Inf into its gradient where JAX's is finite: there is no
-    derivative to take along that difference, and the side with the Inf is the one off
-    (the judge divided by a zero step)."""
-    pair = (_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
-    lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
-    with inf_gelu_backward():
-        report = compare(lhs, rhs, options=NumericOptions())
-    # the NaN the Inf makes in fc1's backward (Inf·0) is no finding of its own
-    assert [(f.code, f.op, f.blame) for f in report.findings] == [
-        ("gradient-divergence", "gelu", torch_side)]
-    assert "NaN or Inf where the other has none" in report.findings[0].message
-
-
-@pytest.mark.parametrize("torch_side", ["lhs", "rhs"])
-def test_a_wrong_weight_gradient_in_the_program_is_found_and_blamed(torch_side) -> None:
+@pytest.mark.parametrize(("fault", "op", "said"), [
+    (wrong_weight_gradient, "linear", "fc2"),
+    (inf_gelu_backward, "gelu", "NaN or Inf where the other has none"),
+], ids=["weight_gradient", "inf_gradient"])
+def test_a_gradient_fault_in_the_program_is_found_and_blamed(fault, op, said,
+                                                             torch_side) -> None:
     """Only a parameter's gradient is wrong (fc2's weight, made by ``mm`` in eager autograd):
     the judge holds each program's own weight gradient against the other's, not only the
     input gradient, so this is no 'rounding in the gradients that reached it'. (The replay
-    computes that gradient with another product, so only the program meets the fault.)"""
+    computes that gradient with another product, so only the program meets the fault.)
+    gelu's backward writes Inf where JAX's gradient is finite: there is no derivative to
+    take along that difference (the judge divided by a zero step), the side with the Inf is
+    the one off, and the NaN the Inf makes in fc1's backward (Inf·0) is no finding of its
+    own."""
     pair = (_torch("gelu_mlp"), _jax("gelu_mlp/jax"))
     lhs, rhs = pair if torch_side == "lhs" else pair[::-1]
-    with wrong_weight_gradient():
+    with fault():
         report = compare(lhs, rhs, options=NumericOptions())
     assert [(f.code, f.op, f.blame) for f in report.findings] == [
-        ("gradient-divergence", "linear", torch_side)]
-    assert "fc2" in report.findings[0].message
+        ("gradient-divergence", op, torch_side)]
+    assert said in report.findings[0].message
     assert not any("rounding in the gradients" in n for n in report.numeric.notes)
     assert compare(lhs, rhs, options=NumericOptions()).equivalent
 
