@@ -2,7 +2,7 @@
 PyTorch against JAX (Flax linen), measured side by side with plain forward + backward.
 
     python -m bench.numeric [--models bert,resnet50] [--repeat 3] [--device cpu] [--replay]
-                             [--mode eager|compiled] [--no-memory]
+                             [--mode eager|compiled] [--no-memory] [--profile DIR]
 
 "plain" is one forward + backward of each model in its own framework, as a training step
 runs it in the mode measured: eager (the default) is PyTorch eager against JAX op by op
@@ -101,6 +101,7 @@ def _check(name: str, device: str) -> Callable[[], Any]:
         if findings:
             raise SystemExit(f"{name}: the check reports {findings[0].message}")
         check.layers = len(result.layers)  # type: ignore[attr-defined]
+        check.notes = result.notes  # type: ignore[attr-defined]
 
     return check
 
@@ -111,7 +112,24 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def time_ratio(name: str, repeat: int, device: str) -> dict[str, float]:
+def _profile(check: Callable[[], Any], path: Path) -> None:
+    """One more check under cProfile: where its time goes, by own time and by cumulative."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(check)
+    out = io.StringIO()
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(profiler, stream=out).sort_stats(key).print_stats(45)
+    notes = getattr(check, "notes", ())
+    path.write_text(f"{len(notes)} notes:\n" + "".join(f"  {n}\n" for n in notes)
+                    + out.getvalue(), encoding="utf-8")
+
+
+def time_ratio(name: str, repeat: int, device: str,
+               profile: Path | None = None) -> dict[str, float]:
     plain, check = _plain(name, device), _check(name, device)
     plain()  # JAX compiles, PyTorch warms up
     check()  # JAX's per-op caches warm up
@@ -121,6 +139,8 @@ def time_ratio(name: str, repeat: int, device: str) -> dict[str, float]:
         t_plain.append(a)
         t_check.append(b)
         ratios.append(b / a)
+    if profile is not None:
+        _profile(check, profile / f"{name}-{MODE}-{device}.txt")
     return {"plain s": statistics.median(t_plain), "check s": statistics.median(t_check),
             "time ratio": statistics.median(ratios),
             "layers": float(getattr(check, "layers", 0))}
@@ -186,6 +206,9 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true",
                         help="time only: skip the four fresh processes that measure memory "
                              "(each builds and traces both models again)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="after timing, profile one more check of each model and write "
+                             "the profile to DIR/<model>-<mode>-<device>.txt")
     parser.add_argument("--memory-child", choices=("plain", "check"), default=None,
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -196,7 +219,7 @@ def main() -> None:
         return
     worst_time, worst_memory = 0.0, 0.0
     for name in args.models.split(","):
-        figures = time_ratio(name, args.repeat, args.device)
+        figures = time_ratio(name, args.repeat, args.device, args.profile)
         line = (f"{name}: plain fwd+bwd {figures['plain s']:.2f} s, check "
                 f"{figures['check s']:.2f} s ({int(figures['layers'])} layers compared), "
                 f"time ratio {figures['time ratio']:.2f}")

@@ -44,7 +44,7 @@ from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 from specgraph.frontends.jax.reach import reaching
 from specgraph.frontends.jax.runner import MATMUL_PRECISION, jax_device
 from specgraph.frontends.jax.walk import CALL_JAXPR_PARAMS, SEALED_BODIES, to_numpy
-from specgraph.numeric.program import NativeProgram, Observation
+from specgraph.numeric.program import DeviceCopies, NativeProgram, Observation
 from specgraph.numeric.runner import Context, RunnerError
 
 __all__ = ["JaxProgram"]
@@ -254,6 +254,7 @@ class JaxProgram(NativeProgram):
         # changes them) and that own array (a tied weight is given to several)
         self._same: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], Any, bool]] = {}
         self._preparing: threading.Thread | None = None
+        self._copies = DeviceCopies()  # given weights on a GPU
 
     # --- keys ------------------------------------------------------------------------------
     def locate(self, key: Hashable) -> tuple[Any, bool] | None:
@@ -448,9 +449,13 @@ class JaxProgram(NativeProgram):
         ports of one checkpoint: nothing is copied)."""
         if name not in weights:
             return own
-        if device.platform == "cpu" and self._holds_own(weights[name], own):
-            return own
-        return np.asarray(weights[name]).astype(aval.dtype, copy=False)
+        if device.platform == "cpu":
+            if self._holds_own(weights[name], own):
+                return own
+            return np.asarray(weights[name]).astype(aval.dtype, copy=False)
+        given = weights[name]  # on a GPU: copied there once (``DeviceCopies``)
+        return self._copies.get(name, given, device, lambda: jax.device_put(
+            np.asarray(given).astype(aval.dtype, copy=False), device))
 
     def _fed(self) -> list[int]:
         """The inputs whose gradients are taken: floating ones a gradient reaches."""

@@ -11,7 +11,7 @@ import torch
 
 from specgraph.numeric.arrays import DeviceStore, HostArrays
 from specgraph.numeric.runner import Runner
-from specgraph.numeric.stats import Stats, Tolerance
+from specgraph.numeric.stats import Stats, Tolerance, keep_square_sum, known_square_sum
 
 __all__ = ["DeviceArrays", "as_torch"]
 
@@ -67,13 +67,46 @@ class DeviceArrays:
             wrong, top = torch.stack([(a != b).double().mean(),
                                       (a.double() - b.double()).abs().max()]).tolist()
             return Stats(top, 0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
-        return self._measure_floats(a.double(), b.double(), tol, floor)
+        a, b = a.double(), b.double()
+        found = self._measure_finite(a, b, tol, floor)
+        if found is None:  # NaN or Inf on a side (or a sum past float64's largest)
+            return self._measure_floats(a, b, tol, floor)
+        stats, saa, sbb = found
+        # the finite checks and floors that follow this measure read these, not the values
+        keep_square_sum(lhs, saa, a.numel())
+        keep_square_sum(rhs, sbb, a.numel())
+        return stats
+
+    @staticmethod
+    def _measure_finite(a: torch.Tensor, b: torch.Tensor, tol: Tolerance, floor: float
+                        ) -> tuple[Stats, float, float] | None:
+        """``measure`` of two float64 tensors if every element of both is finite (Σa² and
+        Σb² are finite exactly then, short of overflow), with Σa² and Σb²; else None. Half
+        the kernels of ``_measure_floats``, whose masks only non-finite values need: a
+        device measure is launches more than arithmetic."""
+        x, y = a.reshape(-1), b.reshape(-1)
+        sums = torch.stack([torch.dot(x, x), torch.dot(y, y), torch.dot(x, y)])
+        diff = (x - y).abs_()
+        bound = torch.maximum(x.abs(), y.abs()).mul_(tol.rtol)
+        scale = torch.sqrt(sums[0] / x.numel())
+        bound.add_(tol.atol if tol.absolute else scale.clamp_min(floor) * tol.atol)
+        saa, sbb, sab, top, wrong = torch.cat([
+            sums, diff.max().reshape(1),
+            torch.count_nonzero(diff > bound).double().reshape(1)]).tolist()
+        if not (math.isfinite(saa) and math.isfinite(sbb)):
+            return None
+        na, nb = math.sqrt(saa), math.sqrt(sbb)
+        cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+        scale_ = max(math.sqrt(saa / x.numel()), floor)
+        return Stats(top, top / scale_ if scale_ > 0 else (0.0 if top == 0 else math.inf),
+                     wrong / x.numel(), cosine, scale_, True, True), saa, sbb
 
     @staticmethod
     def _measure_floats(a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
                         floor: float) -> Stats:
-        """``measure`` in float64 on the device: every statistic is made there and they
-        cross to the host together, in one transfer (one wait for the device)."""
+        """``measure`` in float64 on the device, NaN and Inf included: every statistic is
+        made there and they cross to the host together, in one transfer (one wait for the
+        device)."""
         fa, fb = torch.isfinite(a), torch.isfinite(b)
         both = fa & fb
         az, bz = torch.where(both, a, 0.0), torch.where(both, b, 0.0)
@@ -94,23 +127,38 @@ class DeviceArrays:
         return Stats(top, top / scale_ if scale_ > 0 else (0.0 if top == 0 else math.inf),
                      wrong, cosine, scale_, fa_all == 1.0, fb_all == 1.0)
 
+    @staticmethod
+    def _known_finite(kept: Any) -> bool:
+        """Whether a measure of ``kept`` just found Σx² finite (then every element is)."""
+        total = known_square_sum(kept)
+        return total is not None and math.isfinite(total)
+
     def finite(self, kept: Any) -> bool:
         if isinstance(kept, np.ndarray):
             return self._host.finite(kept)
+        if self._known_finite(kept):
+            return True
         t = as_torch(kept)
         return not t.is_floating_point() or bool(torch.isfinite(t).all().item())
 
     def nan_free(self, kept: Any) -> bool:
         if isinstance(kept, np.ndarray):
             return self._host.nan_free(kept)
+        if self._known_finite(kept):
+            return True
         t = as_torch(kept)
         return not t.is_floating_point() or not bool(torch.isnan(t).any().item())
 
     def rms(self, kept: Any) -> float:
         if isinstance(kept, np.ndarray):
             return self._host.rms(kept)
-        t = as_torch(kept).detach().double()
-        return float(t.square().mean().sqrt().item()) if t.numel() else 0.0
+        t = as_torch(kept).detach()
+        if not t.numel():
+            return 0.0
+        total = known_square_sum(kept)
+        if total is not None and math.isfinite(total):
+            return math.sqrt(total / t.numel())
+        return float(t.double().square().mean().sqrt().item())
 
     def equal(self, a: Any, b: Any) -> bool:
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):

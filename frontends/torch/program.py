@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from specgraph.numeric.program import NativeProgram, Observation
+from specgraph.numeric.program import DeviceCopies, NativeProgram, Observation
 from specgraph.numeric.runner import Context, RunnerError
 
 __all__ = ["TorchProgram"]
@@ -108,6 +108,17 @@ class TorchProgram(NativeProgram):
         self.input_names = input_names
         self.output_names = output_names
         self._built: dict[tuple[Any, ...], tuple[Any, list[Hashable], list[Any]]] = {}
+        self._copies = DeviceCopies()  # weights and held tensors on a GPU
+
+    def _on_device(self, name: str, array: Any, device: torch.device) -> torch.Tensor:
+        """``array`` as a tensor on ``device``: on a GPU copied there once while the same
+        memory is given (``DeviceCopies``), each call a new tensor over that copy, so that
+        no run's autograd reaches another."""
+        if device.type == "cpu":
+            return _tensor(array, device)
+        return self._copies.get(name, array, device, lambda: (
+            _tensor(array, device) if isinstance(array, np.ndarray)
+            else array.detach().to(device))).detach()
 
     # --- the program with probes ---------------------------------------------------------
     def _build(self, keys: Collection[Hashable], mode: str
@@ -200,7 +211,7 @@ class TorchProgram(NativeProgram):
                 name = self.targets.get(spec.target)
                 if name is not None and name in weights:
                     if name not in leaves:
-                        t = _tensor(weights[name], device)
+                        t = self._on_device(name, weights[name], device)
                         # a parameter requires its gradient even for a forward alone, as
                         # in model(*inputs): PyTorch picks other kernels for tensors that
                         # do (linear on a strided input rounds otherwise without)
@@ -210,7 +221,8 @@ class TorchProgram(NativeProgram):
                 else:
                     held = (self.ep.constants[spec.target] if spec.target in self.ep.constants
                             else self.ep.state_dict[spec.target])
-                    args.append(held.detach().to(device))
+                    args.append(held.detach() if device.type == "cpu" else
+                                self._on_device(f"held:{spec.target}", held, device))
             elif kind == "USER_INPUT":
                 if hasattr(spec.arg, "value") and not hasattr(spec.arg, "name"):
                     args.append(spec.arg.value)

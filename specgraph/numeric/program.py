@@ -12,7 +12,8 @@ names); ``to_native`` / ``from_native`` convert from and to the canonical graph'
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Hashable, Mapping
+import weakref
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 from specgraph.ir import permuted
 from specgraph.numeric.runner import Context, RunnerError
 
-__all__ = ["NativeProgram", "Observation", "native_weights", "native_inputs",
+__all__ = ["NativeProgram", "Observation", "DeviceCopies", "native_weights", "native_inputs",
            "native_cotangents", "canonical_param_grads", "host_array"]
 
 
@@ -120,6 +121,53 @@ def _undo(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...],
         else:
             array = np.reshape(array, before)
     return array  # a view where it can be: the framework copies it once, as it takes it
+
+
+def _memory(array: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The object that owns ``array``'s memory and where in it ``array`` lies: two NumPy
+    views of one buffer at the same place, shape, strides and dtype hold the same values
+    (any other array stands for itself)."""
+    if not isinstance(array, np.ndarray):
+        return array, ()
+    owner = array
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    return owner, (array.__array_interface__["data"][0], array.shape, array.strides,
+                   array.dtype.str)
+
+
+class DeviceCopies:
+    """Copies of the weights a program is given, on its device, by name: made once while
+    views of the same memory are given (the comparison hands the same arrays to every seed
+    and never changes them), as a model's weights stay on its device between training
+    steps. What owns the memory is followed by a weak reference: a copy never keeps it
+    alive, and other memory, or memory gone, is copied anew."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[weakref.ref[Any], tuple[Any, ...], Any, Any]] = {}
+
+    def get(self, name: str, array: Any, device: Any, copy: Callable[[], Any]) -> Any:
+        """The copy of ``array`` on ``device`` (``copy()`` makes one)."""
+        owner, where = _memory(array)
+        kept = self._kept.get(name)
+        if kept is not None and kept[0]() is owner and kept[1] == where and kept[2] == device:
+            return kept[3]
+        value = copy()
+        try:
+            self._kept[name] = (weakref.ref(owner), where, device, value)
+        except TypeError:  # an owner no weak reference can follow: copied each time
+            self._kept.pop(name, None)
+        return value
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._kept
+
+    def copy_of(self, name: str) -> Any:
+        """The copy kept under ``name`` (for tests)."""
+        return self._kept[name][3]
+
+    def owner_ref(self, name: str) -> weakref.ref[Any]:
+        return self._kept[name][0]
 
 
 def native_weights(traced: Any, weights: Mapping[str, np.ndarray],

@@ -16,6 +16,7 @@ import math
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,13 +99,15 @@ class _Recent:
         self._squares: collections.OrderedDict[int, tuple[weakref.ref[np.ndarray], float]] \
             = collections.OrderedDict()
 
-    def square_sum(self, x: np.ndarray) -> float | None:
+    def square_sum(self, x: Any) -> float | None:
         """Σx² of ``x`` as one of the last measures or checks found it, else None."""
         kept = self._squares.get(id(x)) if self.depth else None
         return kept[1] if kept is not None and kept[0]() is x else None
 
-    def put_square_sum(self, x: np.ndarray, total: float) -> None:
-        if not self.depth or x.size < 4096:
+    def put_square_sum(self, x: Any, total: float, count: int | None = None) -> None:
+        """Keep Σx² of ``x`` (an array of ``count`` elements: a device tensor's, whose
+        ``size`` is no count)."""
+        if not self.depth or (x.size if count is None else count) < 4096:
             return
         try:
             ref = weakref.ref(x)
@@ -153,6 +156,18 @@ def remembering() -> Iterator[None]:
         _RECENT.depth -= 1
         if not _RECENT.depth:
             _RECENT.clear()
+
+
+def known_square_sum(x: Any) -> float | None:
+    """Σx² of ``x`` (an array or a device tensor) as a measure inside ``remembering`` found
+    it, else None: what a finite check or a floor reads instead of reading ``x`` again."""
+    return _RECENT.square_sum(x)
+
+
+def keep_square_sum(x: Any, total: float, count: int) -> None:
+    """Inside ``remembering``, keep Σx² of ``x`` (``count`` elements) for the checks that
+    follow its measure (a device measure's: ``known_square_sum``)."""
+    _RECENT.put_square_sum(x, total, count)
 
 
 def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0) -> Stats:

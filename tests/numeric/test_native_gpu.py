@@ -71,6 +71,35 @@ def test_observed_values_and_gradients_stay_on_the_device(side: str) -> None:
             assert {d.platform for d in array.devices()} == {"gpu"}
 
 
+@pytest.mark.parametrize("side", ["torch", "jax"])
+def test_weights_are_copied_to_the_device_once_and_each_run_is_its_own(side: str) -> None:
+    """A program copies a given weight to the GPU once while the same array is given: the
+    next run reads the first run's copy, and its gradients are its own (not summed onto
+    the first's); another array under the same name is copied anew."""
+    model = _torch("mlp") if side == "torch" else _jax("mlp")
+    first, second = _observe(model), _observe(model)
+    assert first.param_grads and set(first.param_grads) == set(second.param_grads)
+    for name, grad in first.param_grads.items():
+        assert np.array_equal(prog.host_array(grad), prog.host_array(second.param_grads[name]))
+    copies = model.program._copies
+    names = [n for n in model.weights if n in copies]
+    assert names
+    kept = {n: copies.copy_of(n) for n in names}
+    _observe(model)
+    assert all(copies.copy_of(n) is kept[n] for n in names)
+    g = model.graph
+    weights = prog.native_weights(model, model.weights, model.param_shapes)
+    name = names[0]
+    weights = {**weights, name: np.asarray(weights[name]) * 2}
+    obs = model.program.observe(
+        weights, prog.native_inputs(model, model.inputs), {n.key for n in g.natives.values()},
+        prog.native_cotangents(model, {n: np.ones(v.shape, np.float32) for n, v in
+                                       zip(g.output_names, g.outputs)}), CUDA)
+    assert copies.copy_of(name) is not kept[name]
+    assert any(not np.array_equal(prog.host_array(v), prog.host_array(first.values[k]))
+               for k, v in obs.values.items())
+
+
 @pytest.mark.parametrize("lhs,rhs", PAIRS, ids=[p[0] for p in PAIRS])
 def test_golden_pairs_agree_on_the_gpu(lhs: str, rhs: str) -> None:
     options = NumericOptions(lhs_context=CUDA, rhs_context=CUDA, seeds=(0, 1, 2))

@@ -81,6 +81,37 @@ def test_observed_gradients_are_autograds():
         assert np.array_equal(obs2.outputs[g.output_names[0]], module(x).numpy())
 
 
+def test_a_weight_is_copied_to_a_device_once_while_its_memory_is_given():
+    """Off the CPU the program copies a weight once while views of the same memory are
+    given (the comparison's seeds), hands each run its own tensor over that copy, and
+    copies anew for other memory or once the first is gone (run here on PyTorch's meta
+    device, which copies no data: the same path as a GPU's)."""
+    import gc
+
+    module, inputs = MODELS["mlp"]()
+    program = canonicalize_model(trace(module, inputs, reference="mlp")).program
+    meta = torch.device("meta")
+    own = np.arange(12, dtype=np.float32).reshape(3, 4)
+    copies = program._copies
+    first = program._on_device("w", own[:], meta)
+    kept = copies.copy_of("w")
+    second = program._on_device("w", own[:], meta)  # another view of the same memory
+    assert copies.copy_of("w") is kept and first is not second
+    first.requires_grad_(True)
+    assert not second.requires_grad and not kept.requires_grad  # each run's own leaf
+    program._on_device("w", own.T.copy().T, meta)  # the same values elsewhere: copied
+    assert copies.copy_of("w") is not kept
+    kept = copies.copy_of("w")
+    program._on_device("w", own[1:], meta)  # another part of the same memory: copied
+    assert copies.copy_of("w") is not kept
+    ref = copies.owner_ref("w")
+    del own
+    gc.collect()
+    assert ref() is None  # the weight's owner is not kept alive by the copy
+    assert program._on_device("b", np.zeros(3, np.float32), torch.device("cpu")).device.type \
+        == "cpu" and "b" not in copies  # on the CPU: the array itself
+
+
 POOL = '''
 import torch
 

@@ -119,6 +119,39 @@ def test_device_arrays_see_nonfinite_values_and_shapes() -> None:
     assert arrays.equal(torch.from_numpy(b), torch.from_numpy(b.copy()))
 
 
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_a_finite_pair_takes_the_short_path_and_its_sums_answer_the_checks(kind: str) -> None:
+    """Two finite tensors are measured without the masks that NaN and Inf need, to the
+    same statistics; inside ``remembering`` the Σx² each measure found answers the finite
+    checks and the root mean square that follow (an Inf it saw is still seen); outside, the
+    tensors are read again."""
+    from specgraph.numeric import stats
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((96, 80)).astype(np.float32)
+    b = a + rng.standard_normal(a.shape).astype(np.float32) * 1e-5
+    wrap = torch.from_numpy if kind == "torch" else jnp.asarray
+    x, y = torch.from_numpy(a), wrap(b)
+    arrays, tol = DeviceArrays(), Tolerance(2e-5, 1e-6)
+    short = arrays.measure(x, y, tol, 0.3)
+    masked = DeviceArrays._measure_floats(x.double(), as_torch(y).double(), tol, 0.3)
+    for field in ("max_abs", "max_rel", "mismatch", "cosine", "scale"):
+        assert getattr(short, field) == pytest.approx(getattr(masked, field), rel=1e-9,
+                                                      abs=1e-15), field
+    assert 0 < short.mismatch < 1 and (short.lhs_finite, short.rhs_finite) == (True, True)
+    with stats.remembering():
+        arrays.measure(x, y, tol)
+        x[0, 0] = float("nan")  # the measure's sums stand for the values: not read again
+        assert arrays.finite(x) and arrays.nan_free(x)
+        assert arrays.rms(y) == pytest.approx(float(np.sqrt(np.mean(b.astype(np.float64) ** 2))),
+                                              rel=1e-9)
+        bad = torch.from_numpy(b.copy())
+        bad[3, 3] = float("inf")
+        seen = arrays.measure(x.nan_to_num(), bad, tol)
+        assert not seen.rhs_finite and not arrays.finite(bad) and arrays.nan_free(bad)
+    assert not arrays.finite(x) and not arrays.nan_free(x)  # out here: read
+
+
 def test_jax_arrays_are_shared_not_copied() -> None:
     x = jnp.arange(12.0).reshape(3, 4)
     t = as_torch(x)
