@@ -44,7 +44,7 @@ from jax.extend.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 from specgraph.frontends.jax.reach import reaching
 from specgraph.frontends.jax.runner import MATMUL_PRECISION, jax_device
 from specgraph.frontends.jax.walk import CALL_JAXPR_PARAMS, SEALED_BODIES, to_numpy
-from specgraph.numeric.program import DeviceCopies, NativeProgram, Observation
+from specgraph.numeric.program import DeviceCopies, NativeProgram, Observation, where_in_memory
 from specgraph.numeric.runner import Context, RunnerError
 
 __all__ = ["JaxProgram"]
@@ -250,9 +250,9 @@ class JaxProgram(NativeProgram):
         self._single: dict[Key, bool] = {}
         self._precise: dict[str, ClosedJaxpr] = {}
         # whether a given weight holds the bits of one of the model's own arrays, by the
-        # given array (alive: the comparison hands the same arrays to every seed and never
-        # changes them) and that own array (a tied weight is given to several)
-        self._same: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], Any, bool]] = {}
+        # memory the given array views (alive: each comparison views the same arrays, and
+        # none changes them) and that own array (a tied weight is given to several)
+        self._same: dict[tuple[Any, ...], tuple[weakref.ref[Any], Any, bool]] = {}
         self._preparing: threading.Thread | None = None
         self._copies = DeviceCopies()  # given weights on a GPU
 
@@ -422,10 +422,12 @@ class JaxProgram(NativeProgram):
 
     def _holds_own(self, given: Any, own: Any) -> bool:
         """Whether the given weight holds the bits of the model's own array ``own`` (a CPU
-        JAX array of its dtype and shape), remembered by the given array."""
-        key = (id(given), id(own))
+        JAX array of its dtype and shape), remembered by the memory the given array views
+        (``where_in_memory``: each comparison views the same weights anew)."""
+        owner, where = where_in_memory(given)
+        key = (id(owner), where, id(own))
         kept = self._same.get(key)
-        if kept is not None and kept[0]() is given and kept[1] is own:
+        if kept is not None and kept[0]() is owner and kept[1] is own:
             return kept[2]
         data = np.asarray(given)
         same = isinstance(own, jax.Array) and data.dtype == own.dtype and \
@@ -437,7 +439,7 @@ class JaxProgram(NativeProgram):
                 del self._same[key]
 
         try:
-            self._same[key] = (weakref.ref(given, forget), own, same)
+            self._same[key] = (weakref.ref(owner, forget), own, same)
         except TypeError:  # not an array one can refer to weakly: found out each time
             pass
         return same

@@ -22,8 +22,8 @@ import numpy as np
 from specgraph.ir import permuted
 from specgraph.numeric.runner import Context, RunnerError
 
-__all__ = ["NativeProgram", "Observation", "DeviceCopies", "native_weights", "native_inputs",
-           "native_cotangents", "canonical_param_grads", "host_array"]
+__all__ = ["NativeProgram", "Observation", "DeviceCopies", "where_in_memory", "native_weights",
+           "native_inputs", "native_cotangents", "canonical_param_grads", "host_array"]
 
 
 def host_array(array: Any) -> np.ndarray:
@@ -123,7 +123,7 @@ def _undo(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...],
     return array  # a view where it can be: the framework copies it once, as it takes it
 
 
-def _memory(array: Any) -> tuple[Any, tuple[Any, ...]]:
+def where_in_memory(array: Any) -> tuple[Any, tuple[Any, ...]]:
     """The object that owns ``array``'s memory and where in it ``array`` lies: two NumPy
     views of one buffer at the same place, shape, strides and dtype hold the same values
     (any other array stands for itself)."""
@@ -148,7 +148,7 @@ class DeviceCopies:
 
     def get(self, name: str, array: Any, device: Any, copy: Callable[[], Any]) -> Any:
         """The copy of ``array`` on ``device`` (``copy()`` makes one)."""
-        owner, where = _memory(array)
+        owner, where = where_in_memory(array)
         kept = self._kept.get(name)
         if kept is not None and kept[0]() is owner and kept[1] == where and kept[2] == device:
             return kept[3]

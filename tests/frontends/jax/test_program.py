@@ -486,8 +486,9 @@ def test_weights_are_compared_bit_for_bit_in_any_two_layouts() -> None:
 
 def test_weights_checked_while_the_other_side_runs_are_used_as_found(monkeypatch) -> None:
     """``prepare`` finds out, on a thread of its own, which given weights are the model's
-    own; ``observe`` with those very arrays uses what it found (the own arrays run, nothing
-    is compared again, on every later seed too), and a weight one ulp off runs as given."""
+    own; ``observe`` with those very arrays, or new views of them, uses what it found (the
+    own arrays run, nothing is compared again, on every later seed and comparison too), and
+    a weight one ulp off runs as given."""
     from specgraph.frontends.jax import program as jax_program
 
     c = case("cnn/linen")
@@ -507,6 +508,9 @@ def test_weights_checked_while_the_other_side_runs_are_used_as_found(monkeypatch
     assert checked == len([n for n in program.param_names if n in weights])
     again = program.observe(weights, c.traced.inputs, (), None, EAGER)
     assert len(compared) == checked  # the same arrays: known already
+    views = {k: w[...] for k, w in weights.items()}  # the next comparison's views of them
+    program.observe(views, c.traced.inputs, (), None, EAGER)
+    assert len(compared) == checked  # the same memory: known already
     own = program.observe(c.weights(), c.traced.inputs, (), None, EAGER)
     assert len(compared) == 2 * checked  # new arrays: found out again
     for key in own.outputs:
