@@ -23,6 +23,7 @@ import numpy as np
 from specgraph.ir import Value
 from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, loss_weights, rhs_inputs, transfer_weights
+from specgraph.numeric.findings import Passed, passed_notes
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.paired import PairedRun
 from specgraph.numeric.pairing import Pairing
@@ -109,6 +110,7 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
     gradients: dict[str, Stats] = {}
     repro: tuple[str, ...] = ()
     done: list[int] = []
+    passed: list[Passed] = []
     for seed in opts.seeds:
         if done:  # what the last seed's programs freed serves this one's (not only rhs's)
             return_freed_memory()
@@ -120,9 +122,11 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
         layers = run.record.layers(pairing)
         outputs, gradients = run.record.outputs, run.record.gradients
         notes.extend(n for n in run.localizer.notes if n not in notes)
+        passed.extend(run.localizer.passed)
         if seed_findings:
             findings, repro = seed_findings, run.localizer.repro
             break
+    notes.extend(passed_notes(passed))  # one note per kind, for every seed together
     return findings, NumericResult(
         lhs_context=_describe(lrun), rhs_context=_describe(rrun),
         seeds=tuple(done), transferred=opts.transfer, isolated=opts.isolated,

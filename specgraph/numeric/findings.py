@@ -197,3 +197,82 @@ def with_reach(finding: Finding, later: int, outputs: Mapping[str, Stats]) -> Fi
     if outputs:
         tail += f", the outputs by {worst:.2e} of their scale"
     return replace(finding, message=finding.message + tail)
+
+
+# --- gradient differences judged no divergence -----------------------------------------------
+@dataclass(frozen=True)
+class Passed:
+    """A layer's gradients that differ beyond the tolerance yet were judged no divergence.
+
+    Attributes:
+        kind: why: ``ties`` (its input ties for a maximum), ``kink`` (its input lies within
+            rounding of a kink), ``inherited`` (its pullback agrees fed the same inputs and
+            output gradients).
+        layer: the layer, in words.
+        size: the difference, relative to the values' scale.
+        seed: the input seed.
+    """
+
+    kind: str
+    layer: str
+    size: float
+    seed: int
+
+
+_PASSED_ONE = {
+    "ties": ("where its input ties for the maximum: each program sends the gradient to "
+             "another of the tied elements, both as far from the fp64 reference (the layer "
+             "has no derivative there); not reported as a divergence"),
+    "kink": ("where its input lies within rounding of a kink: the two programs' inputs fall "
+             "on either side of it, both as far from the fp64 reference (the layer has no "
+             "derivative there); not reported as a divergence"),
+    "inherited": ("yet its pullback agrees when fed the same inputs and output gradients: "
+                  "rounding in the gradients that reached it, not reported as a divergence"),
+}
+_PASSED_MANY = {
+    "ties": ("each where its input ties for the maximum: each program sends the gradient to "
+             "another of the tied elements, both as far from the fp64 reference (the layer "
+             "has no derivative there); not reported as divergences"),
+    "kink": ("each where its input lies within rounding of a kink: the two programs' inputs "
+             "fall on either side of it, both as far from the fp64 reference (the layer has "
+             "no derivative there); not reported as divergences"),
+    "inherited": ("yet each one's pullback agrees when fed the same inputs and output "
+                  "gradients: rounding in the gradients that reached them, not reported as "
+                  "divergences"),
+}
+_NAMED = 4  # layers named in a note that stands for several
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    ordered = sorted(set(seeds))
+    if len(ordered) == 1:
+        return f"seed {ordered[0]}"
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"seeds {ordered[0]}-{ordered[-1]}"
+    return "seeds " + ", ".join(map(str, ordered))
+
+
+def passed_notes(passed: Sequence[Passed]) -> list[str]:
+    """One note per kind of gradient difference judged no divergence: a single layer's in
+    full, several layers' together (how many, the largest difference, the first few named),
+    so that a model which agrees is not told so in a hundred lines (a ResNet's ReLUs
+    compiled on a GPU, every attention layer of a BERT)."""
+    notes = []
+    for kind in dict.fromkeys(p.kind for p in passed):
+        group = [p for p in passed if p.kind == kind]
+        layers = list(dict.fromkeys(p.layer for p in group))
+        worst = max(group, key=lambda p: p.size)
+        if len(group) == 1:
+            comma = "," if kind == "inherited" else ""
+            notes.append(f"gradients of {worst.layer} differ by {worst.size:.2e} "
+                         f"(seed {worst.seed}){comma} {_PASSED_ONE[kind]}")
+            continue
+        named = ", ".join(layers[:_NAMED])
+        if len(layers) > _NAMED:
+            named += f" and {len(layers) - _NAMED} more"
+        what = (f"gradients of {worst.layer}" if len(layers) == 1 else
+                f"gradients of {len(layers)} layers ({named})")
+        notes.append(f"{what} differ by up to {worst.size:.2e} "
+                     f"({len(group)} times, {_seeds([p.seed for p in group])}), "
+                     f"{_PASSED_MANY[kind]}")
+    return notes

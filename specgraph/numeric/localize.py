@@ -58,6 +58,7 @@ class Localizer:
         self.case: ReproCase | None = None
         self.repro: tuple[str, ...] = ()
         self.notes: list[str] = []
+        self.passed: list[words.Passed] = []  # gradient differences judged no divergence
         self.native_rhs: Any = None  # rhs's NativeExecution when its program gives the numbers
 
     # --- the findings ---------------------------------------------------------------------
@@ -73,6 +74,11 @@ class Localizer:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def _passed(self, kind: str, b: Node, stats: Stats) -> None:
+        """A gradient difference at rhs node ``b`` judged no divergence: noted with the
+        others of its kind (``findings.passed_notes``)."""
+        self.passed.append(words.Passed(kind, words.describe(b), stats.max_rel, self.seed))
 
     def nan_introduced(self, side: str, graph: Graph, node: Node, direction: str) -> None:
         key = side if direction == "forward" else f"{side}-backward"
@@ -311,25 +317,14 @@ class Localizer:
             verdict = self._judge_backward(i, a, b, lin, tol, floor, parted)
             if verdict.reason == "both" and self.native_rhs is not None and \
                     b.op in _PICKS_ONE and _has_ties(lin[0]):
-                self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
-                          f"(seed {self.seed}) where its input ties for the maximum: each "
-                          "program sends the gradient to another of the tied elements, both "
-                          "as far from the fp64 reference (the layer has no derivative "
-                          "there); not reported as a divergence")
+                self._passed("ties", b, stats)
                 return False
             if verdict.reason == "both" and self.native_rhs is not None and \
                     _near_a_kink(b, lin[0], tol):
-                self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
-                          f"(seed {self.seed}) where its input lies within rounding of a "
-                          "kink: the two programs' inputs fall on either side of it, both as "
-                          "far from the fp64 reference (the layer has no derivative there); "
-                          "not reported as a divergence")
+                self._passed("kink", b, stats)
                 return False
             if verdict.reason == "inherited":
-                self.note(f"gradients of {words.describe(b)} differ by {stats.max_rel:.2e} "
-                          f"(seed {self.seed}), yet its pullback agrees when fed the same "
-                          "inputs and output gradients: rounding in the gradients that "
-                          "reached it, not reported as a divergence")
+                self._passed("inherited", b, stats)
                 return False
             octs = tuple(self.lhs.output_gradient(i, k) for k in range(len(a.outputs)))
             self._capture(ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,

@@ -317,6 +317,12 @@ def test_max_pool_ties_are_a_note_not_a_gradient_divergence(tmp_path, capsys):
     path.write_text(TIES)
     assert main(["diff", f"{path}:padded", f"{path}:zero_pad", "--native"]) == 0
     assert "ties for the maximum" in capsys.readouterr().out
+    # over several seeds, and several times in each: one note that says so
+    assert main(["diff", f"{path}:padded", f"{path}:zero_pad", "--native", "--seed", "0-3"]) \
+        == 0
+    (note,) = [line for line in capsys.readouterr().out.splitlines()
+               if "ties for the maximum" in line]
+    assert "times, seeds 0-3), each where its input ties for the maximum" in note
 
 
 def test_a_kink_within_rounding_is_told_apart_from_one_far_off():
