@@ -124,6 +124,7 @@ def _profile(check: Callable[[], Any], path: Path) -> None:
     for key in ("tottime", "cumulative"):
         pstats.Stats(profiler, stream=out).sort_stats(key).print_stats(45)
     notes = getattr(check, "notes", ())
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"{len(notes)} notes:\n" + "".join(f"  {n}\n" for n in notes)
                     + out.getvalue(), encoding="utf-8")
 

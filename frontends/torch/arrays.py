@@ -22,7 +22,7 @@ def as_torch(x: Any) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x
     if isinstance(x, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x))
+        return torch.from_numpy(np.ascontiguousarray(x).reshape(x.shape))  # 0-d stays 0-d
     if hasattr(x, "__dlpack__"):
         return torch.from_dlpack(x)
     import tensorflow as tf  # a TF eager tensor: DLPack through TF's own capsule

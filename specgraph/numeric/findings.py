@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -261,7 +262,7 @@ def passed_notes(passed: Sequence[Passed]) -> list[str]:
     for kind in dict.fromkeys(p.kind for p in passed):
         group = [p for p in passed if p.kind == kind]
         layers = list(dict.fromkeys(p.layer for p in group))
-        worst = max(group, key=lambda p: p.size)
+        worst = max(group, key=lambda p: math.inf if math.isnan(p.size) else p.size)
         if len(group) == 1:
             comma = "," if kind == "inherited" else ""
             notes.append(f"gradients of {worst.layer} differ by {worst.size:.2e} "

@@ -78,7 +78,13 @@ class Localizer:
     def _passed(self, kind: str, b: Node, stats: Stats) -> None:
         """A gradient difference at rhs node ``b`` judged no divergence: noted with the
         others of its kind (``findings.passed_notes``)."""
-        self.passed.append(words.Passed(kind, words.describe(b), stats.max_rel, self.seed))
+        new = words.Passed(kind, words.describe(b), stats.max_rel, self.seed)
+        for k, seen in enumerate(self.passed):  # judged twice (as a reader, then itself):
+            if (seen.kind, seen.layer, seen.seed) == (new.kind, new.layer, new.seed):
+                if not seen.size >= new.size:  # once, the larger difference
+                    self.passed[k] = new
+                return
+        self.passed.append(new)
 
     def nan_introduced(self, side: str, graph: Graph, node: Node, direction: str) -> None:
         key = side if direction == "forward" else f"{side}-backward"

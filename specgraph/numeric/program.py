@@ -123,17 +123,23 @@ def _undo(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...],
     return array  # a view where it can be: the framework copies it once, as it takes it
 
 
+_SAMPLED = 64  # elements of an array read to tell an edit in place (``where_in_memory``)
+
+
 def where_in_memory(array: Any) -> tuple[Any, tuple[Any, ...]]:
     """The object that owns ``array``'s memory and where in it ``array`` lies: two NumPy
     views of one buffer at the same place, shape, strides and dtype hold the same values
-    (any other array stands for itself)."""
+    (any other array stands for itself). The values of 64 elements spread over the array
+    are part of where it lies, so that memory edited in place (a training step changes
+    every weight) is not taken for what it held."""
     if not isinstance(array, np.ndarray):
         return array, ()
     owner = array
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
+    picks = np.linspace(0, array.size - 1, min(array.size, _SAMPLED)).astype(np.intp)
     return owner, (array.__array_interface__["data"][0], array.shape, array.strides,
-                   array.dtype.str)
+                   array.dtype, array.flat[picks].tobytes())
 
 
 class DeviceCopies:
@@ -141,7 +147,7 @@ class DeviceCopies:
     views of the same memory are given (the comparison hands the same arrays to every seed
     and never changes them), as a model's weights stay on its device between training
     steps. What owns the memory is followed by a weak reference: a copy never keeps it
-    alive, and other memory, or memory gone, is copied anew."""
+    alive, goes when it goes, and other memory is copied anew."""
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[weakref.ref[Any], tuple[Any, ...], Any, Any]] = {}
@@ -152,11 +158,18 @@ class DeviceCopies:
         kept = self._kept.get(name)
         if kept is not None and kept[0]() is owner and kept[1] == where and kept[2] == device:
             return kept[3]
+        self._kept.pop(name, None)  # the last copy goes before the next is made
         value = copy()
+        kept_ref = self._kept
+
+        def forget(ref: weakref.ref[Any]) -> None:  # the weight is gone: so is its copy
+            if kept_ref.get(name, (None,))[0] is ref:
+                del kept_ref[name]
+
         try:
-            self._kept[name] = (weakref.ref(owner), where, device, value)
+            self._kept[name] = (weakref.ref(owner, forget), where, device, value)
         except TypeError:  # an owner no weak reference can follow: copied each time
-            self._kept.pop(name, None)
+            pass
         return value
 
     def __contains__(self, name: str) -> bool:
@@ -165,9 +178,6 @@ class DeviceCopies:
     def copy_of(self, name: str) -> Any:
         """The copy kept under ``name`` (for tests)."""
         return self._kept[name][3]
-
-    def owner_ref(self, name: str) -> weakref.ref[Any]:
-        return self._kept[name][0]
 
 
 def native_weights(traced: Any, weights: Mapping[str, np.ndarray],

@@ -34,3 +34,31 @@ def test_many_layers_of_one_kind_are_one_note_with_the_largest_difference() -> N
     assert again.startswith("gradients of attention at a differ by up to 3.00e-04 (2 times, "
                             "seeds 0, 4), yet each one's pullback agrees")
     assert passed_notes([]) == []
+
+
+def test_a_layer_judged_twice_in_one_seed_is_counted_once_with_its_larger_difference() -> None:
+    """The gradient reaching a layer is judged as its reader's input and again at the layer
+    itself: one layer, one seed, one count."""
+    from specgraph.ir import GraphBuilder
+    from specgraph.numeric.localize import Localizer
+    from specgraph.numeric.stats import Stats
+
+    b = GraphBuilder()
+    x = b.input("x", (4,), "float32")
+    b.output("y", b.add("relu", [x], shape=(4,), dtype="float32"))
+    relu = b.build().nodes[0]
+    loc = Localizer.__new__(Localizer)
+    loc.passed, loc.seed = [], 0
+    for size in (1e-4, 3e-4, 2e-4):
+        loc._passed("kink", relu, Stats(size, size, 0.1, 1.0, 1.0))
+    loc.seed = 1
+    loc._passed("kink", relu, Stats(5e-5, 5e-5, 0.1, 1.0, 1.0))
+    assert [(p.size, p.seed) for p in loc.passed] == [(3e-4, 0), (5e-5, 1)]
+    (note,) = passed_notes(loc.passed)
+    assert "differ by up to 3.00e-04 (2 times, seeds 0-1)" in note
+
+
+def test_a_nan_difference_is_the_largest() -> None:
+    (note,) = passed_notes([Passed("kink", "relu at a", 1e-3, 0),
+                            Passed("kink", "relu at b", float("nan"), 0)])
+    assert "differ by up to nan" in note

@@ -83,9 +83,9 @@ def test_observed_gradients_are_autograds():
 
 def test_a_weight_is_copied_to_a_device_once_while_its_memory_is_given():
     """Off the CPU the program copies a weight once while views of the same memory are
-    given (the comparison's seeds), hands each run its own tensor over that copy, and
-    copies anew for other memory or once the first is gone (run here on PyTorch's meta
-    device, which copies no data: the same path as a GPU's)."""
+    given (the comparison's seeds), hands each run its own tensor over that copy, copies
+    anew for other memory or memory edited in place, and lets a copy go with its weight
+    (run here on PyTorch's meta device, which copies no data: the same path as a GPU's)."""
     import gc
 
     module, inputs = MODELS["mlp"]()
@@ -99,15 +99,19 @@ def test_a_weight_is_copied_to_a_device_once_while_its_memory_is_given():
     assert copies.copy_of("w") is kept and first is not second
     first.requires_grad_(True)
     assert not second.requires_grad and not kept.requires_grad  # each run's own leaf
-    program._on_device("w", own.T.copy().T, meta)  # the same values elsewhere: copied
+    elsewhere = own.T.copy().T
+    program._on_device("w", elsewhere, meta)  # the same values elsewhere: copied
     assert copies.copy_of("w") is not kept
     kept = copies.copy_of("w")
     program._on_device("w", own[1:], meta)  # another part of the same memory: copied
     assert copies.copy_of("w") is not kept
-    ref = copies.owner_ref("w")
+    kept = copies.copy_of("w")
+    own[2, 3] += 1  # edited in place (as a training step would): copied again
+    program._on_device("w", own[1:], meta)
+    assert copies.copy_of("w") is not kept
     del own
     gc.collect()
-    assert ref() is None  # the weight's owner is not kept alive by the copy
+    assert "w" not in copies  # the weight gone, its copy goes (never the reverse)
     assert program._on_device("b", np.zeros(3, np.float32), torch.device("cpu")).device.type \
         == "cpu" and "b" not in copies  # on the CPU: the array itself
 

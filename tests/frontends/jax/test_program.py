@@ -511,8 +511,16 @@ def test_weights_checked_while_the_other_side_runs_are_used_as_found(monkeypatch
     views = {k: w[...] for k, w in weights.items()}  # the next comparison's views of them
     program.observe(views, c.traced.inputs, (), None, EAGER)
     assert len(compared) == checked  # the same memory: known already
+    other = next(n for n in program.param_names if n != name and weights[n].size > 1)
+    fresh = {**weights, other: weights[other].copy()}
+    program.observe(fresh, c.traced.inputs, (), None, EAGER)
+    assert len(compared) == checked + 1  # new memory: found out
+    fresh[other].flat[-1] = np.nextafter(fresh[other].flat[-1], np.float32(np.inf))
+    edited = program.observe(fresh, c.traced.inputs, (), None, EAGER)
+    assert len(compared) == checked + 2  # the same memory edited in place: found out again
+    assert any(not np.array_equal(edited.outputs[k], again.outputs[k]) for k in again.outputs)
     own = program.observe(c.weights(), c.traced.inputs, (), None, EAGER)
-    assert len(compared) == 2 * checked  # new arrays: found out again
+    assert len(compared) == 2 * checked + 2  # new arrays: found out again
     for key in own.outputs:
         np.testing.assert_array_equal(first.outputs[key], again.outputs[key], strict=True)
     changed = {name: off}

@@ -202,3 +202,12 @@ def test_a_host_value_meets_a_device_value_on_the_device() -> None:
         assert x.device.type == y.device.type == "cuda"
         host = HostArrays().measure(a, b, Tolerance(2e-5, 2e-5))
         assert arrays.measure(lhs, rhs, Tolerance(2e-5, 2e-5)).mismatch == host.mismatch
+
+
+def test_a_host_scalar_meets_a_device_scalar_as_a_scalar() -> None:
+    """A 0-d host array against a 0-d tensor is one value against one (NumPy's contiguous
+    copy of a scalar is 1-d: the shapes once differed)."""
+    host = np.array(2.0, np.float32)
+    assert as_torch(host).shape == ()
+    stats = DeviceArrays().measure(host, torch.tensor(2.0), Tolerance(1e-5, 1e-6))
+    assert not stats.shape_differs and stats.max_abs == 0.0
