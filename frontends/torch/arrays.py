@@ -95,11 +95,8 @@ class DeviceArrays:
             torch.count_nonzero(diff > bound).double().reshape(1)]).tolist()
         if not (math.isfinite(saa) and math.isfinite(sbb)):
             return None
-        na, nb = math.sqrt(saa), math.sqrt(sbb)
-        cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-        scale_ = max(math.sqrt(saa / x.numel()), floor)
-        return Stats(top, top / scale_ if scale_ > 0 else (0.0 if top == 0 else math.inf),
-                     wrong / x.numel(), cosine, scale_, True, True), saa, sbb
+        return Stats.from_sums(saa, sbb, sab, top, wrong / x.numel(),
+                               math.sqrt(saa / x.numel()), floor), saa, sbb
 
     @staticmethod
     def _measure_floats(a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
@@ -121,11 +118,8 @@ class DeviceArrays:
         saa_, sbb_, sab_, top, wrong, scale_, fa_all, fb_all = torch.stack([
             saa, sbb, sab, diff.max(), bad.double().mean(), scale, fa.all().double(),
             fb.all().double()]).tolist()
-        na, nb = math.sqrt(saa_), math.sqrt(sbb_)
-        cosine = sab_ / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-        scale_ = max(scale_, floor)
-        return Stats(top, top / scale_ if scale_ > 0 else (0.0 if top == 0 else math.inf),
-                     wrong, cosine, scale_, fa_all == 1.0, fb_all == 1.0)
+        return Stats.from_sums(saa_, sbb_, sab_, top, wrong, scale_, floor, fa_all == 1.0,
+                               fb_all == 1.0)
 
     @staticmethod
     def _known_finite(kept: Any) -> bool:

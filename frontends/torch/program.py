@@ -114,11 +114,13 @@ class TorchProgram(NativeProgram):
         """``array`` as a tensor on ``device``: on a GPU copied there once while the same
         memory is given (``DeviceCopies``), each call a new tensor over that copy, so that
         no run's autograd reaches another."""
-        if device.type == "cpu":
-            return _tensor(array, device)
-        return self._copies.get(name, array, device, lambda: (
-            _tensor(array, device) if isinstance(array, np.ndarray)
-            else array.detach().to(device))).detach()
+        def copy() -> torch.Tensor:
+            return _tensor(array, device) if isinstance(array, np.ndarray) else \
+                array.detach().to(device)
+
+        if device.type == "cpu":  # a view of the array, nothing copied
+            return copy()
+        return self._copies.get(name, array, device, copy).detach()
 
     # --- the program with probes ---------------------------------------------------------
     def _build(self, keys: Collection[Hashable], mode: str
@@ -221,8 +223,7 @@ class TorchProgram(NativeProgram):
                 else:
                     held = (self.ep.constants[spec.target] if spec.target in self.ep.constants
                             else self.ep.state_dict[spec.target])
-                    args.append(held.detach() if device.type == "cpu" else
-                                self._on_device(f"held:{spec.target}", held, device))
+                    args.append(self._on_device(f"held:{spec.target}", held, device))
             elif kind == "USER_INPUT":
                 if hasattr(spec.arg, "value") and not hasattr(spec.arg, "name"):
                     args.append(spec.arg.value)

@@ -122,7 +122,7 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
         layers = run.record.layers(pairing)
         outputs, gradients = run.record.outputs, run.record.gradients
         notes.extend(n for n in run.localizer.notes if n not in notes)
-        passed.extend(run.localizer.passed)
+        passed.extend(run.localizer.passed.values())
         if seed_findings:
             findings, repro = seed_findings, run.localizer.repro
             break

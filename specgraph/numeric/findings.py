@@ -230,13 +230,9 @@ _PASSED_ONE = {
     "inherited": ("yet its pullback agrees when fed the same inputs and output gradients: "
                   "rounding in the gradients that reached it, not reported as a divergence"),
 }
-_PASSED_MANY = {
-    "ties": ("each where its input ties for the maximum: each program sends the gradient to "
-             "another of the tied elements, both as far from the fp64 reference (the layer "
-             "has no derivative there); not reported as divergences"),
-    "kink": ("each where its input lies within rounding of a kink: the two programs' inputs "
-             "fall on either side of it, both as far from the fp64 reference (the layer has "
-             "no derivative there); not reported as divergences"),
+_PASSED_MANY = {  # the same said of each of several layers
+    **{kind: "each " + text.replace("a divergence", "divergences")
+       for kind, text in _PASSED_ONE.items() if kind != "inherited"},
     "inherited": ("yet each one's pullback agrees when fed the same inputs and output "
                   "gradients: rounding in the gradients that reached them, not reported as "
                   "divergences"),

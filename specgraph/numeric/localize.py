@@ -58,7 +58,9 @@ class Localizer:
         self.case: ReproCase | None = None
         self.repro: tuple[str, ...] = ()
         self.notes: list[str] = []
-        self.passed: list[words.Passed] = []  # gradient differences judged no divergence
+        # gradient differences judged no divergence, by kind and layer (a layer is judged
+        # twice, as its reader's input and as itself: noted once, the larger difference)
+        self.passed: dict[tuple[str, str], words.Passed] = {}
         self.native_rhs: Any = None  # rhs's NativeExecution when its program gives the numbers
 
     # --- the findings ---------------------------------------------------------------------
@@ -79,12 +81,9 @@ class Localizer:
         """A gradient difference at rhs node ``b`` judged no divergence: noted with the
         others of its kind (``findings.passed_notes``)."""
         new = words.Passed(kind, words.describe(b), stats.max_rel, self.seed)
-        for k, seen in enumerate(self.passed):  # judged twice (as a reader, then itself):
-            if (seen.kind, seen.layer, seen.seed) == (new.kind, new.layer, new.seed):
-                if not seen.size >= new.size:  # once, the larger difference
-                    self.passed[k] = new
-                return
-        self.passed.append(new)
+        seen = self.passed.get((kind, new.layer))
+        if seen is None or not seen.size >= new.size:
+            self.passed[(kind, new.layer)] = new
 
     def nan_introduced(self, side: str, graph: Graph, node: Node, direction: str) -> None:
         key = side if direction == "forward" else f"{side}-backward"

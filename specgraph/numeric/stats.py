@@ -70,6 +70,20 @@ class Stats:
         return self.shape_differs or self.mismatch > 0.0 or (
             self.lhs_finite != self.rhs_finite)
 
+    @classmethod
+    def from_sums(cls, saa: float, sbb: float, sab: float, max_abs: float, mismatch: float,
+                  scale: float, floor: float, lhs_finite: bool = True,
+                  rhs_finite: bool = True) -> Stats:
+        """The statistics of a pair from Σa², Σb², Σab (over the elements finite on both
+        sides), the largest difference, the fraction outside the tolerance and lhs's RMS,
+        raised to ``floor``."""
+        na, nb = math.sqrt(saa), math.sqrt(sbb)
+        cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+        scale = max(scale, floor)
+        return cls(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else
+                                                               math.inf),
+                   mismatch, cosine, scale, lhs_finite, rhs_finite)
+
     def to_dict(self) -> dict[str, float | bool]:
         return {"max_abs": _round(self.max_abs), "max_rel": _round(self.max_rel),
                 "mismatch": _round(self.mismatch), "cosine": _round(self.cosine),
@@ -233,11 +247,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
             paired = _flat_pair(*_one_layout(a, b))
         assert paired is not None
         bad = _count_outside(*paired, atol, tol.rtol)
-    na, nb = math.sqrt(saa), math.sqrt(sbb)
-    cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    scale = max(scale, floor)
-    return Stats(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf),
-                 bad / a.size if a.size else 0.0, cosine, scale)
+    return Stats.from_sums(saa, sbb, sab, max_abs, bad / a.size if a.size else 0.0, scale,
+                           floor)
 
 
 def _count_outside(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> int:
