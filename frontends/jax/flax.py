@@ -80,8 +80,14 @@ def trace_linen(module: Any, variables: Any, example_inputs: Any, *,
                            f"returns, got {type(variables).__name__}; return {returns}")
     args = jax_frontend.as_tuple(example_inputs, reference, returns)
     named = jax_frontend.checked_params(variables, reference)
-    program = jax_frontend.Program(module.apply, variables, args, [n for n, _ in named],
-                                    jax_frontend.positional_names(module.__call__, 0))
+    names = [n for n, _ in named]
+    # a training step differentiates the "params" collection; the others (batch_stats,
+    # a cache) it updates or holds, as PyTorch's buffers
+    trained = [n for n in names if n.split(".", 1)[0] == "params"] \
+        if "params" in variables else None
+    program = jax_frontend.Program(module.apply, variables, args, names,
+                                    jax_frontend.positional_names(module.__call__, 0),
+                                    trained=trained)
     found: dict[str, dict[str, Any]] = {}
     scopes = contextlib.ExitStack()
     scopes.enter_context(linen.intercept_methods(_linen_scope))
@@ -148,16 +154,21 @@ def _scopes(paths: dict[int, str]) -> Iterator[None]:
         _NNX_PATHS.reset(token)
 
 
-def _state_names(state: Any) -> list[str]:
-    """One name per array leaf of an NNX state, by variable path ("." joined)."""
-    names = []
+def _state_names(state: Any) -> tuple[list[str], list[str]]:
+    """One name per array leaf of an NNX state, by variable path ("." joined), and the
+    names of the ``nnx.Param`` leaves (what a training step differentiates; a BatchStat is
+    updated otherwise)."""
+    names, trained = [], []
     for path, variable in jax_frontend.leaves_with_names(
             state, "", is_leaf=lambda x: isinstance(x, nnx.Variable)):
         leaves = jax_frontend.leaves_with_names(variable, path)
         if isinstance(variable, nnx.Variable):
             leaves = jax_frontend.leaves_with_names(variable.get_value(), path)
-        names.extend(name for name, _ in leaves)
-    return names
+        found = [name for name, _ in leaves]
+        names.extend(found)
+        if not isinstance(variable, nnx.Variable) or isinstance(variable, nnx.Param):
+            trained.extend(found)
+    return names, trained
 
 
 def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -> TracedModel:
@@ -168,7 +179,7 @@ def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -
                            f"{type(module).__name__}; an NNX factory returns {returns}")
     args = jax_frontend.as_tuple(example_inputs, reference, returns)
     graphdef, state = nnx.split(module)
-    names = _state_names(state)
+    names, trained = _state_names(state)
 
     def apply(state: Any, *inputs: Any) -> Any:
         copy, paths = _prepared(graphdef, state)
@@ -176,7 +187,8 @@ def trace_nnx(module: Any, example_inputs: Any, *, reference: str = "<model>") -
             return copy(*inputs)
 
     program = jax_frontend.Program(apply, state, args, names,
-                                    jax_frontend.positional_names(module.__call__, 0))
+                                    jax_frontend.positional_names(module.__call__, 0),
+                                    trained=trained)
     found = {".".join(str(p) for p in path): attrs for path, node in nnx.iter_graph(module)
              if path and (attrs := _training_attrs(node))}
     return jax_frontend.trace_program(

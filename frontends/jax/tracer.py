@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -105,10 +105,14 @@ class Program:
     """What every JAX-family trace shares: ``fn(params, *inputs)`` and how to name things."""
 
     def __init__(self, fn: Callable[..., Any], params: Any, args: tuple[Any, ...],
-                 param_names: list[str], arg_names: Sequence[str]) -> None:
+                 param_names: list[str], arg_names: Sequence[str],
+                 trained: Collection[str] | None = None) -> None:
         self.fn = fn
         self.params = params
         self.param_names = param_names
+        # the parameters a training step differentiates (None: all of them); a linen
+        # model's batch statistics, an NNX BatchStat, are updated otherwise, not trained
+        self.trained = None if trained is None else frozenset(trained)
         flat, self.args_tree = jax.tree_util.tree_flatten(args)
         self.dynamic = [_is_array(leaf) for leaf in flat]
         self.flat_args = flat
@@ -182,8 +186,10 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     outputs = LazyOutputs(lambda: _own_outputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat),
                                                output_names, reference), output_names)
     steps, shapes = converter.native_layouts()
+    trained = [n for n in graph.params if program.trained is None or n in program.trained
+               or names is not program.param_names]
     own = JaxProgram(closed, names, param_arrays, program.input_names, output_names,
-                     trained=graph.params)
+                     trained=trained)
     return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native,
                        program=own,
                        param_layouts={k: v for k, v in steps.items() if k in graph.params},

@@ -153,7 +153,7 @@ class TorchProgram(NativeProgram):
                 probed = graph.call_function(torch.ops.aten.add.Tensor, (node, probe))
             node.replace_all_uses_with(probed, delete_user_cb=lambda u: u is not probed)
             observed.append(key)
-            extra.append(node)
+            extra.append(probed)  # its value exactly (x + 0): the buffer the program reads
             val = node.meta["val"]
             metas.append((tuple(int(d) for d in val.shape), val.dtype))
         outs = output.args[0]

@@ -15,7 +15,8 @@ from specgraph.diff import node_side
 from specgraph.report import DIFF, Finding, Voice
 
 __all__ = ["Verdict", "judge", "describe", "statement", "numeric_divergence", "gradient_divergence",
-           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired"]
+           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired",
+           "untrained"]
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,23 @@ def _seeds(seeds: Sequence[int]) -> str:
     return "seeds " + ", ".join(map(str, ordered))
 
 
+def _named(names: Sequence[str]) -> str:
+    """The first few of ``names``, and how many more."""
+    shown = ", ".join(names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+def untrained(frozen: str, other: str, names: Sequence[str]) -> str:
+    """The note for parameters ``frozen``'s program gives no gradient while ``other``'s
+    trains them (one note for all of them)."""
+    what = (f"parameter {names[0]}" if len(names) == 1 else
+            f"{len(names)} parameters ({_named(names)})")
+    them = "it" if len(names) == 1 else "them"
+    return (f"{frozen}'s program gives {what} no gradient (frozen there, by stop_gradient "
+            f"or as a constant) while {other}'s trains {them}: "
+            f"{'its gradient is' if len(names) == 1 else 'their gradients are'} not compared")
+
+
 def passed_notes(passed: Sequence[Passed]) -> list[str]:
     """One note per kind of gradient difference judged no divergence: a single layer's in
     full, several layers' together (how many, the largest difference, the first few named),
@@ -264,11 +282,8 @@ def passed_notes(passed: Sequence[Passed]) -> list[str]:
             notes.append(f"gradients of {worst.layer} differ by {worst.size:.2e} "
                          f"(seed {worst.seed}){comma} {_PASSED_ONE[kind]}")
             continue
-        named = ", ".join(layers[:_NAMED])
-        if len(layers) > _NAMED:
-            named += f" and {len(layers) - _NAMED} more"
         what = (f"gradients of {worst.layer}" if len(layers) == 1 else
-                f"gradients of {len(layers)} layers ({named})")
+                f"gradients of {len(layers)} layers ({_named(layers)})")
         notes.append(f"{what} differ by up to {worst.size:.2e} "
                      f"({len(group)} times, {_seeds([p.seed for p in group])}), "
                      f"{_PASSED_MANY[kind]}")

@@ -479,24 +479,24 @@ class PairedRun:
         return key is not None and key in self.lhs and not self.ax.nan_free(self.lhs.get(key))
 
     def _note_untrained(self, trained: set[str]) -> None:
-        """A parameter one side's program gives no gradient at all (a table frozen by
-        ``stop_gradient``) while the other side trains it: a note, its gradient is not
-        compared (the forward values still are)."""
+        """Parameters one side's program gives no gradient at all (a table frozen by
+        ``stop_gradient``) while the other side trains them: one note per side, their
+        gradients are not compared (the forward values still are)."""
         rg, v = self.p.rhs, self.s.options.voice
+        frozen: dict[str, list[str]] = {"lhs": [], "rhs": []}
         for name, w in rg.params.items():
             u = self.p.values.get(w)
             lname = self.p.lhs.param_name(u) if u is not None else None
             if lname is None or not rg.consumers(w) or w.dtype not in FLOAT_DTYPES:
                 continue
             lhs_trains, rhs_trains = ("grad", lname) in self.lhs, name in trained
-            if lhs_trains == rhs_trains:
-                continue
-            frozen, other = ("lhs", "rhs") if rhs_trains else ("rhs", "lhs")
-            self.localizer.note(
-                f"{v.name(frozen)}'s program gives parameter "
-                f"{lname if frozen == 'lhs' else name} no gradient (it is frozen there, by "
-                f"stop_gradient or as a constant) while {v.name(other)}'s trains it: its "
-                "gradient is not compared")
+            if lhs_trains != rhs_trains:
+                side = "lhs" if rhs_trains else "rhs"
+                frozen[side].append(lname if side == "lhs" else name)
+        for side, names in frozen.items():
+            if names:
+                other = "rhs" if side == "lhs" else "lhs"
+                self.localizer.note(words.untrained(v.name(side), v.name(other), names))
 
     def _compare_gradient(self, name: str, grad: Any) -> None:
         """A parameter's whole gradient, against lhs's, once rhs has finished it."""

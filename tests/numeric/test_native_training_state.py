@@ -1,0 +1,159 @@
+"""What a training step trains, in each side's own program: a linen model's ``batch_stats``
+and an NNX ``BatchStat`` are updated by the step, not differentiated, as PyTorch's
+BatchNorm buffers are; so a PyTorch CNN against its Flax port in eval mode agrees without a
+note per running statistic. Parameters one side really freezes (``stop_gradient``) while the
+other trains them are told in one note, not one per parameter."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("flax")
+
+from specgraph.cli import main  # noqa: E402
+
+MODELS = '''
+import numpy as np
+
+RNG = np.random.default_rng(0)
+IMAGE = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+CONV = (0.3 * RNG.standard_normal((4, 3, 3, 3))).astype(np.float32)
+SCALE, SHIFT = (1 + 0.1 * RNG.standard_normal(4)).astype(np.float32), \\
+    (0.1 * RNG.standard_normal(4)).astype(np.float32)
+MEAN, VAR = (0.1 * RNG.standard_normal(4)).astype(np.float32), \\
+    (1 + 0.2 * RNG.random(4)).astype(np.float32)
+HEAD = (0.3 * RNG.standard_normal((3, 4))).astype(np.float32)
+TABLES = [(0.5 * RNG.standard_normal((4, 4))).astype(np.float32) for _ in range(3)]
+X = RNG.standard_normal((2, 4)).astype(np.float32)
+
+
+def torch_cnn():
+    import torch
+
+    class CNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1, bias=False)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.head = torch.nn.Linear(4, 3, bias=False)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3)))
+
+    m = CNN()
+    with torch.no_grad():
+        m.conv.weight.copy_(torch.from_numpy(CONV))
+        m.bn.weight.copy_(torch.from_numpy(SCALE))
+        m.bn.bias.copy_(torch.from_numpy(SHIFT))
+        m.bn.running_mean.copy_(torch.from_numpy(MEAN))
+        m.bn.running_var.copy_(torch.from_numpy(VAR))
+        m.head.weight.copy_(torch.from_numpy(HEAD))
+    return m.eval(), (torch.from_numpy(IMAGE),)
+
+
+def linen_cnn():
+    import flax.linen as nn
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Conv(4, (3, 3), padding=1, use_bias=False, name="conv")(x)
+            h = nn.BatchNorm(use_running_average=True, momentum=0.9, epsilon=1e-5,
+                             name="bn")(h)
+            return nn.Dense(3, use_bias=False, name="head")(nn.relu(h).mean(axis=(1, 2)))
+
+    variables = {"params": {"conv": {"kernel": CONV.transpose(2, 3, 1, 0)},
+                            "bn": {"scale": SCALE, "bias": SHIFT},
+                            "head": {"kernel": HEAD.T}},
+                 "batch_stats": {"bn": {"mean": MEAN, "var": VAR}}}
+    return CNN(), variables, (IMAGE.transpose(0, 2, 3, 1),)
+
+
+def torch_tables():
+    import torch
+
+    class Tables(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t0, self.t1, self.t2 = (torch.nn.Parameter(torch.from_numpy(t))
+                                         for t in TABLES)
+
+        def forward(self, x):
+            return torch.tanh(x @ self.t0 + x @ self.t1 + x @ self.t2)
+
+    return Tables(), (torch.from_numpy(X),)
+
+
+def jax_tables():
+    import jax
+    import jax.numpy as jnp
+
+    def apply(p, x):  # two of the three tables frozen
+        sg = jax.lax.stop_gradient
+        return jnp.tanh(x @ sg(p["t0"]) + x @ sg(p["t1"]) + x @ p["t2"])
+
+    return apply, {f"t{i}": t for i, t in enumerate(TABLES)}, (X,)
+'''
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "state_models.py"
+    path.write_text(MODELS)
+    return path
+
+
+def _report(capsys):
+    return json.loads(capsys.readouterr().out)
+
+
+def test_batch_norm_running_statistics_are_not_trained_on_either_side(models, capsys):
+    assert main(["diff", f"{models}:torch_cnn", f"{models}:linen_cnn", "--native",
+                 "--format", "json"]) == 0
+    report = _report(capsys)
+    assert report["findings"] == []
+    notes = json.dumps(report)
+    assert "no gradient" not in notes
+    assert "running_mean" not in notes and "batch_stats" not in notes
+
+
+def test_flax_programs_differentiate_params_not_batch_statistics():
+    import flax.linen as nn
+    from flax import nnx
+
+    from specgraph.frontends import jax as jax_frontend
+
+    module = nn.BatchNorm(use_running_average=True)
+    x = np.ones((2, 4), np.float32)
+    linen = jax_frontend.trace_linen(module, module.init(__import__("jax").random.PRNGKey(0),
+                                                         x), (x,))
+    trained = {linen.program.param_names[i] for i in linen.program.trained}
+    assert trained == {"params.bias", "params.scale"}
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.fc = nnx.Linear(4, 4, rngs=nnx.Rngs(0))
+            self.bn = nnx.BatchNorm(4, rngs=nnx.Rngs(0))
+
+        def __call__(self, x):
+            return self.bn(self.fc(x))
+
+    traced = jax_frontend.trace_nnx(Net(), (x,))
+    assert {traced.program.param_names[i] for i in traced.program.trained} == {
+        "fc.kernel", "fc.bias", "bn.scale", "bn.bias"}
+    assert {"bn.mean", "bn.var"} <= set(traced.graph.params)  # still weights, compared
+
+
+def test_parameters_one_side_freezes_are_one_note(models, capsys):
+    assert main(["diff", f"{models}:torch_tables", f"{models}:jax_tables", "--native",
+                 "--format", "json"]) == 0
+    notes = [n for n in json.dumps(_report(capsys)).split('"') if "no gradient" in n]
+    assert len(notes) == 1
+    (note,) = notes
+    assert note.startswith("rhs's program gives 2 parameters (")
+    assert "t0" in note and "t1" in note and "t2" not in note
+    assert note.endswith("while lhs's trains them: their gradients are not compared")
