@@ -15,7 +15,8 @@ class Bottleneck(keras.Model):
         self.same = same
         self.conv1 = layers.Conv2D(width, 1, use_bias=False, name="conv1")
         self.bn1 = layers.BatchNormalization(epsilon=1e-5, name="bn1")
-        self.pad = layers.ZeroPadding2D(1)
+        if not same:  # a layer never called would stay unbuilt
+            self.pad = layers.ZeroPadding2D(1)
         self.conv2 = layers.Conv2D(width, 3, strides=stride, use_bias=False, name="conv2",
                                    padding="same" if same else "valid")
         self.bn2 = layers.BatchNormalization(epsilon=1e-5, name="bn2")

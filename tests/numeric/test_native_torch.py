@@ -47,6 +47,39 @@ def test_the_program_gives_exactly_the_models_own_outputs(name):
     assert observed >= len(traced.graph.nodes) // 2  # most layers are observable
 
 
+@pytest.mark.parametrize("name", ["cnn", "transformer_block"])
+def test_the_compiled_program_observes_what_eager_observes(name):
+    """Compiled whole, the program is observed at the same values, each the buffer its
+    readers read, with the same gradients there and at the parameters, to rounding: fusion
+    changes the order of a few sums, not what is computed."""
+    module, inputs = MODELS[name]()
+    traced = canonicalize_model(trace(module, inputs, reference=name))
+    g = traced.graph
+    keys = {n.key for n in g.natives.values()}
+    weights = prog.native_weights(traced, traced.weights, traced.param_shapes)
+    feeds = prog.native_inputs(traced, traced.inputs)
+    ct = {k: np.random.default_rng(1).standard_normal(v.shape).astype(np.float32)
+          for k, v in zip(g.output_names, g.outputs)}
+    eager = traced.program.observe(weights, feeds, keys, ct, Context())
+    compiled = traced.program.observe(weights, feeds, keys, ct, Context(mode="compiled"))
+    assert set(compiled.values) == set(eager.values) and len(eager.values) >= 5
+    assert set(compiled.grads) == set(eager.grads)
+    assert set(compiled.param_grads) == set(eager.param_grads)
+
+    def rms(x):
+        return float(np.sqrt(np.mean(np.square(np.asarray(x), dtype=np.float64))))
+
+    for kind in ("outputs", "values", "grads", "param_grads"):
+        found = getattr(eager, kind)
+        # a gradient zero in exact arithmetic (an attention key's bias) is rounding noise:
+        # judged against the largest of its kind
+        floor = max(map(rms, found.values()))
+        for key, value in found.items():
+            scale = max(rms(value), 1e-2 * floor)
+            assert np.allclose(np.asarray(getattr(compiled, kind)[key]), np.asarray(value),
+                               rtol=1e-4, atol=1e-5 * scale), f"{kind} {key}"
+
+
 def test_observed_gradients_are_autograds():
     module, (x,) = MODELS["transformer_block"]()
     traced = canonicalize_model(trace(module, (x,), reference="block"))
