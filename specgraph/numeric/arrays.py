@@ -29,7 +29,9 @@ class KeptStore(Protocol):
 
     def __contains__(self, key: Hashable) -> bool: ...
 
-    def put(self, key: Hashable, value: Any) -> None: ...
+    def put(self, key: Hashable, value: Any, order: tuple[int, ...] | None = None) -> None:
+        """Keep ``value``; ``order``: the memory order it will be measured against, where
+        known (a host store keeps it so)."""
 
     def get(self, key: Hashable) -> Any: ...
 
@@ -113,8 +115,8 @@ class DeviceStore:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._items
 
-    def put(self, key: Hashable, value: Any) -> None:
-        self._items[key] = value
+    def put(self, key: Hashable, value: Any, order: tuple[int, ...] | None = None) -> None:
+        self._items[key] = value  # measured where it is, in any layout
 
     def get(self, key: Hashable) -> Any:
         return self._items[key]

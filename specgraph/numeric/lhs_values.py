@@ -11,7 +11,7 @@ that reached a node is summed from its readers' shares.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,14 +36,19 @@ class LhsValues:
         arrays: the comparison's arithmetic (how kept values come back to the host).
         weights: lhs's parameters by name; ``inputs`` its inputs; ``loss`` the projection
             of each output the backward pass starts from.
+        orders: the memory order rhs's counterpart of a key's value will lie in
+            (``layouts.RhsOrders``): the store keeps the value so, and each pair is read in
+            one order.
     """
 
     def __init__(self, lhs: Graph, rhs: Graph, store: KeptStore, arrays: Arrays,
                  weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
-                 loss: Mapping[str, np.ndarray]) -> None:
+                 loss: Mapping[str, np.ndarray],
+                 orders: Callable[[Hashable], tuple[int, ...] | None] | None = None) -> None:
         self.lhs, self.rhs = lhs, rhs
         self.store, self.arrays = store, arrays
         self.weights, self.inputs, self.loss = weights, inputs, loss
+        self.orders = orders
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self.store
@@ -52,7 +57,8 @@ class LhsValues:
         return self.store.get(key)
 
     def put(self, key: Hashable, kept: Any) -> None:
-        self.store.put(key, kept)
+        """Keep ``kept``, in the memory order rhs's counterpart will lie in (``orders``)."""
+        self.store.put(key, kept, self.orders(key) if self.orders is not None else None)
 
     def host(self, key: Hashable) -> np.ndarray:
         return self.arrays.host(self.store.get(key))

@@ -19,6 +19,7 @@ import numpy as np
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
 from specgraph.numeric.engine import Execution, NativeExecution
+from specgraph.numeric.layouts import RhsOrders
 from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
 from specgraph.numeric.localize import Localizer, feedable
 from specgraph.numeric.program import host_array
@@ -53,8 +54,9 @@ class PairedRun:
         self.rinputs, self.loss = rinputs, loss
         self.ax = sides.backends.arrays
         store = self.ax.store(sides.options.store_budget)
+        orders = RhsOrders(self.p.lhs, self.p.rhs, self.p.values, sides.native("rhs"))
         self.lhs = LhsValues(self.p.lhs, self.p.rhs, store, self.ax, sides.lweights,
-                             linputs, loss)
+                             linputs, loss, orders)
         self.record = Measurements()
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines

@@ -6,7 +6,10 @@ Writes happen on a thread of their own while the comparison goes on (the file's 
 written with ``pwrite`` at offsets fixed when a value is put), lagging by ``Store.LAG`` at
 most (unless told otherwise: ``Store.deferred``); a read of a value still being written
 waits for it. An array put under several keys is kept once. Reads go through ordinary file
-I/O (no memory map), so spilled values do not count against the process's memory.
+I/O (no memory map), so spilled values do not count against the process's memory. A value
+put with a memory ``order`` other than its own (the order the value it will be measured
+against lies in: ``specgraph.numeric.layouts``) is copied into that order on a thread of
+its own, or written to disk in it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from specgraph.numeric.layouts import array_order
 
 __all__ = ["Store", "return_freed_memory"]
 
@@ -65,18 +70,34 @@ class Store:
                                        tuple[int, ...] | None]] = {}
         self._reader: ThreadPoolExecutor | None = None
         self._ahead: dict[int, Future[np.ndarray]] = {}  # read ahead, by offset
+        self._mover: ThreadPoolExecutor | None = None
+        self._moving: dict[Hashable, Future[np.ndarray]] = {}  # being copied into an order
         self.spilled = 0
 
     def __contains__(self, key: Hashable) -> bool:
-        return key in self._memory or key in self._index
+        return key in self._memory or key in self._moving or key in self._index
 
-    def put(self, key: Hashable, array: np.ndarray) -> None:
+    MOVED = 1 << 14  # elements from which a value is copied into the order asked for
+
+    def put(self, key: Hashable, array: np.ndarray, order: tuple[int, ...] | None = None
+            ) -> None:
+        """Keep ``array`` under ``key``; ``order``: the memory order (axes from the slowest)
+        it is to be kept in, if not its own (None: as it lies)."""
         data = np.asarray(array)
         if self._alias(key, data):
             return
+        if order is not None and (data.size < self.MOVED or len(order) != data.ndim
+                                  or array_order(data) == order):
+            order = None
         if self._held + data.nbytes <= self.budget:
-            self._memory[key] = data  # as it is (a view stays one): nothing is copied
             self._held += data.nbytes
+            if order is None:
+                self._memory[key] = data  # as it is (a view stays one): nothing is copied
+                return
+            if self._mover is None:
+                self._mover = ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="specgraph-relayout")
+            self._moving[key] = self._mover.submit(_in_order, data, order)
             return
         if self._fd is None:
             self._fd = _spill_file(self.folder)
@@ -84,9 +105,10 @@ class Store:
                                               thread_name_prefix="specgraph-store")
         offset, self._end = self._end, self._end + data.nbytes
         self._index[key] = offset
-        order = _transposed_order(data)
+        if order is None:
+            order = _transposed_order(data)  # a transposed view is written as its bytes lie
         self._entries[offset] = (data.dtype, data.shape, order)
-        if order is not None:  # a transposed view is written as its bytes lie
+        if order is not None:  # (else in C order)
             data = data.transpose(order)
         self.spilled += data.nbytes
         assert self._writer is not None
@@ -109,6 +131,8 @@ class Store:
             first = twin[1]
             if first in self._memory:
                 self._memory[key] = self._memory[first]
+            elif first in self._moving:
+                self._moving[key] = self._moving[first]
             else:
                 self._index[key] = self._index[first]
             return True
@@ -144,6 +168,10 @@ class Store:
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:
             return self._memory[key]
+        moving = self._moving.pop(key, None)
+        if moving is not None:  # its aliases' futures give the same array
+            self._memory[key] = out = moving.result()
+            return out
         offset = self._index[key]
         out = self._read.get(offset)
         if out is not None:  # an alias read back before, still in use
@@ -183,10 +211,11 @@ class Store:
                                                   self._pending.get(offset))
 
     def close(self) -> None:
-        for executor in (self._reader, self._writer):
+        for executor in (self._reader, self._writer, self._mover):
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
-        self._reader = self._writer = None
+        self._reader = self._writer = self._mover = None
+        self._moving.clear()
         self._ahead.clear()
         self._entries.clear()
         self._pending.clear()
@@ -235,6 +264,12 @@ def _spare(fd: int, folder: str | None) -> None:
             _SPARE[folder] = fd
             return
     os.close(fd)
+
+
+def _in_order(data: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
+    """``data``'s values in a new array laid out in ``order`` (axes from the slowest), seen
+    in ``data``'s own axis order."""
+    return np.ascontiguousarray(data.transpose(order)).transpose(np.argsort(order))
 
 
 def _transposed_order(data: np.ndarray) -> tuple[int, ...] | None:

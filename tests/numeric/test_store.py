@@ -140,3 +140,48 @@ def test_a_store_writing_over_the_last_ones_file_reads_its_own_values() -> None:
             other.put(i, -a)
         for i, a in enumerate(second):
             assert np.array_equal(store.get(i), a) and np.array_equal(other.get(i), -a), i
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 30], ids=["spilled", "in memory"])
+def test_a_value_put_with_an_order_comes_back_laid_out_so(budget: int) -> None:
+    """lhs's channels-first value kept in the channels-last order rhs's will lie in (and a
+    kernel gradient (out, in) kept (in, out)): the same values, bit for bit, one read apart
+    from rhs's in a single memory order; under two keys still one array."""
+    from specgraph.numeric.layouts import array_order
+
+    rng = np.random.default_rng(2)
+    nchw = rng.standard_normal((2, 16, 32, 32)).astype(np.float32)
+    kernel = rng.standard_normal((256, 128)).astype(np.float32)
+    rhs_value = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    with Store(budget) as store:
+        store.put(("f", "x"), nchw, (0, 2, 3, 1))
+        store.put(("ct", 1, 0), nchw, (0, 2, 3, 1))  # the same array again
+        store.put(("grad", "w"), kernel, (1, 0))
+        store.put(("f", "small"), nchw[:, :1, :2, :2], (0, 2, 3, 1))  # too small to move
+        in_order = kernel + 1
+        store.put(("f", "as is"), in_order, (0, 1))
+        got = store.get(("f", "x"))
+        assert got.tobytes() == nchw.tobytes() and got.shape == nchw.shape
+        assert array_order(got) == array_order(rhs_value) == (0, 2, 3, 1)
+        assert store.get(("ct", 1, 0)) is got
+        w = store.get(("grad", "w"))
+        assert np.array_equal(w, kernel) and w.T.flags.c_contiguous
+        assert store.get(("f", "as is")) is in_order or budget == 0
+        assert array_order(store.get(("f", "small"))) == (0, 1, 2, 3)
+
+
+def test_memory_orders_of_views_and_layout_steps() -> None:
+    from specgraph.numeric.layouts import array_order, memory_order
+
+    x = np.zeros((2, 16, 16, 8))
+    assert memory_order(x.shape) == array_order(x) == (0, 1, 2, 3)
+    nchw_view = x.transpose(0, 3, 1, 2)
+    assert memory_order(x.shape, [("transpose", (0, 3, 1, 2))]) == array_order(nchw_view) \
+        == (0, 2, 3, 1)
+    hwio = np.zeros((3, 3, 4, 8))  # a Flax kernel seen as PyTorch's (out, in, h, w)
+    assert memory_order(hwio.shape, [("transpose", (3, 2, 0, 1))]) == \
+        array_order(hwio.transpose(3, 2, 0, 1)) == (2, 3, 1, 0)
+    # a reshape of a transposed view is a copy, in C order
+    assert memory_order((4, 6), [("transpose", (1, 0)), ("reshape", (24,))]) == (0,)
+    # axes of one element stay where C order has them
+    assert array_order(np.zeros((1, 4, 1, 3)).transpose(0, 3, 2, 1)) == (0, 3, 2, 1)
