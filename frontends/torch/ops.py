@@ -76,7 +76,7 @@ _BINARY = {
     "maximum": "maximum", "minimum": "minimum", "eq": "equal", "ne": "not_equal",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
     "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_and": "logical_and",
-    "bitwise_or": "logical_or",
+    "bitwise_or": "logical_or", "__and__": "logical_and", "__or__": "logical_or",
 }
 
 

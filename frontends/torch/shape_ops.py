@@ -130,13 +130,51 @@ def _index_select(cx: Any, node: Any) -> Any:
 def _index(cx: Any, node: Any) -> Any:
     x, indices = node.args
     used = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(used) != 1 or cx.meta(used[0][1])[0][1] == "bool":
+    if any(cx.meta(t)[0][1] == "bool" for _, t in used):
+        return cx.opaque(node)
+    if len(used) > 1 and [i for i, _ in used] == list(range(len(used))):
+        return _index_leading(cx, x, [t for _, t in used])
+    if len(used) != 1:
         return cx.opaque(node)
     axis, index = used[0]
     table = cx.value(x)
     if axis == 0 and table.rank == 2 and cx.is_param(x):  # rows of a table, as TF and JAX
         return cx.emit("embedding", [cx.value(index), table])
     return cx.emit("gather", [table, cx.value(index)], {"axis": axis})
+
+
+def _index_leading(cx: Any, x: Any, indices: list[Any]) -> Any:
+    """``x[i0, i1, ...]``, integer index tensors over the leading axes, broadcast together
+    (HF's padding mask read at batch and key positions): one gather over those axes
+    flattened, at ``Σ wrap(i_k)·stride_k``."""
+    shape = shape_of(x)
+    m = len(indices)
+    metas = [cx.meta(t)[0] for t in indices]
+    dtype = metas[0][1]
+    if any(d != dtype for _, d in metas) or not dtype.startswith(("int", "uint")):
+        return cx.opaque(cx.current)
+    where = tuple(np.broadcast_shapes(*(tuple(s) for s, _ in metas)))
+    flat = None
+    for k in range(m - 1, -1, -1):
+        i = cx.value(indices[k])
+        meta = (tuple(metas[k][0]), dtype)
+        if not dtype.startswith("uint"):  # a negative index counts from the end
+            size = cx.operand(shape[k], dtype)
+            negative = cx.emit("less", [i, cx.operand(0, dtype)], out=(meta[0], "bool"))
+            i = cx.emit("where", [negative, cx.emit("add", [i, size], out=meta), i],
+                        out=meta)
+        stride = int(np.prod(shape[k + 1:m], dtype=np.int64))
+        if stride != 1:
+            i = cx.emit("mul", [i, cx.operand(stride, dtype)], out=meta)
+        flat = i if flat is None else cx.emit(
+            "add", [i, flat], out=(tuple(np.broadcast_shapes(meta[0], flat.shape)), dtype))
+    assert flat is not None
+    if flat.shape != where:
+        flat = cx.emit("expand", [flat], {"shape": where}, out=(where, dtype))
+    table = cx.value(x)
+    rows = (int(np.prod(shape[:m], dtype=np.int64)), *shape[m:])
+    table = cx.emit("reshape", [table], {"shape": rows}, out=(rows, table.dtype))
+    return cx.emit("gather", [table, flat], {"axis": 0})
 
 
 @_reg("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_.dim")

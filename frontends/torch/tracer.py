@@ -18,6 +18,7 @@ import operator
 import warnings
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,8 +164,7 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                          f"example inputs: {first_line(err)}") from err
     _register_dataclasses(eager)
     try:
-        with _quiet_torch():
-            exported = torch.export.export(module, args)
+        exported = _export(module, args)
     except Exception as err:
         raise TraceError(
             f"{reference}: torch.export could not trace the model: {first_line(err)}; "
@@ -181,6 +181,75 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                            list(graph.output_names))
     return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module,
                        program=program, param_layouts=steps, param_shapes=shapes)
+
+
+def _broadcast_sdpa_mask(masking: Any) -> Any:
+    """transformers' ``sdpa_mask_recent_torch`` with the mask function applied to
+    broadcast index tensors (batch, head, query, key: one axis each) instead of under four
+    ``torch.vmap``s: HF's mask functions compare and index elementwise, so it is the same
+    boolean mask, and ``torch.export`` records it op by op rather than as one opaque call
+    on the mask input."""
+    def sdpa_mask(batch_size: int, cache_position: torch.Tensor, kv_length: int,
+                  kv_offset: int = 0, mask_function: Any = masking.causal_mask_function,
+                  attention_mask: Any = None, local_size: Any = None,
+                  allow_is_causal_skip: bool = True, **kwargs: Any) -> Any:
+        q_length = cache_position.shape[0]
+        padding_mask = masking.prepare_padding_mask(attention_mask, kv_length, kv_offset,
+                                                    _slice=False)
+        if allow_is_causal_skip and masking._ignore_causal_mask_sdpa(
+                padding_mask, q_length, kv_length, kv_offset, local_size):
+            return None
+        kv_arange = torch.arange(kv_length, device=cache_position.device) + kv_offset
+        if padding_mask is not None:
+            mask_function = masking.and_masks(mask_function,
+                                              masking.padding_mask_function(padding_mask))
+        device = cache_position.device
+        mask = mask_function(torch.arange(batch_size, device=device)[:, None, None, None],
+                             torch.arange(1, device=device)[None, :, None, None],
+                             cache_position[None, None, :, None],
+                             kv_arange[None, None, None, :])
+        return mask.expand(batch_size, 1, q_length, kv_length)
+
+    return sdpa_mask
+
+
+@contextlib.contextmanager
+def _masks_without_vmap(on: bool) -> Any:
+    """While the model is exported (``on``), HF transformers' (4.53 on) attention masks are
+    built without ``torch.vmap`` (``_broadcast_sdpa_mask``); nothing changes where
+    transformers is not loaded or builds its masks otherwise."""
+    masking = sys.modules.get("transformers.masking_utils") if on else None
+    recent = getattr(masking, "sdpa_mask_recent_torch", None)
+    table = getattr(getattr(masking, "ALL_MASK_ATTENTION_FUNCTIONS", None), "_global_mapping",
+                    None)
+    needed = ("causal_mask_function", "prepare_padding_mask", "_ignore_causal_mask_sdpa",
+              "and_masks", "padding_mask_function")
+    if recent is None or getattr(masking, "sdpa_mask", None) is not recent or not all(
+            hasattr(masking, name) for name in needed):
+        yield
+        return
+    broadcast = _broadcast_sdpa_mask(masking)
+    swapped = isinstance(table, dict) and table.get("sdpa") is recent
+    masking.sdpa_mask = broadcast  # what eager_mask calls
+    if swapped:
+        table["sdpa"] = broadcast
+    try:
+        yield
+    finally:
+        masking.sdpa_mask = recent
+        if swapped:
+            table["sdpa"] = recent
+
+
+def _export(module: Any, args: tuple[Any, ...]) -> Any:
+    """``torch.export.export`` with HF's masks built without vmap; where a mask function
+    does not take broadcast indices, as the model writes it."""
+    try:
+        with _quiet_torch(), _masks_without_vmap(True):
+            return torch.export.export(module, args)
+    except Exception:
+        with _quiet_torch():
+            return torch.export.export(module, args)
 
 
 @contextlib.contextmanager
@@ -264,6 +333,7 @@ class _Converter(BaseConverter):
                 kind = "CONSTANT_TENSOR"
             if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
                 self.placeholders[name] = (kind, spec.target)
+        self._refuse_vmap_over_inputs()
         for node in self.ep.graph.nodes:
             self.current, self._where = node, None
             if node.op == "placeholder":
@@ -286,6 +356,35 @@ class _Converter(BaseConverter):
                 self.outputs(node)
         graph = prune(self.b.build())
         return graph, self.weights(graph)
+
+    def _refuse_vmap_over_inputs(self) -> None:
+        """A ``torch.vmap`` over values made from the model's inputs or weights is recorded
+        as calls that change vmap's global state around an opaque Python function: a
+        TraceError before anything runs (one over constants alone is computed, as a
+        constant, with its calls balanced)."""
+        dynamic: set[str] = set()
+        depth, opened = 0, None
+        for node in self.ep.graph.nodes:
+            name = getattr(node.target, "__name__", "")
+            if node.op == "placeholder":
+                if self.placeholders.get(node.name, ("",))[0] != "CONSTANT_TENSOR":
+                    dynamic.add(node.name)
+                continue
+            reads = {a.name for a in _flat_args(node) if hasattr(a, "name")}
+            if reads & dynamic:
+                dynamic.add(node.name)
+                if depth:
+                    raise TraceError(
+                        f"{self.reference}: the model calls torch.vmap on values computed from "
+                        f"its inputs or weights (at {_scope(opened.meta) or 'the top level'}); "
+                        "specgraph follows the ops a model runs but not a vmapped Python "
+                        "function: write that part with broadcasting instead of torch.vmap")
+            if name == "_vmap_increment_nesting":
+                depth += 1
+                opened = opened or node
+            elif name == "_vmap_decrement_nesting":
+                depth = max(0, depth - 1)
+                opened = opened if depth else None
 
     def _record_native(self, node: Any) -> None:
         """The IR values of ``node``'s outputs equal the FX node's values ``(name, index)``

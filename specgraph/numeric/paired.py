@@ -51,7 +51,11 @@ class PairedRun:
                  say: Callable[[str], None]) -> None:
         self.s, self.p = sides, sides.pairing
         self.seed, self.say = seed, say
-        self.rinputs, self.loss = rinputs, loss
+        self.rinputs = rinputs
+        # the loss reads only the outputs both sides have: one rhs lacks would send
+        # gradients to lhs alone
+        paired = {lname for _, _, lname in self._rhs_output_names() if lname is not None}
+        self.loss = {k: r for k, r in loss.items() if k in paired} if paired else loss
         self.ax = sides.backends.arrays
         store = self.ax.store(sides.options.store_budget)
         orders = RhsOrders(self.p.lhs, self.p.rhs, self.p.values, sides.native("rhs"))
@@ -64,6 +68,15 @@ class PairedRun:
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
+        paired = {lname for _, _, lname in self._rhs_output_names()}
+        alone = [n for n in self.p.lhs.output_names if n not in paired]
+        if alone:
+            many = len(alone) > 1
+            self.localizer.note(
+                f"lhs output{'s' if many else ''} {', '.join(alone)} "
+                f"{'have' if many else 'has'} no rhs output of {'their' if many else 'its'} "
+                "shape (by alignment, name or place): not compared, and left out of the loss "
+                "the gradients come from")
         try:
             rhs_model = self.s.native("rhs")
             if rhs_model is not None:  # what rhs's program can do with its weights alone,
@@ -229,17 +242,31 @@ class PairedRun:
                                program_weights=self.s.program_weights(side))
 
     def _rhs_output_names(self) -> list[tuple[str, Value, str | None]]:
-        """Each rhs output with the name of its lhs counterpart (by value, else position)."""
+        """Each rhs output with the name of its lhs counterpart, of its shape: the output the
+        alignment pairs it with, else the one of its name, else the one in its place, else
+        the only one left of its shape (None: no counterpart; its gradient is not fed, nor
+        its value compared). Two programs may order their outputs differently (a T5's
+        logits and encoder states)."""
         lg, rg = self.p.lhs, self.p.rhs
         lnames = dict(zip(lg.outputs, lg.output_names))
-        out = []
-        for position, (name, v) in enumerate(zip(rg.output_names, rg.outputs)):
+        shapes = {name: v.shape for name, v in zip(lg.output_names, lg.outputs)}
+        found: dict[str, str | None] = {}
+        for name, v in zip(rg.output_names, rg.outputs):
             u = self.p.values.get(v)
             lname = lnames.get(u) if u is not None else None
-            if lname is None and position < len(lg.output_names):
-                lname = lg.output_names[position]
-            out.append((name, v, lname))
-        return out
+            found[name] = lname if lname is not None and shapes[lname] == v.shape else None
+        taken = {n for n in found.values() if n is not None}
+        for position, (name, v) in enumerate(zip(rg.output_names, rg.outputs)):
+            if found[name] is not None:
+                continue
+            here = lg.output_names[position] if position < len(lg.output_names) else None
+            left = [n for n in lg.output_names if n not in taken and shapes[n] == v.shape]
+            for lname in (name, here, left[0] if len(left) == 1 else None):
+                if lname in shapes and lname not in taken and shapes[lname] == v.shape:
+                    found[name] = lname
+                    taken.add(lname)
+                    break
+        return [(name, v, found[name]) for name, v in zip(rg.output_names, rg.outputs)]
 
     def _rhs_loss(self) -> dict[str, np.ndarray]:
         return {name: self.loss[lname].astype(np.float32)

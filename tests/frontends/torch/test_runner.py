@@ -173,6 +173,7 @@ def test_compiled_mode_agrees_with_eager(runner: TorchRunner) -> None:
     compiled = TorchRunner(Context(device="cpu", mode="compiled"))
     # every op, attributes and input types compile apart, each at most once per gradient
     # mode: Dynamo's per-function recompile limit (past it, it runs eagerly) is never reached
+    before = set(compiled._compiled)  # the process's cache: other tests' ops may be in it
     with torch._dynamo.config.patch(recompile_limit=2, fail_on_recompile_limit_hit=True):
         for case_id in ("linear-bias", "softmax-last_axis", "conv-2d_depthwise"):
             case = BY_ID[case_id]
@@ -185,7 +186,8 @@ def test_compiled_mode_agrees_with_eager(runner: TorchRunner) -> None:
                                        rtol=1e-5, atol=1e-6)
             grads = pullback([compiled.put(np.ones(outs[0].shape), "float32")])
             assert all(g is not None for g in grads), case_id
-    assert len(compiled._compiled) == 3
+    made = set(compiled._compiled) - before
+    assert len(made) <= 3 and {"linear", "softmax", "conv"} <= {k[0] for k in compiled._compiled}
 
 
 # -- CUDA against CPU ------------------------------------------------------------------------

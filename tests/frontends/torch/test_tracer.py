@@ -199,6 +199,45 @@ def test_rows_of_a_table_picked_by_index_are_an_embedding_as_in_tf_and_jax() -> 
     _check_faithful(traced)
 
 
+class _PairIndex(nn.Module):
+    """``x[rows, cols]`` with index tensors computed from the input, broadcast together,
+    negative ones counting from the end."""
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        rows = ids[:, :1] - 2  # from -2
+        cols = ids[None, 0, :]
+        return x[rows, cols] * 2.0
+
+
+def test_indexing_leading_axes_with_several_tensors_is_one_gather() -> None:
+    x = torch.randn(3, 5, 4)
+    ids = torch.tensor([[1, 4, 0], [2, 3, 3]])
+    traced = torch_frontend.trace(_PairIndex(), (x, ids))
+    assert not [n for n in traced.graph.nodes if n.op == "opaque"]
+    gathers = [n for n in traced.graph.nodes if n.op == "gather"
+               and n.inputs[0].shape == (15, 4)]  # x's leading axes as one
+    assert len(gathers) == 1
+    _check_faithful(traced)
+    other = torch.tensor([[4, 1, 2], [0, 0, 4]])  # other indices, the same graph
+    got = run(traced.graph, {**traced.inputs, "ids": other.numpy()}, traced.weights)
+    np.testing.assert_array_equal(list(got.values())[0], (_PairIndex()(x, other)).numpy())
+
+
+class _Vmapped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.vmap(lambda row: self.fc(row) * row.sum())(x)
+
+
+def test_vmap_over_the_inputs_is_a_clear_error_that_leaves_vmap_as_it_was() -> None:
+    with pytest.raises(TraceError, match="torch.vmap on values computed from its inputs"):
+        torch_frontend.trace(_Vmapped(), (torch.randn(3, 4),), reference="vmapped")
+    assert torch.vmap(torch.sin)(torch.zeros(2)).shape == (2,)  # no level left behind
+
+
 @torch.library.custom_op("specgraph_test::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
     return x.flip(-1) * 3
