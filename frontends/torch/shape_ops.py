@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.torch.ops import rank_of, shape_of, wrap_dim
@@ -154,6 +155,20 @@ def _index_leading(cx: Any, x: Any, indices: list[Any]) -> Any:
     if any(d != dtype for _, d in metas) or not dtype.startswith(("int", "uint")):
         return cx.opaque(cx.current)
     where = tuple(np.broadcast_shapes(*(tuple(s) for s, _ in metas)))
+    rows = (int(np.prod(shape[:m], dtype=np.int64)), *shape[m:])
+    known = [cx.static.get(t.name) if hasattr(t, "name") else None for t in indices]
+    if all(isinstance(k, torch.Tensor) for k in known):  # constant indices (aranges)
+        at = sum(np.where(k.numpy() < 0, k.numpy() + shape[i], k.numpy()).astype(np.int64)
+                 * int(np.prod(shape[i + 1:m], dtype=np.int64))
+                 for i, k in enumerate(known))
+        at = np.broadcast_to(at, where)
+        table = cx.emit("reshape", [cx.value(x)], {"shape": rows}, out=(rows, cx.value(x).dtype))
+        if at.size == rows[0] and np.array_equal(at.reshape(-1), np.arange(rows[0])):
+            # every row once, in order: x's leading axes laid out as the indices are
+            out = (*where, *shape[m:])
+            return cx.emit("reshape", [table], {"shape": out}, out=(out, table.dtype))
+        return cx.emit("gather", [table, cx.b.constant(np.ascontiguousarray(at), "int64")],
+                       {"axis": 0})
     flat = None
     for k in range(m - 1, -1, -1):
         i = cx.value(indices[k])
@@ -172,7 +187,6 @@ def _index_leading(cx: Any, x: Any, indices: list[Any]) -> Any:
     if flat.shape != where:
         flat = cx.emit("expand", [flat], {"shape": where}, out=(where, dtype))
     table = cx.value(x)
-    rows = (int(np.prod(shape[:m], dtype=np.int64)), *shape[m:])
     table = cx.emit("reshape", [table], {"shape": rows}, out=(rows, table.dtype))
     return cx.emit("gather", [table, flat], {"axis": 0})
 

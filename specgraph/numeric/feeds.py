@@ -35,11 +35,24 @@ def example_inputs(model: TracedModel, seed: int) -> dict[str, np.ndarray]:
         elif v.dtype in FLOAT_DTYPES:
             out[name] = _floats_like(example, v.shape, rng)
         elif v.dtype == "bool":
-            out[name] = rng.random(v.shape) < 0.5
+            out[name] = _first_kept(rng.random(v.shape) < 0.5, example)
         else:
             low, high = int(np.min(example)), int(np.max(example))
-            out[name] = rng.integers(low, high + 1, v.shape).astype(example.dtype)
+            drawn = rng.integers(low, high + 1, v.shape).astype(example.dtype)
+            out[name] = _first_kept(drawn, example) if (low, high) == (0, 1) else drawn
     return out
+
+
+def _first_kept(drawn: np.ndarray, example: np.ndarray) -> np.ndarray:
+    """Ones and zeros drawn for an input like an attention mask: where the example keeps
+    the first position of every row, so do the draws (a padded batch starts each sequence
+    there). A row kept nowhere up to a query (a causal model whose first keys are all
+    masked) has no defined attention: frameworks fill it differently, and it would be told
+    as a divergence of the model."""
+    if drawn.ndim >= 2 and drawn.shape == example.shape and np.all(example[..., 0]):
+        drawn = drawn.copy()
+        drawn[..., 0] = 1
+    return drawn
 
 
 def _floats_like(example: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator

@@ -52,3 +52,20 @@ def test_constant_tensors_with_nan_in_the_same_places_are_the_same():
     assert same_numbers(a, a.copy())
     assert not same_numbers(a, np.array([1.0, 0.0, -np.inf]))
     assert not same_numbers(a, np.array([1.0, np.nan, np.inf]))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_])
+def test_a_drawn_mask_keeps_the_first_position_where_the_example_does(dtype):
+    """A padded batch's attention mask starts every row kept: so do its draws, or a causal
+    model's first query would see no key, where frameworks fill the attention differently
+    (a PyTorch GPT-2 and its Flax port part there and nowhere else)."""
+    mask = np.ones((4, 12), dtype)
+    mask[1, 9:] = 0
+    draws = [example_inputs(_model(mask), seed)["x"] for seed in range(1, 20)]
+    assert all(d.dtype == mask.dtype and np.all(d[:, 0]) for d in draws)
+    assert any(not np.all(d[:, 1:]) for d in draws)  # the rest is drawn
+    left_padded = mask.copy()
+    left_padded[2, :3] = 0  # the example does not keep it: neither do the draws
+    firsts = np.concatenate([example_inputs(_model(left_padded), s)["x"][:, 0]
+                             for s in range(1, 20)])
+    assert not np.all(firsts)
