@@ -54,7 +54,7 @@ _UNARY = {
     "hardswish": "hardswish", "hardswish_": "hardswish", "neg": "neg", "exp": "exp",
     "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "reciprocal": "reciprocal", "abs": "abs",
     "erf": "erf", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil", "sign": "sign",
-    "logical_not": "logical_not", "bitwise_not": "logical_not",
+    "logical_not": "logical_not",
     "clone": "identity", "alias": "identity", "detach": "identity", "detach_": "identity",
     "lift_fresh_copy": "identity", "contiguous": "identity",
 }
@@ -75,9 +75,11 @@ _BINARY = {
     "mul": "mul", "mul_": "mul", "div": "div", "div_": "div", "pow": "pow",
     "maximum": "maximum", "minimum": "minimum", "eq": "equal", "ne": "not_equal",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-    "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_and": "logical_and",
-    "bitwise_or": "logical_or", "__and__": "logical_and", "__or__": "logical_or",
+    "logical_and": "logical_and", "logical_or": "logical_or",
 }
+# bitwise ops on booleans are the logical ones; on integers they are not (kept opaque)
+_BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
+            "__and__": "logical_and", "__or__": "logical_or"}
 
 
 def _binary(canonical: str) -> Converter:
@@ -104,10 +106,31 @@ def _operand_dtype(cx: Any, node: Any, a: Any, b: Any) -> str:
     return _out_dtype(cx)
 
 
+def _bitwise(canonical: str) -> Converter:
+    logical = _binary(canonical)
+
+    def convert(cx: Any, node: Any) -> Any:
+        if cx.meta(node)[0][1] != "bool":
+            return cx.opaque(node)
+        return logical(cx, node)
+
+    return convert
+
+
 for _name, _canonical in _BINARY.items():
     for _overload in ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor", "Scalar_Tensor",
                       "Tensor_mode", "default"):
         CONVERTERS[f"aten.{_name}.{_overload}"] = _binary(_canonical)
+def _bitwise_not(cx: Any, node: Any) -> Any:
+    if cx.meta(node)[0][1] != "bool":
+        return cx.opaque(node)
+    return cx.emit("logical_not", [cx.value(node.args[0])])
+
+
+CONVERTERS["aten.bitwise_not.default"] = _bitwise_not
+for _name, _canonical in _BITWISE.items():
+    for _overload in ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor", "Scalar_Tensor"):
+        CONVERTERS[f"aten.{_name}.{_overload}"] = _bitwise(_canonical)
 
 
 @_reg("aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",

@@ -55,12 +55,12 @@ class PairedRun:
         # the loss reads only the outputs both sides have: one rhs lacks would send
         # gradients to lhs alone
         paired = {lname for _, _, lname in self._rhs_output_names() if lname is not None}
-        self.loss = {k: r for k, r in loss.items() if k in paired} if paired else loss
+        self.loss = {k: r for k, r in loss.items() if k in paired}
         self.ax = sides.backends.arrays
         store = self.ax.store(sides.options.store_budget)
         orders = RhsOrders(self.p.lhs, self.p.rhs, self.p.values, sides.native("rhs"))
         self.lhs = LhsValues(self.p.lhs, self.p.rhs, store, self.ax, sides.lweights,
-                             linputs, loss, orders)
+                             linputs, self.loss, orders)
         self.record = Measurements()
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines
@@ -74,9 +74,8 @@ class PairedRun:
             many = len(alone) > 1
             self.localizer.note(
                 f"lhs output{'s' if many else ''} {', '.join(alone)} "
-                f"{'have' if many else 'has'} no rhs output of {'their' if many else 'its'} "
-                "shape (by alignment, name or place): not compared, and left out of the loss "
-                "the gradients come from")
+                f"{'have' if many else 'has'} no rhs counterpart (by alignment, name, place "
+                "or shape): not compared, and left out of the loss the gradients come from")
         try:
             rhs_model = self.s.native("rhs")
             if rhs_model is not None:  # what rhs's program can do with its weights alone,
@@ -250,22 +249,27 @@ class PairedRun:
         lg, rg = self.p.lhs, self.p.rhs
         lnames = dict(zip(lg.outputs, lg.output_names))
         shapes = {name: v.shape for name, v in zip(lg.output_names, lg.outputs)}
-        found: dict[str, str | None] = {}
-        for name, v in zip(rg.output_names, rg.outputs):
+        found: dict[str, str | None] = {name: None for name in rg.output_names}
+        taken: set[str] = set()
+
+        def take(name: str, lname: str | None, shape: tuple[int, ...]) -> None:
+            if found[name] is None and lname in shapes and lname not in taken and \
+                    shapes[lname] == shape:
+                found[name] = lname
+                taken.add(lname)
+
+        outputs = list(enumerate(zip(rg.output_names, rg.outputs)))
+        for _, (name, v) in outputs:  # one pass per rule: a name beats another's place
             u = self.p.values.get(v)
-            lname = lnames.get(u) if u is not None else None
-            found[name] = lname if lname is not None and shapes[lname] == v.shape else None
-        taken = {n for n in found.values() if n is not None}
-        for position, (name, v) in enumerate(zip(rg.output_names, rg.outputs)):
-            if found[name] is not None:
-                continue
-            here = lg.output_names[position] if position < len(lg.output_names) else None
+            take(name, lnames.get(u) if u is not None else None, v.shape)
+        for _, (name, v) in outputs:
+            take(name, name, v.shape)
+        for position, (name, v) in outputs:
+            take(name, lg.output_names[position] if position < len(lg.output_names) else None,
+                 v.shape)
+        for _, (name, v) in outputs:
             left = [n for n in lg.output_names if n not in taken and shapes[n] == v.shape]
-            for lname in (name, here, left[0] if len(left) == 1 else None):
-                if lname in shapes and lname not in taken and shapes[lname] == v.shape:
-                    found[name] = lname
-                    taken.add(lname)
-                    break
+            take(name, left[0] if len(left) == 1 else None, v.shape)
         return [(name, v, found[name]) for name, v in zip(rg.output_names, rg.outputs)]
 
     def _rhs_loss(self) -> dict[str, np.ndarray]:

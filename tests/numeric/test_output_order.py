@@ -88,5 +88,80 @@ def test_an_output_the_other_side_lacks_is_a_note(models, capsys):
                  "--native", "--format", "json"])
     out = capsys.readouterr().out
     assert code == 0, out
-    notes = [n for n in json.loads(out)["numeric"]["notes"] if "no rhs output" in n]
+    notes = [n for n in json.loads(out)["numeric"]["notes"] if "no rhs counterpart" in n]
     assert len(notes) == 1 and "pooled" in notes[0] and "left out of the loss" in notes[0]
+
+
+def _paired(lhs, rhs, values=None):
+    """``PairedRun._rhs_output_names`` on outputs given as (name, shape) pairs; ``values``
+    maps rhs output positions to the lhs output positions the alignment pairs them with."""
+    from types import SimpleNamespace as NS
+
+    from specgraph.numeric.paired import PairedRun
+
+    class Out:
+        def __init__(self, shape):
+            self.shape = shape
+
+    lo = [Out(shape) for _, shape in lhs]
+    ro = [Out(shape) for _, shape in rhs]
+    pairing = NS(lhs=NS(outputs=lo, output_names=tuple(n for n, _ in lhs)),
+                 rhs=NS(outputs=ro, output_names=tuple(n for n, _ in rhs)),
+                 values={ro[j]: lo[i] for j, i in (values or {}).items()})
+    return [(name, lname) for name, _, lname in PairedRun._rhs_output_names(NS(p=pairing))]
+
+
+def test_output_pairing_rules_in_order_and_each_lhs_output_once():
+    same = (3, 4)
+    # a name beats another output's place
+    assert _paired([("a", same), ("b", same)], [("c", same), ("a", same)]) == [
+        ("c", "b"), ("a", "a")]
+    # one lhs value the alignment gives two rhs outputs: the second is paired otherwise
+    assert _paired([("last", same), ("alias", same)], [("last", same), ("alias", same)],
+                   values={0: 0, 1: 0}) == [("last", "last"), ("alias", "alias")]
+    # the place, then the only output left of the shape; never a shape that differs
+    assert _paired([("x", (2,)), ("y", (5,))], [("p", (5,)), ("q", (2,))]) == [
+        ("p", "y"), ("q", "x")]
+    assert _paired([("x", (2,))], [("x", (3,))]) == [("x", None)]
+
+
+RESHAPED = '''
+import numpy as np
+
+X = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+W = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+
+
+def torch_model():
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.from_numpy(W))
+
+        def forward(self, x):
+            return torch.tanh(x @ self.w)
+
+    return Net(), (torch.from_numpy(X),)
+
+
+def jax_model():
+    import jax.numpy as jnp
+
+    return (lambda p, x: jnp.tanh(x @ p["w"])[:, :, None]), {"w": W}, (X,)
+'''
+
+
+def test_when_no_output_pairs_no_gradient_is_compared(tmp_path, capsys):
+    """An output of another shape has no counterpart: its value is not compared and the
+    loss reads nothing, on either side (lhs's gradients once came from a loss rhs never
+    got)."""
+    path = tmp_path / "reshaped.py"
+    path.write_text(RESHAPED)
+    main(["diff", f"{path}:torch_model", f"{path}:jax_model", "--numeric-only", "--native",
+          "--format", "json"])
+    numeric = json.loads(capsys.readouterr().out)["numeric"]
+    assert any("no rhs counterpart" in n for n in numeric["notes"])
+    backward = [layer.get("backward") for layer in numeric.get("layers", [])]
+    assert all(b is None or b["max_rel"] < 1e-4 for b in backward), backward

@@ -223,6 +223,20 @@ def test_indexing_leading_axes_with_several_tensors_is_one_gather() -> None:
     np.testing.assert_array_equal(list(got.values())[0], (_PairIndex()(x, other)).numpy())
 
 
+class _Ands(nn.Module):
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        kept = (ids > 4) & (ids < 10)  # booleans: logical
+        return x * kept.float() + x * (ids & 6).float()  # integers: bitwise
+
+
+def test_and_of_booleans_is_logical_and_of_integers_is_not() -> None:
+    traced = torch_frontend.trace(_Ands(), (torch.ones(1, 4), torch.tensor([[5, 6, 7, 12]])))
+    ops = [n.op for n in traced.graph.nodes]
+    assert ops.count("logical_and") == 1
+    (opaque,) = [n for n in traced.graph.nodes if n.op == "opaque"]
+    assert "bitwise_and" in opaque.attrs["target"] or "and" in opaque.attrs["target"]
+
+
 class _Vmapped(nn.Module):
     def __init__(self) -> None:
         super().__init__()
