@@ -158,7 +158,9 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
         numeric = [f for f in numeric if kept(f)]
         if result is None:
             notes.append(f"numbers not compared: weights cannot be moved from {voice.lhs} "
-                         f"to {voice.rhs}")
+                         f"to {voice.rhs} (their layers differ where weights go); if both "
+                         "already hold the same weights (a model and its export), pass "
+                         "--no-transfer")
         elif findings:
             say("holding the structural findings against the numbers")
             findings, settled = arbitrate(findings, pairing, left, right,

@@ -117,3 +117,36 @@ def test_batch_is_refused_for_onnx_files(capsys, tmp_path: Path) -> None:
     assert main(["diff", str(model), str(model), "--batch", "2"]) == 2
     err = capsys.readouterr().err
     assert "an .onnx file's batch size is fixed" in err and err.count("\n") == 1
+
+
+WIDER = '''
+import numpy as np
+
+X = np.ones((2, 4), np.float32)
+
+
+def torch_model():
+    import torch
+
+    torch.manual_seed(0)
+    return (torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)),
+            (torch.from_numpy(X),))
+
+
+def jax_model():  # a hidden layer twice as wide: no weight of lhs fits it
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    params = {"a": rng.standard_normal((4, 16)).astype(np.float32),
+              "b": rng.standard_normal((16, 2)).astype(np.float32)}
+    return (lambda p, x: jnp.tanh(x @ p["a"]) @ p["b"]), params, (X,)
+'''
+
+
+def test_weights_that_cannot_move_are_a_note_that_says_what_to_do(tmp_path, capsys) -> None:
+    path = tmp_path / "wider.py"
+    path.write_text(WIDER)
+    assert main(["diff", f"{path}:torch_model", f"{path}:jax_model", "--format", "json"]) == 1
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    (note,) = [n for n in notes if "weights cannot be moved" in n]
+    assert note.endswith("pass --no-transfer")
