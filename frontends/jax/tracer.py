@@ -186,8 +186,8 @@ def trace_program(program: Program, *, reference: str, framework: str, native: A
     outputs = LazyOutputs(lambda: _own_outputs(lambda: jax.jit(jaxpr_as_fun(closed))(*flat),
                                                output_names, reference), output_names)
     steps, shapes = converter.native_layouts()
-    trained = [n for n in graph.params if program.trained is None or n in program.trained
-               or names is not program.param_names]
+    wanted = program.trained if names is program.param_names else None  # (renamed: all)
+    trained = [n for n in graph.params if wanted is None or n in wanted]
     own = JaxProgram(closed, names, param_arrays, program.input_names, output_names,
                      trained=trained)
     return TracedModel(graph, weights, inputs, outputs, framework, reference, native=native,

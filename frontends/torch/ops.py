@@ -106,13 +106,10 @@ def _operand_dtype(cx: Any, node: Any, a: Any, b: Any) -> str:
     return _out_dtype(cx)
 
 
-def _bitwise(canonical: str) -> Converter:
-    logical = _binary(canonical)
-
+def _booleans_only(logical: Converter) -> Converter:
+    """A bitwise op: on booleans the logical one (``logical``), on integers opaque."""
     def convert(cx: Any, node: Any) -> Any:
-        if cx.meta(node)[0][1] != "bool":
-            return cx.opaque(node)
-        return logical(cx, node)
+        return logical(cx, node) if cx.meta(node)[0][1] == "bool" else cx.opaque(node)
 
     return convert
 
@@ -121,16 +118,10 @@ for _name, _canonical in _BINARY.items():
     for _overload in ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor", "Scalar_Tensor",
                       "Tensor_mode", "default"):
         CONVERTERS[f"aten.{_name}.{_overload}"] = _binary(_canonical)
-def _bitwise_not(cx: Any, node: Any) -> Any:
-    if cx.meta(node)[0][1] != "bool":
-        return cx.opaque(node)
-    return cx.emit("logical_not", [cx.value(node.args[0])])
-
-
-CONVERTERS["aten.bitwise_not.default"] = _bitwise_not
+CONVERTERS["aten.bitwise_not.default"] = _booleans_only(_unary("logical_not"))
 for _name, _canonical in _BITWISE.items():
     for _overload in ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor", "Scalar_Tensor"):
-        CONVERTERS[f"aten.{_name}.{_overload}"] = _bitwise(_canonical)
+        CONVERTERS[f"aten.{_name}.{_overload}"] = _booleans_only(_binary(_canonical))
 
 
 @_reg("aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar",

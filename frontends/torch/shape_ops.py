@@ -156,13 +156,14 @@ def _index_leading(cx: Any, x: Any, indices: list[Any]) -> Any:
         return cx.opaque(cx.current)
     where = tuple(np.broadcast_shapes(*(tuple(s) for s, _ in metas)))
     rows = (int(np.prod(shape[:m], dtype=np.int64)), *shape[m:])
+    table = cx.value(x)
+    table = cx.emit("reshape", [table], {"shape": rows}, out=(rows, table.dtype))
+    strides = [int(np.prod(shape[k + 1:m], dtype=np.int64)) for k in range(m)]
     known = [cx.static.get(t.name) if hasattr(t, "name") else None for t in indices]
     if all(isinstance(k, torch.Tensor) for k in known):  # constant indices (aranges)
-        at = sum(np.where(k.numpy() < 0, k.numpy() + shape[i], k.numpy()).astype(np.int64)
-                 * int(np.prod(shape[i + 1:m], dtype=np.int64))
-                 for i, k in enumerate(known))
+        at = sum(np.where(i < 0, i + shape[k], i).astype(np.int64) * strides[k]
+                 for k, i in enumerate(t.numpy() for t in known))
         at = np.broadcast_to(at, where)
-        table = cx.emit("reshape", [cx.value(x)], {"shape": rows}, out=(rows, cx.value(x).dtype))
         if at.size == rows[0] and np.array_equal(at.reshape(-1), np.arange(rows[0])):
             # every row once, in order: x's leading axes laid out as the indices are
             out = (*where, *shape[m:])
@@ -178,16 +179,13 @@ def _index_leading(cx: Any, x: Any, indices: list[Any]) -> Any:
             negative = cx.emit("less", [i, cx.operand(0, dtype)], out=(meta[0], "bool"))
             i = cx.emit("where", [negative, cx.emit("add", [i, size], out=meta), i],
                         out=meta)
-        stride = int(np.prod(shape[k + 1:m], dtype=np.int64))
-        if stride != 1:
-            i = cx.emit("mul", [i, cx.operand(stride, dtype)], out=meta)
+        if strides[k] != 1:
+            i = cx.emit("mul", [i, cx.operand(strides[k], dtype)], out=meta)
         flat = i if flat is None else cx.emit(
             "add", [i, flat], out=(tuple(np.broadcast_shapes(meta[0], flat.shape)), dtype))
     assert flat is not None
     if flat.shape != where:
         flat = cx.emit("expand", [flat], {"shape": where}, out=(where, dtype))
-    table = cx.value(x)
-    table = cx.emit("reshape", [table], {"shape": rows}, out=(rows, table.dtype))
     return cx.emit("gather", [table, flat], {"axis": 0})
 
 

@@ -214,11 +214,11 @@ def _broadcast_sdpa_mask(masking: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _masks_without_vmap(on: bool) -> Any:
-    """While the model is exported (``on``), HF transformers' (4.53 on) attention masks are
-    built without ``torch.vmap`` (``_broadcast_sdpa_mask``); nothing changes where
-    transformers is not loaded or builds its masks otherwise."""
-    masking = sys.modules.get("transformers.masking_utils") if on else None
+def _masks_without_vmap() -> Any:
+    """Within, HF transformers' (4.53 on) attention masks are built without ``torch.vmap``
+    (``_broadcast_sdpa_mask``); nothing changes where transformers is not loaded or builds
+    its masks otherwise."""
+    masking = sys.modules.get("transformers.masking_utils")
     recent = getattr(masking, "sdpa_mask_recent_torch", None)
     table = getattr(getattr(masking, "ALL_MASK_ATTENTION_FUNCTIONS", None), "_global_mapping",
                     None)
@@ -245,7 +245,7 @@ def _export(module: Any, args: tuple[Any, ...]) -> Any:
     """``torch.export.export`` with HF's masks built without vmap; where a mask function
     does not take broadcast indices, as the model writes it."""
     try:
-        with _quiet_torch(), _masks_without_vmap(True):
+        with _quiet_torch(), _masks_without_vmap():
             return torch.export.export(module, args)
     except Exception:
         with _quiet_torch():

@@ -83,8 +83,10 @@ class RhsOrders:
             u = key[1]
         elif key[0] == "oct":
             u = g.nodes[key[1]].outputs[key[2]]
-        elif key[0] in ("ct", "grad"):
-            u = g.nodes[key[1]].inputs[key[2]] if key[0] == "ct" else g.params.get(key[1])
+        elif key[0] == "ct":
+            u = g.nodes[key[1]].inputs[key[2]]
+        elif key[0] == "grad":
+            u = g.params.get(key[1])
         else:
             return None
         v = self.counterpart.get(u) if u is not None else None

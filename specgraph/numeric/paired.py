@@ -52,9 +52,10 @@ class PairedRun:
         self.s, self.p = sides, sides.pairing
         self.seed, self.say = seed, say
         self.rinputs = rinputs
+        self.outputs = self._rhs_output_names()
         # the loss reads only the outputs both sides have: one rhs lacks would send
         # gradients to lhs alone
-        paired = {lname for _, _, lname in self._rhs_output_names() if lname is not None}
+        paired = {lname for _, _, lname in self.outputs if lname is not None}
         self.loss = {k: r for k, r in loss.items() if k in paired}
         self.ax = sides.backends.arrays
         store = self.ax.store(sides.options.store_budget)
@@ -68,7 +69,7 @@ class PairedRun:
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
-        paired = {lname for _, _, lname in self._rhs_output_names()}
+        paired = {lname for _, _, lname in self.outputs}
         alone = [n for n in self.p.lhs.output_names if n not in paired]
         if alone:
             many = len(alone) > 1
@@ -274,7 +275,7 @@ class PairedRun:
 
     def _rhs_loss(self) -> dict[str, np.ndarray]:
         return {name: self.loss[lname].astype(np.float32)
-                for name, _, lname in self._rhs_output_names() if lname in self.loss}
+                for name, _, lname in self.outputs if lname in self.loss}
 
     def _feed_inputs(self, j: int, node: Node, args: list[Any]) -> list[Any]:
         if j not in self.p.r2l:
@@ -361,7 +362,7 @@ class PairedRun:
             self.p.values.get(v) is u for u, v in zip(a.inputs, b.inputs))
 
     def _compare_outputs(self, outs: Mapping[str, Any]) -> None:
-        for name, v, lname in self._rhs_output_names():
+        for name, v, lname in self.outputs:
             if lname is None or ("out", lname) not in self.lhs:
                 continue
             producer = self.p.rhs.producer(v)
