@@ -44,8 +44,20 @@ def _text(**extra: Callable[[], np.ndarray]) -> Callable[[], dict[str, np.ndarra
     return make
 
 
+def _padding() -> np.ndarray:
+    """An attention mask of a padded batch: the first sequence whole, the second's last
+    three positions padding (what a tokenizer gives two texts of unequal length)."""
+    mask = np.ones((BATCH, SEQ), np.int64)
+    mask[1, SEQ - 3:] = 0
+    return mask
+
+
 def _seq2seq() -> dict[str, np.ndarray]:
     return {"input_ids": _ids(0), "decoder_input_ids": _ids(1, seq=SEQ - 2)}
+
+
+def _seq2seq_padded() -> dict[str, np.ndarray]:
+    return {**_seq2seq(), "attention_mask": _padding()}
 
 
 def _vision() -> dict[str, np.ndarray]:
@@ -108,6 +120,20 @@ ARCHS: dict[str, Arch] = {
         max_position_embeddings=32), _classes("DistilBertModel"), _text()),
     "roberta": Arch("encoder", lambda t: t.RobertaConfig(**_small(max_position_embeddings=40)),
                     _classes("RobertaModel"), _text()),
+    # --- a padded batch: each library's own attention mask (additive, boolean, written out)
+    "bert_padded": Arch("encoder", lambda t: t.BertConfig(**_small(max_position_embeddings=32)),
+                        _classes("BertModel"), _text(attention_mask=_padding)),
+    "distilbert_padded": Arch("encoder", lambda t: t.DistilBertConfig(
+        dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=VOCAB,
+        max_position_embeddings=32), _classes("DistilBertModel"), _text(attention_mask=_padding)),
+    "gpt2_padded": Arch("decoder", lambda t: t.GPT2Config(n_layer=2, n_embd=32, n_head=4,
+                                                          vocab_size=VOCAB, n_positions=32,
+                                                          use_cache=False),
+                        _classes("GPT2LMHeadModel"), _text(attention_mask=_padding)),
+    "t5_padded": Arch("encoder-decoder", lambda t: t.T5Config(
+        d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
+        vocab_size=VOCAB, relative_attention_num_buckets=8, use_cache=False),
+        _classes("T5Model", "torch,tf"), _seq2seq_padded),
     # --- decoders ---------------------------------------------------------------------
     "gpt2": Arch("decoder", lambda t: t.GPT2Config(n_layer=2, n_embd=32, n_head=4,
                                                    vocab_size=VOCAB, n_positions=32,

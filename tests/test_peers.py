@@ -21,6 +21,12 @@ FAST = [
     ("electra", "tf", "flax"),     # Flax ELECTRA's default token type 1
     ("mistral", "tf", "flax"),     # Flax Mistral's diagonal mask (sliding_window=None)
     ("resnet_v1", "tf", "torch"),  # a stride moved: TF ignores downsample_in_bottleneck
+    # padded batches: each library's own attention mask
+    ("bert_padded", "tf", "flax"),        # -1e4 added against finfo.min selected
+    ("distilbert_padded", "tf", "torch"),  # scores - 1e30·(1 - m) against SDPA's mask
+    ("gpt2_padded", "torch", "flax"),     # causal & padding to SDPA; combine_masks bias
+    ("gpt2_padded", "tf", "torch"),       # causal -1e4 band and -1e4 padding added
+    ("t5_padded", "tf", "torch"),         # the mask added to the position bias: -1e9
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum

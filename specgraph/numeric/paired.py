@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
+from specgraph.passes.drowned import drowning
 from specgraph.numeric.engine import Execution, NativeExecution
 from specgraph.numeric.layouts import RhsOrders
 from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
@@ -66,6 +68,8 @@ class PairedRun:
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines
         self._rhs_ex: Execution | None = None
+        # additive masks on their way into a softmax: their drowned keys are one
+        self._drowning = (drowning(self.p.lhs), drowning(self.p.rhs))
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
@@ -340,7 +344,9 @@ class PairedRun:
         for k, (v, h) in enumerate(zip(node.outputs, kept)):
             lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
             if lv is not None:
-                out.append((v, self.ax.measure(lv, h, tol)))
+                drowns = v in self._drowning[1] and a.outputs[k] in self._drowning[0]
+                out.append((v, self.ax.measure(lv, h, replace(tol, drowned=True) if drowns
+                                               else tol)))
         return out
 
     def _progress(self) -> None:

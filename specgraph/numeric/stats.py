@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.ir import Node
+from specgraph.passes.drowned import DROWN
 
 __all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL",
            "all_finite", "share_floor", "remembering"]
@@ -34,11 +35,14 @@ BASE_RTOL = {"float64": 1e-9, "float32": 2e-5, "tf32": 4e-3, "float16": 4e-3,
 @dataclass(frozen=True)
 class Tolerance:
     """``rtol`` relative to each element, ``atol`` relative to the tensor's RMS (or absolute
-    when ``absolute`` is set by the user)."""
+    when ``absolute`` is set by the user); ``drowned``: the values are additive masks on
+    their way into a softmax (``specgraph.passes.drowned``), where an element at or below
+    ``DROWN`` on both sides is the same masked key, whatever the fill."""
 
     rtol: float
     atol: float
     absolute: bool = False
+    drowned: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     held = (a, b)  # the arrays as given: the ones a caller can give again
     if a.shape != b.shape:
         return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
+    if tol.drowned:
+        a, b = undrowned(a, b)
     if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
         wrong = float(np.mean(a != b)) if a.size else 0.0
         return Stats(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
@@ -249,6 +255,19 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         bad = _count_outside(*paired, atol, tol.rtol)
     return Stats.from_sums(saa, sbb, sab, max_abs, bad / a.size if a.size else 0.0, scale,
                            floor)
+
+
+def undrowned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` with the elements that are at or below ``DROWN`` on both sides (one
+    masked key, filled with -1e9 on one side and ``finfo.min`` on the other) made 0 on
+    both: what is left to compare is what the softmax after them sees."""
+    if a.dtype.kind != "f" or b.dtype.kind != "f" or not a.size:
+        return a, b
+    with np.errstate(invalid="ignore"):
+        both = (a <= DROWN) & (b <= DROWN)
+    if not both.any():
+        return a, b
+    return np.where(both, 0, a).astype(a.dtype), np.where(both, 0, b).astype(b.dtype)
 
 
 def _count_outside(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> int:

@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from specgraph.ir import Node, Value
 from specgraph.ops.dtypes import numpy_dtype
+from specgraph.passes.drowned import DROWN
 from specgraph.passes.regions import random_env, run_region
 from specgraph.passes.rewrite import Rewriter
 
-__all__ = ["InputMask", "FedMask", "SATURATES", "read_mask", "fed_mask", "keep_mask", "select",
-           "is_select", "draw_keep", "proved"]
+__all__ = ["InputMask", "FedMask", "DROWN", "LOWEST", "read_mask", "fed_mask", "keep_mask",
+           "select", "is_select", "written_as", "drowns", "draw_keep", "proved"]
 
 _ELEMENTWISE = frozenset({
     "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
@@ -57,12 +58,22 @@ class InputMask:
         shape: the source reshaped: its axes where the mask has them, ones elsewhere (the
             mask's rank).
         on / off: what the mask holds where the source is one / zero (bool or float).
+        fixed: a constant boolean pattern (broadcastable to the mask) that the mask keeps
+            only where it also holds: Flax's ``combine_masks(padding, causal)``, PyTorch's
+            ``causal & padding`` (then ``on`` only where both keep); None for a mask the
+            source alone sets.
     """
 
     source: Value
     shape: tuple[int, ...]
     on: float | bool
     off: float | bool
+    fixed: np.ndarray | None = field(default=None, compare=False, hash=False)
+
+    def keeps(self, keep: np.ndarray) -> np.ndarray:
+        """Where the mask holds ``on``, given where the source keeps (laid out as
+        ``shape``)."""
+        return keep if self.fixed is None else keep & self.fixed
 
 
 def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
@@ -164,6 +175,9 @@ def read_mask(rw: Rewriter, value: Value) -> InputMask | None:
     if zeros is None or ones is None:
         return None
     off, on = _uniform(zeros), _uniform(ones)
+    fixed = None
+    if on is None and off is not None:  # a constant pattern and-ed in (a causal mask)
+        on, fixed = _fixed_part(ones, off)
     if on is None or off is None or on == off:
         return None
     if value.dtype != "bool":  # -0.0 (HF's (1 - 1)·finfo.min) is the zero it adds
@@ -171,10 +185,32 @@ def read_mask(rw: Rewriter, value: Value) -> InputMask | None:
     rng = np.random.default_rng(4321)
     draws = [rng.random(source.shape) < 0.5 for _ in range(3)]
     for shape in _layouts(source, value.shape):
-        if all(_matches(run(d), _select_array(d.reshape(shape), on, off, value.shape,
-                                                value.dtype)) for d in draws):
-            return InputMask(source, shape, on, off)
+        mask = InputMask(source, shape, on, off, fixed)
+        if all(_matches(run(d), _select_array(mask.keeps(d.reshape(shape)), on, off,
+                                                value.shape, value.dtype)) for d in draws):
+            return mask
     return None
+
+
+def _fixed_part(ones: np.ndarray, off: float | bool
+                ) -> tuple[float | bool | None, np.ndarray | None]:
+    """Where the source keeps everything, a mask that still holds ``off`` in places holds
+    a constant pattern too: what it holds elsewhere (one value) and the pattern, as small
+    as its repetitions allow; (None, None) where it holds more than two values."""
+    flat = np.asarray(ones)
+    if flat.dtype == bool:
+        kept = flat != bool(off)
+    else:
+        kept = ~((flat == off) | (np.isnan(flat) & np.isnan(off)))
+    if not kept.any():
+        return None, None
+    on = _uniform(flat[kept])
+    if on is None:
+        return None, None
+    for axis in range(kept.ndim):  # the pattern's repetitions kept once (size one)
+        if kept.shape[axis] > 1 and np.all(kept == np.take(kept, [0], axis=axis)):
+            kept = np.take(kept, [0], axis=axis)
+    return on, kept
 
 
 def _matches(got: np.ndarray | None, want: np.ndarray) -> bool:
@@ -200,20 +236,45 @@ class FedMask:
     off: float
 
 
-SATURATES = -1e30  # a selected fill at or below this is the added one: s + fill rounds to it
+DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
 
 
-def fed_mask(rw: Rewriter, node: Node, limit: float = SATURATES) -> FedMask | None:
-    """``s + A`` with A an additive mask built from an input, or ``where(C, s, fill)`` /
-    ``where(C, fill, s)`` (``masked_fill``) with C a boolean one and fill -inf or a number
-    so large that adding it is selecting it (``finfo.min``; up to ``limit``), read as what
-    it adds; None for anything else."""
+# the most negative finite number of each dtype: the fill of a drowning mask's one form
+LOWEST = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38,
+          "float32": float(np.finfo(np.float32).min), "float64": float(np.finfo(np.float64).min)}
+
+
+def drowns(on: float | bool, off: float | bool) -> bool:
+    """Whether an additive key mask adds zero to the keys it keeps and drowns the others:
+    -inf, or a finite fill at or below ``DROWN`` (TensorFlow's -1e4, -1e9 or -1e30,
+    PyTorch's and Flax's ``finfo.min``). Its one form is then the boolean mask of the keys
+    kept, as SDPA's: wherever a row keeps a key, the softmax after it is the same (each
+    masked score's exponential is 0, in float32 and float64 alike), whichever fill. Only a
+    row that keeps no key tells them apart, and no library's output means anything there
+    (uniform weights, the scores' own softmax, NaN or zeros, by fill and library)."""
+    if isinstance(on, bool) or isinstance(off, bool):
+        return False
+    return on == 0 and off <= DROWN
+
+
+def fed_mask(rw: Rewriter, node: Node) -> FedMask | None:
+    """``s + A`` or ``s - A`` with A an additive mask built from an input, or
+    ``where(C, s, fill)`` / ``where(C, fill, s)`` (``masked_fill``) with C a boolean one and
+    a fill that drowns the keys it masks (-inf, ``finfo.min``, -1e9, -1e4: selecting it is
+    adding it, wherever a row keeps a key), read as what it adds; None for anything
+    else."""
     if node.op == "add":
         for scores, operand in (node.inputs, node.inputs[::-1]):
             mask = None if operand.dtype == "bool" else read_mask(rw, operand)
             if mask is not None:
                 return FedMask(node, scores, operand, mask, float(mask.on), float(mask.off))
         return None
+    if node.op == "sub":  # DistilBERT's scores - 1e30·(1 - m): it adds the negated mask
+        scores, operand = node.inputs
+        mask = None if operand.dtype == "bool" else read_mask(rw, operand)
+        if mask is None:
+            return None
+        return FedMask(node, scores, operand, mask, 0.0 - float(mask.on), 0.0 - float(mask.off))
     if node.op != "where" or node.inputs[0].dtype != "bool":
         return None
     cond, a, b = node.inputs
@@ -221,7 +282,7 @@ def fed_mask(rw: Rewriter, node: Node, limit: float = SATURATES) -> FedMask | No
     if fills.count(None) != 1:
         return None
     fill = next(f for f in fills if f is not None)
-    if not fill <= limit:
+    if not fill <= DROWN:
         return None
     mask = read_mask(rw, cond)
     if mask is None:
@@ -233,7 +294,8 @@ def fed_mask(rw: Rewriter, node: Node, limit: float = SATURATES) -> FedMask | No
 
 # --- the one written form ------------------------------------------------------------------
 def keep_mask(rw: Rewriter, mask: InputMask, like: Node) -> Value:
-    """``cast(reshape(source, shape), bool)``: True where the source is one."""
+    """``cast(reshape(source, shape), bool)``: True where the source is one (a constant
+    pattern ``mask.fixed`` is the caller's to write: causality, an attention's flag)."""
     x = mask.source
     if x.shape != mask.shape:
         x = rw.emit("reshape", [x], {"shape": mask.shape}, like=like, shape=mask.shape,
@@ -270,14 +332,22 @@ def _is_keep(rw: Rewriter, value: Value, mask: InputMask) -> bool:
 def is_select(rw: Rewriter, value: Value, mask: InputMask) -> bool:
     """Whether ``value`` is already the one form of ``mask``: ``keep_mask`` itself for a
     boolean mask holding True where the source is one, ``select`` for a float one."""
+    if mask.fixed is not None:
+        return False
     if value.dtype == "bool":
         return mask.on is True and _is_keep(rw, value, mask)
+    return not drowns(mask.on, mask.off) and written_as(rw, value, mask, mask.on, mask.off)
+
+
+def written_as(rw: Rewriter, value: Value, mask: InputMask, on: float, off: float) -> bool:
+    """Whether ``value`` is ``select(mask, on, off)`` as written here."""
     node = rw.producer(value)
-    if node is None or node.op != "where" or value.shape != mask.shape:
+    if node is None or node.op != "where" or value.shape != mask.shape or \
+            mask.fixed is not None:
         return False
     cond, a, b = node.inputs
     return (_is_keep(rw, cond, mask) and rw.scalar(a) is not None and rw.scalar(b) is not None
-            and _same(rw.scalar(a), mask.on) and _same(rw.scalar(b), mask.off))
+            and _same(rw.scalar(a), on) and _same(rw.scalar(b), off))
 
 
 def _same(a: float, b: float) -> bool:
@@ -314,7 +384,7 @@ def proved(rw: Rewriter, nodes: Sequence[Node], output: Value, free: Sequence[Va
         env = random_env(plain, seed=1234 + trial)
         keep = draw_keep(next(iter(masks.values())), rng, empty_row=empty)
         for v, m in masks.items():
-            env[v] = _select_array(keep, m.on, m.off, v.shape, v.dtype)
+            env[v] = _select_array(m.keeps(keep), m.on, m.off, v.shape, v.dtype)
         try:
             with np.errstate(all="ignore"):
                 want = run_region(rw, nodes, env, output)

@@ -20,27 +20,27 @@ on random ones and zeros for it); a different scale, mask or fill does not match
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
-from specgraph.passes.input_masks import (SATURATES, FedMask, InputMask, fed_mask, is_select,
-                                          keep_mask, proved, read_mask, select)
+from specgraph.passes.drowned import drowning
+from specgraph.passes.input_masks import (DROWN, LOWEST, FedMask, InputMask, drowns,
+                                          fed_mask, is_select, keep_mask, proved, read_mask,
+                                          select, written_as)
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["RaiseAttentionPass"]
 
-DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
 
-
-def _peel_scores(rw: Rewriter, s: Value, limit: float = SATURATES
+def _peel_scores(rw: Rewriter, s: Value
                  ) -> tuple[Value, list[float], list[tuple[Node, Value]], list[FedMask]] | None:
     """Walk back from the softmax input to the q·kᵀ product: its scalar scales, the nodes
     masking it with constants (added, subtracted, multiplied in, or selected), last first,
-    and those masking it with a mask built from an input (selecting fills up to ``limit``)."""
+    and those masking it with a mask built from an input (``fed_mask``)."""
     scales: list[float] = []
     masks: list[tuple[Node, Value]] = []  # each with the scores it reads
     fed: list[FedMask] = []
@@ -65,7 +65,7 @@ def _peel_scores(rw: Rewriter, s: Value, limit: float = SATURATES
         elif node.op == "where" and consts in ([True, False, True], [True, True, False]):
             s = node.inputs[consts.index(False)]
             masks.append((node, s))
-        elif (found := fed_mask(rw, node, limit)) is not None:
+        elif (found := fed_mask(rw, node)) is not None:
             fed.append(found)
             s = found.scores
         else:
@@ -167,7 +167,8 @@ def _zeroed_softmax(rw: Rewriter, p: Value
     cond, a, b = node.inputs
     if rw.uniform(b) == 0.0 and rw.constant_value(a) is None:
         mask = read_mask(rw, cond) if cond.dtype == "bool" else None
-        return (a, ((cond, mask),)) if mask is not None and mask.on is True else None
+        return (a, ((cond, mask),)) if mask is not None and mask.on is True and \
+            mask.fixed is None else None
     test = rw.producer(cond)
     if rw.uniform(a) == 0.0 and test is not None and test.op == "not_equal" and \
             test.inputs[0] is b and test.inputs[1] is b:
@@ -183,7 +184,7 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     sm = rw.producer(p)
     if sm is None or sm.op != "softmax" or sm.attrs["axis"] != p.rank - 1:
         return None
-    peeled = _peel_scores(rw, sm.inputs[0], DROWN if zeroing else SATURATES)
+    peeled = _peel_scores(rw, sm.inputs[0])
     if peeled is None:
         return None
     product, scales, masks, fed = peeled
@@ -193,6 +194,10 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
         zeroed = False  # no NaN to zero: a finite mask (PyTorch's exporter adds finfo.min)
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
     causal, mask = False, None
+    if fed and fed[0].mask.fixed is not None:  # a causal mask and-ed into the input's
+        causal = _fixed_causal(fed[0].mask.fixed, product.shape)
+        if not causal or masks or zeroing:
+            return None
     if masks:  # proved below with the region: here only whether it can be causal
         effect = _mask_effect(rw, product.shape, masks)
         causal = effect is not None and _causal(effect)
@@ -202,6 +207,16 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
                 return None  # with a mask built from an input too: kept as written
     return _Match(q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal,
                   fed[0] if fed else None, zeroed, zeroing, found is not None, mask)
+
+
+def _fixed_causal(fixed: np.ndarray, shape: tuple[int, ...]) -> bool:
+    """Whether a constant keep pattern and-ed into an input's mask is the causal one
+    (keeps exactly the keys j <= i) over scores of ``shape``."""
+    try:
+        keep = np.broadcast_to(fixed, shape)
+    except ValueError:
+        return False
+    return _causal(np.where(keep, 0.0, -np.inf))
 
 
 def _keys_kept(effect: np.ndarray) -> np.ndarray | None:
@@ -384,7 +399,38 @@ def _fold_scale(rw: Rewriter, node: Node) -> bool:
     return False
 
 
+def _drowning_mask(rw: Rewriter, node: Node) -> bool:
+    """An additive mask built from an input that only drowns keys on its way into a
+    softmax, through sums the attention is not raised over (T5 adds its padding mask to the
+    relative position bias), written with one fill: ``where(K, 0, finfo.min)``, whatever
+    fill the library chose (TensorFlow's -1e9, PyTorch's finfo.min). Wherever a row keeps
+    a key the softmax reading it is the same (``input_masks.drowns``); ``read_mask``
+    proved the value equal to ``where(K, 0, fill)`` on every draw of ones and zeros."""
+    y = node.outputs[0]
+    if len(node.outputs) != 1 or y.dtype not in LOWEST or not any(
+            rw.scalar(v) is not None and rw.scalar(v) <= DROWN for v in node.inputs):
+        return False
+    if y not in _drowning_values(rw):
+        return False
+    rw.keep(node)  # the value's cone must be visible to ``read_mask``
+    mask = read_mask(rw, y)
+    if mask is None or mask.fixed is not None or not drowns(mask.on, mask.off) or \
+            written_as(rw, y, mask, 0.0, LOWEST[y.dtype]):
+        return True  # kept as it is
+    rw.replace(y, select(rw, mask, 0.0, LOWEST[y.dtype], y.dtype, node))
+    return True
+
+
+def _drowning_values(rw: Rewriter) -> frozenset[Value]:
+    """``drowning`` of the graph the rewrite started from (found once per rewrite)."""
+    if "drowning" not in rw.memo:
+        rw.memo["drowning"] = drowning(rw.graph)
+    return rw.memo["drowning"]
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op in ("mul", "where") and _drowning_mask(rw, node):
+        return True
     if node.op == "attention":
         return _constant_mask(rw, node) or _fed_operand(rw, node) or _fold_scale(rw, node)
     if node.op == "softmax":
@@ -439,9 +485,11 @@ def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -
 
 def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
     """Attention masked with a mask built from an input: the additive mask ``where(K, on,
-    off)`` it amounts to, or, where the rows that keep no key are zeroed, the boolean K
-    (as SDPA's boolean mask); proved on random q, k, v and random ones and zeros for the
-    input (each row keeping a key, and with the zeroed form one row keeping none)."""
+    off)`` it amounts to, or the boolean K (as SDPA's) where the rows that keep no key are
+    zeroed after the softmax or where the mask drowns the keys it masks (``drowns``); a
+    causal pattern and-ed into it is the attention's causality. Proved on random q, k, v
+    and random ones and zeros for the input (each row keeping a key, and with the zeroed
+    form one row keeping none)."""
     fed, y = m.fed, node.outputs[0]
     masks = {fed.operand: fed.mask, **dict(m.zeroing)}
     free = list(dict.fromkeys([m.q, m.kt, m.v, *masks]))
@@ -451,38 +499,68 @@ def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
     spec = get_spec("attention")
     attrs = spec.normalize_attrs({"scale": float(f"{m.scale:.9g}"), "causal": m.causal,
                                   "has_mask": True})
+    boolean = m.zeroed or drowns(fed.on, fed.off)  # -1e4, -1e9, finfo.min and -inf alike
 
     def candidate(env, keep):
-        mask = keep if m.zeroed else np.where(keep, fed.on, fed.off)
+        mask = keep if boolean else np.where(keep, fed.on, fed.off)
         kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
         return spec.reference(_apply(env[m.q], m.q_perm), kk, env[m.v], mask, **attrs)
 
+    # a row that keeps no key is proved only where the zeros there are what is raised
     if not proved(rw, nodes, y, free, masks, candidate,
-                  empty_rows=(False, True) if m.after else (False, False)):
+                  empty_rows=(False, True) if m.after and m.zeroed else (False, False)):
         return
-    mask = (keep_mask(rw, fed.mask, node) if m.zeroed
-            else select(rw, fed.mask, fed.on, fed.off, fed.scores.dtype, node))
+    source = replace(fed.mask, fixed=None)  # the causal part is the attention's flag
+    mask = (keep_mask(rw, source, node) if boolean
+            else select(rw, source, fed.on, fed.off, fed.scores.dtype, node))
     _emit(rw, node, m, attrs, [mask])
 
 
 def _fed_operand(rw: Rewriter, node: Node) -> bool:
     """attention whose mask operand is built from an input, written otherwise than in the
-    one form (``input_masks``): the same attention with that form (``read_mask`` proved
-    the operand equal to it on every draw of ones and zeros)."""
+    one form (``input_masks``): the same attention with that form. ``read_mask`` proved
+    the operand equal to it on every draw of ones and zeros; where the one form changes
+    what the attention computes on a row that keeps no key (a fill that drowns the keys
+    it masks made the boolean mask, a causal pattern and-ed into the mask made the
+    attention's causality), it is proved again on random q, k, v and masks that keep a
+    key in every row."""
     if not node.attrs["has_mask"] or rw.is_fixed(node.inputs[3]):
         return False
     operand = node.inputs[3]
     mask = read_mask(rw, operand)
     if mask is None or is_select(rw, operand, mask):
         return False
+    y = node.outputs[0]
+    attrs = dict(node.attrs)
+    if mask.fixed is not None:
+        if attrs["causal"] or not _fixed_causal(mask.fixed, node.inputs[3].shape[:-2] + (
+                node.inputs[0].shape[-2], node.inputs[1].shape[-2])):
+            return False
+        attrs["causal"] = True
     if operand.dtype == "bool":
         if mask.on is not True:
             return False
-        canonical = keep_mask(rw, mask, node)
+        boolean = True
+    elif drowns(mask.on, mask.off):
+        boolean = True
     else:
-        canonical = select(rw, mask, mask.on, mask.off, operand.dtype, node)
-    y = node.outputs[0]
-    rw.replace(y, rw.emit("attention", [*node.inputs[:3], canonical], dict(node.attrs),
+        boolean = False
+    if mask.fixed is not None or (boolean and operand.dtype != "bool"):
+        q, k, v = node.inputs[:3]
+        spec = get_spec("attention")
+        new = spec.normalize_attrs(attrs)
+        rw.keep(node)  # the root must be visible to the region walk
+        if len({q, k, v, operand}) != 4 or not proved(
+                rw, [node], y, [q, k, v, operand], {operand: mask},
+                lambda env, keep: spec.reference(
+                    env[q], env[k], env[v],
+                    keep if boolean else np.where(keep, mask.on, mask.off), **new)):
+            return False
+        attrs = new
+    source = replace(mask, fixed=None)
+    canonical = (keep_mask(rw, source, node) if boolean
+                 else select(rw, source, mask.on, mask.off, operand.dtype, node))
+    rw.replace(y, rw.emit("attention", [*node.inputs[:3], canonical], attrs,
                           like=node, shape=y.shape))
     return True
 

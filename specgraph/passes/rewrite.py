@@ -42,6 +42,7 @@ class Rewriter:
         self._uses = {v: len(graph.consumers(v)) for n in graph.nodes for v in n.outputs}
         self._outputs = set(graph.outputs)
         self._fixed: dict[Value, bool] = {}
+        self.memo: dict[str, Any] = {}  # what a rule finds once per rewrite, by its name
 
     # --- reading ---------------------------------------------------------------------------
     def resolve(self, value: Value) -> Value:

@@ -6,11 +6,12 @@ extended mask (``(1 - mask[:, None, None, :]) * finfo.min``), as Flax selects
 (``where(mask, s, finfo.min)``), as Keras' masked ``Softmax`` selects (-1e9, then zeros
 the masked probabilities), as old BERT adds (-1e4), or as a boolean mask handed to SDPA.
 
-Genuine differences stay different: a mask that drops a key against none, a causal window
-one key wider, and on a fully masked row the fill values part (-inf gives NaN, -1e4 leaves
-the scores' softmax, ``finfo.min`` a uniform average, PyTorch's SDPA zeros, and so does
-Keras' masked ``Softmax``; SDPA's boolean mask exported to ONNX adds ``finfo.min``, and
-averages).
+Fills that drown the keys they mask (-inf, ``finfo.min``, -1e4, -1e9, a boolean) are one
+mask: they agree wherever a row keeps a key. Genuine differences stay different: a mask
+that drops a key against none, a causal window one key wider; and on an input with a fully
+masked row the numbers still part the fills (-inf gives NaN, -1e4 leaves the scores'
+softmax, ``finfo.min`` a uniform average, PyTorch's SDPA zeros, and so does Keras' masked
+``Softmax``; SDPA's boolean mask exported to ONNX adds ``finfo.min``, and averages).
 """
 
 from __future__ import annotations
@@ -406,36 +407,40 @@ def test_a_different_constant_mask_stays_different(lhs, rhs) -> None:
     assert_reported_different(lhs(), rhs(), mode="numbers", codes=["numeric-divergence"])
 
 
-FILLS = [(torch_bert_1e4, torch_fill_inf), (torch_hf_finfo, torch_fill_inf),
-         (torch_bert_1e4, torch_hf_finfo), (torch_sdpa_padding, torch_fill_inf),
-         (torch_sdpa_padding, torch_add_1e9)]
+FILLS = [(torch_bert_1e4, torch_fill_inf, "numeric-divergence"),
+         (torch_hf_finfo, torch_fill_inf, "numeric-divergence"),
+         (torch_bert_1e4, torch_hf_finfo, "numeric-divergence"),
+         (torch_sdpa_padding, torch_fill_inf, "nan-introduced"),  # -inf: NaN where SDPA zeros
+         (torch_sdpa_padding, torch_add_1e9, "numeric-divergence")]
 FILL_IDS = ["-1e4~-inf", "finfo.min~-inf", "-1e4~finfo.min", "sdpa-bool~written-inf",
             "sdpa-bool~-1e9"]
 
 
-@pytest.mark.parametrize("lhs, rhs", FILLS, ids=FILL_IDS)
-def test_fill_values_stay_different(lhs, rhs) -> None:
-    """Fill values agree wherever a row keeps a key, but they are different functions: a
-    fully masked row parts them (-inf gives NaN, -1e4 the scores' softmax, finfo.min a
-    uniform average, SDPA zeros), and the canonical graphs keep them apart."""
+@pytest.mark.parametrize("lhs, rhs, code", FILLS, ids=FILL_IDS)
+def test_drowning_fills_are_one_mask_and_a_fully_masked_row_still_parts_them(lhs, rhs, code
+                                                                             ) -> None:
+    """Fills that drown the keys they mask agree wherever a row keeps a key, so they are one
+    canonical mask (TensorFlow's BERT adds -1e4 where PyTorch's adds finfo.min: the same
+    model). A row that keeps no key parts them (-inf gives NaN, -1e4 the scores' softmax,
+    finfo.min a uniform average, SDPA zeros): each side's own program runs, so an input
+    with such a row still shows it in the numbers."""
     left, right = lhs(), rhs()
-    assert not isomorphic(canonical(left).graph, canonical(right).graph)
+    assert isomorphic(canonical(left).graph, canonical(right).graph)
     with_empty_row = [
         torch_side(TorchAttention(t.native.how), X, EMPTY_ROW, name=f"{t.reference}_empty")
         for t in (left, right)]
-    assert_reported_different(*with_empty_row, mode="numbers", codes=["numeric-divergence"])
+    assert_reported_different(*with_empty_row, mode="numbers", codes=[code])
 
 
 def test_the_exported_sdpa_boolean_mask_averages_a_fully_masked_row() -> None:
     """``torch.onnx.export`` writes SDPA's boolean mask as ``Where(m, 0, finfo.min)`` added
-    to the scores (then ``IsNaN``·``Where``, which finds no NaN to zero): a fully masked row
-    averages the values where SDPA gives zeros. It is HF's added ``finfo.min`` (a pair
-    above), and stays apart from SDPA's boolean mask."""
-    assert not isomorphic(canonical(torch_sdpa_padding()).graph,
-                          canonical(onnx_sdpa_padding()).graph)
+    to the scores (then ``IsNaN``·``Where``, which finds no NaN to zero): the same mask
+    wherever a row keeps a key, so one canonical graph; a fully masked row averages the
+    values where SDPA gives zeros, and an input with such a row shows it in the numbers."""
+    assert isomorphic(canonical(torch_sdpa_padding()).graph,
+                      canonical(onnx_sdpa_padding()).graph)
     module = TorchAttention("sdpa-padding")
     assert_reported_different(
         torch_side(module, X, EMPTY_ROW, name="torch_sdpa_padding_empty"),
         onnx_side(module, X, EMPTY_ROW, name="onnx_sdpa_padding_empty"),
         mode="numbers", codes=["numeric-divergence"])
-

@@ -1,7 +1,10 @@
 """Key-padding masks built from an ``attention_mask`` input of ones and zeros, however
-written, become attention with one mask operand: ``where(cast(reshape(m), bool), 0, fill)``
-added, or the boolean ``cast(reshape(m), bool)`` where the rows that keep no key are zeroed
-(SDPA's boolean mask); each rewrite proved, and different fills stay different."""
+written, become attention with one mask operand: the boolean ``cast(reshape(m), bool)``
+(SDPA's boolean mask) where the mask drowns the keys it masks (-inf, ``finfo.min``, -1e4,
+-1e9: the same softmax wherever a row keeps a key) or where the rows that keep no key are
+zeroed, else ``where(cast(reshape(m), bool), 0, fill)`` added; a causal pattern and-ed into
+the mask (Flax's ``combine_masks``, PyTorch's ``causal & padding``) is the attention's
+causality; each rewrite proved, and fills that do not drown stay different."""
 
 from __future__ import annotations
 
@@ -73,8 +76,20 @@ def _written(how: str) -> Graph:
         s = f("where", f("equal", m, f.c(0, np.int64)), f.c(-np.inf), s)
     elif how == "greater-inf":  # where(m > 0, s, -inf)
         s = f("where", f("greater", m, f.c(0, np.int64)), s, f.c(-np.inf))
-    elif how == "select-1e9":  # a selected -1e9 is not an added one on an empty row
+    elif how == "select-1e9":  # The Annotated Transformer's masked_fill(m == 0, -1e9)
         s = f("where", f("cast", m, dtype="bool"), s, f.c(-1e9))
+    elif how == "distilbert":  # s - 1e30·(1 - m)
+        s = f("sub", s, f("mul", f.c(1e30), f("sub", f.c(1.0), f("cast", m, dtype=F))))
+    elif how == "add-100":  # a fill that does not drown: exp(-100) is a number in float64
+        s = f("add", s, f("mul", f("sub", f.c(1.0), f("cast", m, dtype=F)), f.c(-100.0)))
+    elif how in ("flax-causal", "flax-band"):  # combine_masks(padding, causal), as a bias
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        fixed = (j <= i) if how == "flax-causal" else (j <= i) & (j >= i - 1)
+        both = f("logical_and", f("not_equal", m, f.c(0, np.int64)),
+                 f.c(fixed.reshape(1, 1, T, T)))
+        bias = f("where", f("greater", f("cast", both, dtype=F), f.c(0.0)), f.c(0.0),
+                 f.c(FINFO))
+        s = f("add", s, bias)
     elif how == "pairwise":  # make_attention_mask(m, m): query and key masked
         pair = f("mul", f("reshape", m, shape=(B, 1, T, 1)), m)
         s = f("where", f("not_equal", pair, f.c(0, np.int64)), s, f.c(FINFO))
@@ -116,15 +131,21 @@ def _same(before: Graph, after: Graph, mask: np.ndarray = PADDED) -> np.ndarray:
     return got
 
 
-@pytest.mark.parametrize("how", ["hf-finfo", "fill-finfo", "flax-finfo", "onnx-finfo"])
-def test_a_finfo_min_mask_however_written_is_one_additive_mask(how: str):
+@pytest.mark.parametrize("how", ["hf-finfo", "fill-finfo", "flax-finfo", "onnx-finfo",
+                                 "bert-1e4", "distilbert", "fill-inf", "keras", "onnx-inf",
+                                 "select-1e9"])
+def test_a_drowning_mask_however_written_is_one_boolean_mask(how: str):
+    """HF PyTorch's and Flax's finfo.min, TensorFlow BERT's -1e4, DistilBERT's subtracted
+    1e30·(1 - m), -inf, Keras' zeroed rows: one mask of the keys kept, equal wherever a row
+    keeps a key."""
     g = _written(how)
     c = canonicalize(g)
     att = _attention(c)
     assert att.attrs["has_mask"] and att.attrs["scale"] == 0.5
     assert [n.op for n in c.nodes if n.op not in ("sub", "add", "transpose")] == \
-        ["reshape", "cast", "where", "attention"]
-    assert isomorphic(c, canonicalize(_written("hf-finfo")))
+        ["reshape", "cast", "attention"]
+    assert att.inputs[3].dtype == "bool"
+    assert isomorphic(c, canonicalize(_sdpa("bool")))
     _same(g, c)
 
 
@@ -145,22 +166,47 @@ def test_zeroed_masked_rows_are_sdpa_boolean_mask(how: str):
     assert np.all(got[1] == 0.0) and np.all(np.isfinite(got))
 
 
+def test_a_fill_that_does_not_drown_stays_an_added_mask_of_its_own():
+    c = canonicalize(_written("add-100"))
+    mask = _attention(c).inputs[3]
+    assert mask.dtype == F
+    assert not isomorphic(c, canonicalize(_written("hf-finfo")))
+    _same(_written("add-100"), c)
+
+
+def test_a_causal_pattern_and_ed_into_the_padding_mask_is_the_attention_s_causality():
+    """Flax GPT-2's combine_masks(padding, causal) turned into a finfo.min bias, and
+    PyTorch GPT-2's causal & padding handed to SDPA: causal attention with the padding
+    mask, the same graph; a band and-ed in is not causal and stays written out."""
+    g = _written("flax-causal")
+    c = canonicalize(g)
+    att = _attention(c)
+    assert att.attrs["causal"] and att.inputs[3].dtype == "bool"
+    _same(g, c)
+    f = M()  # SDPA given causal & padding, as PyTorch's GPT-2 builds it
+    k = f("sub", f.x, f.c(0.5))
+    v = f("add", f.x, f.c(1.0))
+    tril = np.tril(np.ones((T, T), bool)).reshape(1, 1, T, T)
+    both = f("logical_and", f.c(tril), f("cast", f.key(), dtype="bool"))
+    f.b.output("y", f("attention", f.x, k, v, both, scale=0.5, has_mask=True))
+    sdpa = f.b.build()
+    c2 = canonicalize(sdpa)
+    assert _attention(c2).attrs["causal"] and isomorphic(c, c2)
+    _same(sdpa, c2)
+    band = canonicalize(_written("flax-band"))
+    assert "attention" not in [n.op for n in band.nodes]
+    _same(_written("flax-band"), band)
+
+
 def test_sdpa_given_hf_extended_mask_takes_the_one_form():
     c = canonicalize(_sdpa("hf-finfo"))
     assert isomorphic(c, canonicalize(_written("hf-finfo")))
     _same(_sdpa("hf-finfo"), c)
 
 
-@pytest.mark.parametrize(("lhs", "rhs"), [("bert-1e4", "hf-finfo"), ("hf-finfo", "fill-inf"),
-                                          ("fill-inf", "keras"), ("hf-finfo", "onnx-inf")])
-def test_different_fills_stay_different(lhs: str, rhs: str):
-    assert not isomorphic(canonicalize(_written(lhs)), canonicalize(_written(rhs)))
-
-
-@pytest.mark.parametrize("how", ["select-1e9", "pairwise"])
+@pytest.mark.parametrize("how", ["pairwise"])
 def test_a_mask_that_is_not_one_of_these_stays_written_out(how: str):
-    """A selected -1e9 averages a row that keeps no key where an added one leaves the
-    scores' softmax; a mask of query and key is not a key-padding mask."""
+    """A mask of query and key is not a key-padding mask."""
     assert "attention" not in [n.op for n in canonicalize(_written(how)).nodes]
 
 
