@@ -171,6 +171,12 @@ ARCHS: dict[str, Arch] = {
         vocab_size=VOCAB, relative_attention_num_buckets=8, use_cache=False),
         # FlaxT5 calls jnp.clip(a_max=...), which JAX 0.10 no longer takes
         _classes("T5Model", "torch,tf"), _seq2seq),
+    # with its tied output head: the decoder's states scaled by d_model**-0.5, then the
+    # shared embedding's transpose (a matmul in TensorFlow, a tied Linear in PyTorch)
+    "t5_lm": Arch("encoder-decoder", lambda t: t.T5Config(
+        d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
+        vocab_size=VOCAB, relative_attention_num_buckets=8, use_cache=False),
+        _classes("T5ForConditionalGeneration", "torch,tf"), _seq2seq_padded),
     "whisper": Arch("encoder-decoder", lambda t: t.WhisperConfig(
         d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,

@@ -27,6 +27,7 @@ FAST = [
     ("gpt2_padded", "torch", "flax"),     # causal & padding to SDPA; combine_masks bias
     ("gpt2_padded", "tf", "torch"),       # causal -1e4 band and -1e4 padding added
     ("t5_padded", "tf", "torch"),         # the mask added to the position bias: -1e9
+    ("t5_lm", "tf", "torch"),             # the tied head: scaled states, a matmul or Linear
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum

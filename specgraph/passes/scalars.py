@@ -7,7 +7,9 @@ scales nothing: both become the plain product.
 Requires: a verified graph. Ensures: no reshape, transpose or matmul of two non-parameters
 reads a single-use scalar multiplication; no scalar multiplication reads another;
 exact in real arithmetic (the scalar commutes with the data movement and is bilinear in a
-product); a product with a parameter keeps its scaled input (a linear layer reads it).
+product); a product with a parameter, or with a value made of parameters and constants
+alone (a tied embedding's transpose: T5's output head), keeps its scaled input (a linear
+layer reads it).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                         shape=out.shape)
         rw.replace(out, _scale(rw, moved, c, node))
         return True
-    if node.op == "matmul" and not any(rw.is_param(v) for v in node.inputs):
+    if node.op == "matmul" and not any(rw.is_fixed(v) for v in node.inputs):
         total, inputs = 1.0, list(node.inputs)
         for slot, v in enumerate(inputs):
             found = _scaled(rw, v)

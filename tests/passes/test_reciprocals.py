@@ -66,3 +66,21 @@ def test_a_rounding_division_is_no_scalar_factor():
     f = B(2, 3)
     g = f.build(f("tanh", f("div", f.x, f.c(1.0), rounding="floor")))  # x // 1 is floor(x)
     assert _ops(canonicalize(g)) == ["div", "tanh"]
+
+
+def test_a_tied_output_head_keeps_its_scaled_input_in_every_framework():
+    """T5's tied head scales the decoder's states by d_model**-0.5, then multiplies by the
+    shared embedding's transpose: PyTorch's tied Linear and TensorFlow's matmul with
+    ``transpose_b`` are one layer, the scaling before it (a product with something made of
+    parameters alone is a linear layer, which reads its scaled input)."""
+    def head(op: str) -> B:
+        f = B(2, 3, 4)
+        shared = f.p("shared", 5, 4)
+        x = f("mul", f("tanh", f.x), f.c(0.5))
+        w = f("transpose", shared, perm=(1, 0))
+        return f.build(f(op, x, w, bias=False) if op == "linear" else f(op, x, w))
+
+    matmul, linear = canonicalize(head("matmul")), canonicalize(head("linear"))
+    assert _ops(matmul) == ["tanh", "mul", "transpose", "linear"]
+    assert isomorphic(matmul, linear)
+    _same(head("matmul"), matmul)
