@@ -67,17 +67,29 @@ class Rewriter:
     def is_fixed(self, value: Value) -> bool:
         """Whether ``value`` depends on parameters and constants only, not on any input."""
         value = self.resolve(value)
-        known = self._fixed.get(value)
-        if known is not None:
-            return known
-        if self.is_param(value) or value in self.constants:
-            result = True
-        else:
-            node = self.producers.get(value)
-            result = node is not None and bool(node.inputs) and all(
-                self.is_fixed(v) for v in node.inputs)
-        self._fixed[value] = result
-        return result
+        stack = [value]  # walked without recursion: a deep network's input is far above
+        while stack:
+            v = stack[-1]
+            if v in self._fixed:
+                stack.pop()
+                continue
+            if self.is_param(v) or v in self.constants:
+                self._fixed[v] = True
+                stack.pop()
+                continue
+            node = self.producers.get(v)
+            if node is None or not node.inputs:
+                self._fixed[v] = False
+                stack.pop()
+                continue
+            inputs = [self.resolve(u) for u in node.inputs]
+            pending = [u for u in inputs if u not in self._fixed]
+            if pending:
+                stack.extend(pending)
+                continue
+            self._fixed[v] = all(self._fixed[u] for u in inputs)
+            stack.pop()
+        return self._fixed[value]
 
     def in_order(self, nodes: Iterable[Node]) -> list[Node]:
         """``nodes``, all kept already, in the order they were kept (the new graph's order)."""

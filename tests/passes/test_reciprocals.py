@@ -84,3 +84,16 @@ def test_a_tied_output_head_keeps_its_scaled_input_in_every_framework():
     assert _ops(matmul) == ["tanh", "mul", "transpose", "linear"]
     assert isomorphic(matmul, linear)
     _same(head("matmul"), matmul)
+
+
+def test_a_product_deep_in_a_network_is_judged_without_recursion():
+    """Whether an operand is made of parameters alone is walked up the graph without
+    recursion: a product 3000 layers down (a ResNet-50's head is 500) canonicalizes."""
+    f = B(2, 4)
+    x = f.x
+    for _ in range(3000):
+        x = f("tanh", x)
+    w = f("transpose", f("tanh", f.x), perm=(1, 0))
+    g = f.build(f("matmul", f("mul", x, f.c(0.5)), w))
+    c = canonicalize(g)
+    assert _ops(c)[-2:] == ["matmul", "mul"]  # two activations: the scale moves past
