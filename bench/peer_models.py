@@ -130,6 +130,18 @@ ARCHS: dict[str, Arch] = {
                                                           vocab_size=VOCAB, n_positions=32,
                                                           use_cache=False),
                         _classes("GPT2LMHeadModel"), _text(attention_mask=_padding)),
+    # OPT counts its positions along the mask; PyTorch writes the mask in place (copy_),
+    # TensorFlow adds a causal and a padding mask of -1e8, Flax combines booleans
+    "opt_padded": Arch("decoder", lambda t: t.OPTConfig(
+        hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
+        vocab_size=VOCAB, max_position_embeddings=32, word_embed_proj_dim=32,
+        use_cache=False), _classes("OPTForCausalLM"), _text(attention_mask=_padding)),
+    # TensorFlow's Mistral adds a causal and a padding mask of float32.min (-inf where both
+    # mask); a window longer than the sequence (Flax's diagonal mask is the "mistral" one)
+    "mistral_padded": Arch("decoder", lambda t: t.MistralConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=4096,
+                 use_cache=False)), _classes("MistralForCausalLM"),
+        _text(attention_mask=_padding)),
     "t5_padded": Arch("encoder-decoder", lambda t: t.T5Config(
         d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
         vocab_size=VOCAB, relative_attention_num_buckets=8, use_cache=False),

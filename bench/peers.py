@@ -64,7 +64,7 @@ def _padding_row(arch: str, where: str) -> Discovery:
 DISCOVERIES: tuple[Discovery, ...] = (
     *(_padding_row(a, "word embeddings") for a in ("bert", "albert", "electra",
                                                    "distilbert", "opt", "gemma", "bert_padded",
-                                                   "distilbert_padded")),
+                                                   "distilbert_padded", "opt_padded")),
     _padding_row("roberta", "word and position embeddings"),
     _padding_row("bart", "encoder and decoder token embeddings"),
     _padding_row("whisper", "decoder token embeddings"),

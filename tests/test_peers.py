@@ -28,6 +28,8 @@ FAST = [
     ("gpt2_padded", "tf", "torch"),       # causal -1e4 band and -1e4 padding added
     ("t5_padded", "tf", "torch"),         # the mask added to the position bias: -1e9
     ("t5_lm", "tf", "torch"),             # the tied head: scaled states, a matmul or Linear
+    ("opt_padded", "torch", "tf"),        # a mask written in place; -1e8 causal + padding
+    ("mistral_padded", "tf", "flax"),     # two float32.min masks summed (-inf where both)
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum

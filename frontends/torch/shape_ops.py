@@ -299,3 +299,26 @@ def _arange(cx: Any, node: Any) -> Any:
 def _no_value(cx: Any, node: Any) -> Any:
     return None
 
+
+
+@_reg("aten.copy_.default")
+def _copy_(cx: Any, node: Any) -> Any:
+    """``dst.copy_(src)`` into a tensor of its own (a clone, a fresh ``full``): ``dst``
+    holds ``src`` from here on, broadcast to its shape, in its dtype; later reads of
+    ``dst`` see it (the converter's in-place rule). HF's OPT writes its padded mask so.
+    A copy into a view (a slice written in place) or into an input would change another
+    tensor too: that stays opaque."""
+    dst, src = node.args[:2]
+    target = getattr(dst, "target", None)
+    schema = getattr(target, "_schema", None)
+    fresh = (getattr(dst, "op", None) == "call_function" and schema is not None
+             and bool(schema.returns) and schema.returns[0].alias_info is None)
+    if not fresh or not hasattr(src, "name"):
+        return cx.opaque(node)
+    (shape, dtype), = cx.meta(node)[:1]
+    x = cx.value(src)
+    if x.dtype != dtype:
+        x = cx.emit("cast", [x], {"dtype": dtype}, out=(x.shape, dtype))
+    if x.shape != shape:
+        return cx.emit("expand", [x], {"shape": shape})
+    return cx.emit("identity", [x])

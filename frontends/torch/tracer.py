@@ -241,6 +241,20 @@ def _masks_without_vmap() -> Any:
             table["sdpa"] = recent
 
 
+def _viewed_base(node: Any) -> Any:
+    """The tensor ``node`` is a view of (through slices, selects, views...), or None where
+    it is a tensor of its own."""
+    base = node
+    while getattr(base, "op", None) == "call_function":
+        schema = getattr(base.target, "_schema", None)
+        if schema is None or not schema.returns or schema.returns[0].alias_info is None or \
+                schema.returns[0].alias_info.is_write or not base.args or \
+                not hasattr(base.args[0], "name"):
+            break
+        base = base.args[0]
+    return None if base is node else base
+
+
 def _export(module: Any, args: tuple[Any, ...]) -> Any:
     """``torch.export.export`` with HF's masks built without vmap; where a mask function
     does not take broadcast indices, as the model writes it."""
@@ -455,8 +469,26 @@ class _Converter(BaseConverter):
         if key.endswith("_.default") or re.search(r"_\.[A-Za-z_]+$", key):
             first = node.args[0]  # an in-place op: later reads of its input see the result
             if hasattr(first, "name") and first.name not in self.placeholders:
+                base = _viewed_base(first)
+                if base is not None:
+                    self._written_through_view(base, result)
                 self.env[first.name] = result
         return result
+
+    def _written_through_view(self, base: Any, result: Any) -> None:
+        """An in-place op wrote into a view of ``base`` (``x[:, :k] = y``): ``base`` changed
+        too, which no canonical op says here, so later reads of it read an opaque value
+        (an error where it is run, never the unwritten tensor)."""
+        val = base.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not isinstance(result, Value):
+            return
+        before = self.value(base)
+        meta = (tuple(int(s) for s in val.shape), dtype_name(val.dtype, self._at()))
+        (written,) = self.emit_opaque([before, result], outs=[meta],
+                                      target=f"{self.current.target} into a view")
+        self.static.pop(base.name, None)
+        self.folded.pop(base.name, None)
+        self.env[base.name] = written
 
     def opaque(self, node: Any) -> Any:
         inputs = [self.value(a) for a in _flat_args(node) if self._is_tensor_arg(a)]

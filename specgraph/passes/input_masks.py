@@ -13,9 +13,10 @@ inputs of zeros, of ones and of random ones and zeros (the fp64 references); ``k
 and ``select`` write the one form.
 
 That an input holds ones and zeros is assumed of an integer or boolean input that serves as
-a mask and nothing else (``_only_masks``: never looked up, summed or returned, as ids,
-positions or token types are); over other integers HF's ``(1 - m)·finfo.min`` and
-``m == 0`` part, so the assumption is what makes them one.
+a mask and nothing else (``_only_masks``: never looked up, reduced or returned, as ids,
+positions or token types are; counting positions along it, as OPT does, is a mask's use);
+over other integers HF's ``(1 - m)·finfo.min`` and ``m == 0`` part, so the assumption is
+what makes them one.
 
 Requires: a graph whose constants are folded. Ensures: a mask is read only where its cone is
 elementwise arithmetic and layout over one such input, and agrees with ``where(K, on, off)``
@@ -47,6 +48,9 @@ _LAYOUT = frozenset({"reshape", "expand", "unsqueeze", "squeeze"})
 _LIMIT = 16
 _SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
 _APPLIED = frozenset({"add", "sub", "mul", "where", "attention"})
+# what counts positions from a mask of ones and zeros (OPT's cumsum(m)·m - 1): a reader an
+# id or a token type never has
+_COUNTED = frozenset({"cumsum"})
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,10 @@ def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
 
 def _only_masks(rw: Rewriter, source: Value) -> bool:
     """Whether the input ``source`` serves as a mask and nothing else: every value computed
-    from it alone (elementwise, laid out) is read only by such nodes or applied to other
-    tensors (added, multiplied, selected with, an attention's mask); never looked up, summed
-    or returned, as ids, positions or token types are."""
+    from it alone (elementwise, laid out) is read only by such nodes, applied to other
+    tensors (added, multiplied, selected with, an attention's mask) or counted along
+    (OPT's positions, ``cumsum(m)·m - 1``); never looked up, reduced or returned, as ids,
+    positions or token types are."""
     graph = rw.graph
     pure, stack = {source}, [source]
     while stack:
@@ -119,7 +124,7 @@ def _only_masks(rw: Rewriter, source: Value) -> bool:
                 fresh = [out for out in node.outputs if out not in pure]
                 pure.update(fresh)
                 stack.extend(fresh)
-            elif node.op not in _APPLIED:
+            elif node.op not in _APPLIED | _COUNTED:
                 return False
     return not pure & set(graph.outputs)
 
@@ -174,22 +179,73 @@ def read_mask(rw: Rewriter, value: Value) -> InputMask | None:
     zeros, ones = (run(np.full(source.shape, b)) for b in (0, 1))
     if zeros is None or ones is None:
         return None
+    rng = np.random.default_rng(4321)
+    draws = [rng.random(source.shape) < 0.5 for _ in range(3)]
     off, on = _uniform(zeros), _uniform(ones)
     fixed = None
     if on is None and off is not None:  # a constant pattern and-ed in (a causal mask)
         on, fixed = _fixed_part(ones, off)
     if on is None or off is None or on == off:
-        return None
+        return _drowning_read(run, source, value, zeros, ones, draws)
     if value.dtype != "bool":  # -0.0 (HF's (1 - 1)·finfo.min) is the zero it adds
         on, off = on + 0.0, off + 0.0
-    rng = np.random.default_rng(4321)
-    draws = [rng.random(source.shape) < 0.5 for _ in range(3)]
     for shape in _layouts(source, value.shape):
         mask = InputMask(source, shape, on, off, fixed)
         if all(_matches(run(d), _select_array(mask.keeps(d.reshape(shape)), on, off,
                                                 value.shape, value.dtype)) for d in draws):
             return mask
+    return _drowning_read(run, source, value, zeros, ones, draws)
+
+
+def _kept_keys(out: np.ndarray | None) -> np.ndarray | None:
+    """Where an additive mask keeps its key (adds exactly 0), if every other element drowns
+    its key (at or below ``DROWN``, -inf included); None otherwise."""
+    if out is None:
+        return None
+    data = np.asarray(out, np.float64)
+    kept = data == 0
+    if np.isnan(data).any() or not np.all(kept | (data <= DROWN)):
+        return None
+    return kept
+
+
+def _drowning_read(run: Callable[[np.ndarray], np.ndarray | None], source: Value,
+                   value: Value, zeros: np.ndarray, ones: np.ndarray,
+                   draws: Sequence[np.ndarray]) -> InputMask | None:
+    """A float mask that adds 0 where it keeps a key and drowns the others, not always with
+    one fill: TensorFlow's OPT adds a causal mask of -1e8 to a padding mask of -1e8 (a key
+    both future and padded gets -2e8), TensorFlow's Mistral two of ``float32.min`` (-inf
+    there). Read as the keys it keeps: the source's ones, and a constant pattern where the
+    source keeps everything; ``off`` is its largest drowning value (``drowns``: its one form
+    is the boolean mask of the keys kept)."""
+    if value.dtype == "bool":
+        return None
+    kz, ko = _kept_keys(zeros), _kept_keys(ones)
+    if kz is None or ko is None or kz.any() or not ko.any():
+        return None
+    drowned = np.concatenate([np.asarray(zeros, np.float64).ravel(),
+                              np.asarray(ones, np.float64)[~ko].ravel()])
+    off = float(drowned.max())
+    fixed = None if ko.all() else _smallest_pattern(ko)
+    for shape in _layouts(source, value.shape):
+        mask = InputMask(source, shape, 0.0, off, fixed)
+        if all(_matches_kept(_kept_keys(run(d)), mask.keeps(d.reshape(shape)), value.shape)
+               for d in draws):
+            return mask
     return None
+
+
+def _matches_kept(got: np.ndarray | None, want: np.ndarray, shape: tuple[int, ...]) -> bool:
+    return got is not None and got.shape == shape and bool(
+        np.array_equal(got, np.broadcast_to(want, shape)))
+
+
+def _smallest_pattern(kept: np.ndarray) -> np.ndarray:
+    """A boolean pattern with every axis along which it repeats itself kept once."""
+    for axis in range(kept.ndim):
+        if kept.shape[axis] > 1 and np.all(kept == np.take(kept, [0], axis=axis)):
+            kept = np.take(kept, [0], axis=axis)
+    return kept
 
 
 def _fixed_part(ones: np.ndarray, off: float | bool
@@ -207,10 +263,7 @@ def _fixed_part(ones: np.ndarray, off: float | bool
     on = _uniform(flat[kept])
     if on is None:
         return None, None
-    for axis in range(kept.ndim):  # the pattern's repetitions kept once (size one)
-        if kept.shape[axis] > 1 and np.all(kept == np.take(kept, [0], axis=axis)):
-            kept = np.take(kept, [0], axis=axis)
-    return on, kept
+    return on, _smallest_pattern(kept)
 
 
 def _matches(got: np.ndarray | None, want: np.ndarray) -> bool:

@@ -82,6 +82,11 @@ def _written(how: str) -> Graph:
         s = f("sub", s, f("mul", f.c(1e30), f("sub", f.c(1.0), f("cast", m, dtype=F))))
     elif how == "add-100":  # a fill that does not drown: exp(-100) is a number in float64
         s = f("add", s, f("mul", f("sub", f.c(1.0), f("cast", m, dtype=F)), f.c(-100.0)))
+    elif how == "tf-opt":  # a causal mask of -1e8 plus a padding mask of -1e8, added
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        causal = f.c(np.where(j <= i, 0.0, -1e8).reshape(1, 1, T, T).astype(np.float32))
+        pad = f("mul", f("sub", f.c(1.0), f("cast", m, dtype=F)), f.c(-1e8))
+        s = f("add", s, f("add", causal, pad))
     elif how in ("flax-causal", "flax-band"):  # combine_masks(padding, causal), as a bias
         i, j = np.arange(T)[:, None], np.arange(T)[None, :]
         fixed = (j <= i) if how == "flax-causal" else (j <= i) & (j >= i - 1)
@@ -175,9 +180,10 @@ def test_a_fill_that_does_not_drown_stays_an_added_mask_of_its_own():
 
 
 def test_a_causal_pattern_and_ed_into_the_padding_mask_is_the_attention_s_causality():
-    """Flax GPT-2's combine_masks(padding, causal) turned into a finfo.min bias, and
-    PyTorch GPT-2's causal & padding handed to SDPA: causal attention with the padding
-    mask, the same graph; a band and-ed in is not causal and stays written out."""
+    """Flax GPT-2's combine_masks(padding, causal) turned into a finfo.min bias, PyTorch
+    GPT-2's causal & padding handed to SDPA, TensorFlow OPT's sum of a causal and a padding
+    mask of -1e8: causal attention with the padding mask, the same graph; a band and-ed in
+    is not causal and stays written out."""
     g = _written("flax-causal")
     c = canonicalize(g)
     att = _attention(c)
@@ -193,6 +199,9 @@ def test_a_causal_pattern_and_ed_into_the_padding_mask_is_the_attention_s_causal
     c2 = canonicalize(sdpa)
     assert _attention(c2).attrs["causal"] and isomorphic(c, c2)
     _same(sdpa, c2)
+    tf = canonicalize(_written("tf-opt"))  # TensorFlow's OPT: -2e8 where both mask
+    assert isomorphic(c, tf)
+    _same(_written("tf-opt"), tf)
     band = canonicalize(_written("flax-band"))
     assert "attention" not in [n.op for n in band.nodes]
     _same(_written("flax-band"), band)
@@ -252,13 +261,31 @@ def test_attention_with_a_boolean_mask_zeroes_a_row_that_keeps_no_key():
     assert np.all(np.isnan(additive[:, :, 1]))
 
 
-def test_an_input_also_read_otherwise_is_not_taken_for_ones_and_zeros():
-    """Ids, positions or token types hold other integers: an input summed (OPT's positions
-    from the attention mask's cumsum) is not assumed to hold ones and zeros."""
+@pytest.mark.parametrize("other", ["reduced", "returned"])
+def test_an_input_also_read_otherwise_is_not_taken_for_ones_and_zeros(other: str):
+    """Ids, positions or token types hold other integers: an input also reduced or
+    returned is not assumed to hold ones and zeros."""
     f = M()
     s, v = f.scores()
     cast = f("cast", f.key(), dtype=F)
     s = f("add", s, f("mul", f("sub", f.c(1.0), cast), f.c(FINFO)))
-    f.b.output("positions", f("cumsum", f.m, axis=1))
+    if other == "reduced":
+        f.b.output("count", f("reduce_sum", f.m, axes=(1,)))
+    else:
+        f.b.output("ids", f.m)
     g = f.build(f("softmax", s, axis=3), v)
     assert "attention" not in [n.op for n in canonicalize(g).nodes]
+
+
+def test_positions_counted_along_the_mask_leave_it_a_mask():
+    """OPT counts its positions along the attention mask, cumsum(m)·m - 1: a mask's use,
+    and the mask is still read as one."""
+    f = M()
+    s, v = f.scores()
+    cast = f("cast", f.key(), dtype=F)
+    s = f("add", s, f("mul", f("sub", f.c(1.0), cast), f.c(FINFO)))
+    positions = f("sub", f("mul", f("cumsum", f.m, axis=1), f.m), f.c(1, np.int64))
+    f.b.output("positions", positions)
+    g = f.build(f("softmax", s, axis=3), v)
+    c = canonicalize(g)
+    assert _attention(c).inputs[3].dtype == "bool"

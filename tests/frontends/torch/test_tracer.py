@@ -310,3 +310,45 @@ def test_example_inputs_must_be_a_tuple() -> None:
 def test_single_tensor_and_numpy_inputs_are_accepted() -> None:
     traced = torch_frontend.trace(nn.Tanh(), np.ones((2, 2), dtype=np.float32))
     assert traced.graph.input_names == ("input",) and traced.graph.nodes[0].op == "tanh"
+
+
+class _MaskWrittenInPlace(nn.Module):
+    """HF OPT's padded mask: a causal mask cloned, then overwritten with ``copy_`` (whole,
+    or, with ``part``, only a slice of it)."""
+
+    def __init__(self, part: bool = False) -> None:
+        super().__init__()
+        self.part = part
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        t = x.shape[1]
+        causal = torch.triu(torch.full((t, t), -1e9), diagonal=1)[None, None].expand(
+            x.shape[0], 1, t, t).clone()
+        padded = causal.masked_fill(mask[:, None, None, :] == 0, -1e9)
+        if self.part:
+            causal[:, :, :, : t - 1] = padded[:, :, :, : t - 1]
+        else:
+            causal.copy_(padded)
+        return torch.softmax(x[:, None] @ x[:, None].transpose(-1, -2) + causal, dim=-1)
+
+
+def test_a_tensor_of_its_own_overwritten_in_place_is_what_was_written() -> None:
+    x = torch.randn(2, 4, 3)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    traced = torch_frontend.trace(_MaskWrittenInPlace(), (x, mask), reference="in-place")
+    assert [n.op for n in traced.graph.nodes if n.op == "opaque"] == []
+    _check_faithful(traced)
+
+
+def test_a_write_into_a_view_is_never_lost() -> None:
+    """``x[:, :k] = y`` changes ``x`` through a view of it: later reads of ``x`` are an
+    opaque value (an error where it is run), never ``x`` as it was before the write."""
+    x = torch.randn(2, 4, 3)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    part = torch_frontend.trace(_MaskWrittenInPlace(part=True), (x, mask),
+                                reference="in-place-slice")
+    (add,) = [n for n in part.graph.nodes if n.op == "add"]
+    readers = {part.graph.producer(v).op for v in add.inputs if part.graph.producer(v)}
+    assert "opaque" in readers
+    with pytest.raises(Exception, match="opaque"):
+        run(part.graph, part.inputs, part.weights)
