@@ -303,17 +303,12 @@ def _no_value(cx: Any, node: Any) -> Any:
 
 @_reg("aten.copy_.default")
 def _copy_(cx: Any, node: Any) -> Any:
-    """``dst.copy_(src)`` into a tensor of its own (a clone, a fresh ``full``): ``dst``
-    holds ``src`` from here on, broadcast to its shape, in its dtype; later reads of
-    ``dst`` see it (the converter's in-place rule). HF's OPT writes its padded mask so.
-    A copy into a view (a slice written in place) or into an input would change another
-    tensor too: that stays opaque."""
+    """``dst.copy_(src)``: ``dst`` holds ``src`` from here on, broadcast to its shape, in
+    its dtype; later reads of ``dst`` see it, and a tensor ``dst`` views becomes opaque
+    there (the converter's in-place rule). HF's OPT writes its padded mask so. A copy into
+    an input stays opaque."""
     dst, src = node.args[:2]
-    target = getattr(dst, "target", None)
-    schema = getattr(target, "_schema", None)
-    fresh = (getattr(dst, "op", None) == "call_function" and schema is not None
-             and bool(schema.returns) and schema.returns[0].alias_info is None)
-    if not fresh or not hasattr(src, "name"):
+    if getattr(dst, "op", None) != "call_function" or not hasattr(src, "name"):
         return cx.opaque(node)
     (shape, dtype), = cx.meta(node)[:1]
     x = cx.value(src)

@@ -19,7 +19,6 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.numeric import findings as words
-from specgraph.passes.drowned import drowning
 from specgraph.numeric.engine import Execution, NativeExecution
 from specgraph.numeric.layouts import RhsOrders
 from specgraph.numeric.lhs_values import LAYOUT_OPS, LhsValues
@@ -68,8 +67,6 @@ class PairedRun:
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines
         self._rhs_ex: Execution | None = None
-        # additive masks on their way into a softmax: their drowned keys are one
-        self._drowning = (drowning(self.p.lhs), drowning(self.p.rhs))
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
@@ -344,7 +341,7 @@ class PairedRun:
         for k, (v, h) in enumerate(zip(node.outputs, kept)):
             lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
             if lv is not None:
-                drowns = v in self._drowning[1] and a.outputs[k] in self._drowning[0]
+                drowns = self.s.drowned(a.outputs[k], v)
                 out.append((v, self.ax.measure(lv, h, replace(tol, drowned=True) if drowns
                                                else tol)))
         return out

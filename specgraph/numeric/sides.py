@@ -4,6 +4,7 @@ looks a framework up itself)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from specgraph.numeric.pairing import Pairing
 from specgraph.numeric.repro import ReproWriter
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.stats import Tolerance, tolerance
+from specgraph.passes.drowned import drowning
 
 __all__ = ["Backends", "Sides"]
 
@@ -85,6 +87,16 @@ class Sides:
                 context.dtype != "float32":  # programs run in float32 only, for now
             return None
         return model if model.program is not None else None
+
+    @functools.cached_property
+    def _drowning(self) -> tuple[frozenset[Value], frozenset[Value]]:
+        return drowning(self.pairing.lhs), drowning(self.pairing.rhs)
+
+    def drowned(self, lhs_value: Value, rhs_value: Value) -> bool:
+        """Whether both values are additive masks on their way into a softmax
+        (``specgraph.passes.drowned``): the keys both sides drown are one there."""
+        lhs, rhs = self._drowning
+        return lhs_value in lhs and rhs_value in rhs
 
     @property
     def lrun(self) -> Runner:

@@ -7,10 +7,11 @@ bias plus the mask are layers of their own that both sides compute. Two ports th
 -3.4e38 and -1e9 at the same masked places: a difference of 3.4e38, which the softmax
 reading them never sees (both exponentials are 0). ``drowning`` finds the values whose
 every reader adds them (or lays them out) on the way into the scores of a softmax over its
-last axis, or the mask of an attention; there, an element at or below ``DROWN`` on both
-sides is the same masked key (``specgraph.numeric.stats.Tolerance.drowned``); canonicalization
-writes such a mask built from an input with one fill (``raise_attention``), while one masked on one side only
-still counts as a difference.
+last axis, or the mask of an attention. There the numbers take an element at or below
+``DROWN`` on both sides for the same masked key (``Tolerance.drowned`` in
+``specgraph.numeric.stats``), while a key masked on one side only still counts as a
+difference; canonicalization writes such a mask built from an input with one fill
+(``raise_attention``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from specgraph.passes.regions import random_env, run_region
 from specgraph.passes.rewrite import Rewriter
 
 __all__ = ["InputMask", "FedMask", "DROWN", "LOWEST", "read_mask", "fed_mask", "keep_mask",
-           "select", "is_select", "written_as", "drowns", "draw_keep", "proved"]
+           "select", "is_select", "written_as", "drowns", "smallest", "draw_keep", "proved"]
 
 _ELEMENTWISE = frozenset({
     "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
@@ -226,7 +226,7 @@ def _drowning_read(run: Callable[[np.ndarray], np.ndarray | None], source: Value
     drowned = np.concatenate([np.asarray(zeros, np.float64).ravel(),
                               np.asarray(ones, np.float64)[~ko].ravel()])
     off = float(drowned.max())
-    fixed = None if ko.all() else _smallest_pattern(ko)
+    fixed = None if ko.all() else smallest(ko)
     for shape in _layouts(source, value.shape):
         mask = InputMask(source, shape, 0.0, off, fixed)
         if all(_matches_kept(_kept_keys(run(d)), mask.keeps(d.reshape(shape)), value.shape)
@@ -240,12 +240,12 @@ def _matches_kept(got: np.ndarray | None, want: np.ndarray, shape: tuple[int, ..
         np.array_equal(got, np.broadcast_to(want, shape)))
 
 
-def _smallest_pattern(kept: np.ndarray) -> np.ndarray:
-    """A boolean pattern with every axis along which it repeats itself kept once."""
-    for axis in range(kept.ndim):
-        if kept.shape[axis] > 1 and np.all(kept == np.take(kept, [0], axis=axis)):
-            kept = np.take(kept, [0], axis=axis)
-    return kept
+def smallest(array: np.ndarray) -> np.ndarray:
+    """``array`` with every axis along which it repeats itself kept once (size one)."""
+    for axis in range(array.ndim):
+        if array.shape[axis] > 1 and np.all(array == np.take(array, [0], axis=axis)):
+            array = np.take(array, [0], axis=axis)
+    return array
 
 
 def _fixed_part(ones: np.ndarray, off: float | bool
@@ -263,7 +263,7 @@ def _fixed_part(ones: np.ndarray, off: float | bool
     on = _uniform(flat[kept])
     if on is None:
         return None, None
-    return on, _smallest_pattern(kept)
+    return on, smallest(kept)
 
 
 def _matches(got: np.ndarray | None, want: np.ndarray) -> bool:
@@ -287,9 +287,6 @@ class FedMask:
     mask: InputMask
     on: float
     off: float
-
-
-DROWN = -1e4  # an additive mask value at or below this drowns its score next to kept ones
 
 
 # the most negative finite number of each dtype: the fill of a drowning mask's one form

@@ -29,7 +29,7 @@ from specgraph.ops import get_spec
 from specgraph.passes.drowned import drowning
 from specgraph.passes.input_masks import (DROWN, LOWEST, FedMask, InputMask, drowns,
                                           fed_mask, is_select, keep_mask, proved, read_mask,
-                                          select, written_as)
+                                          select, smallest, written_as)
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -228,7 +228,7 @@ def _keys_kept(effect: np.ndarray) -> np.ndarray | None:
     keep = effect == 0
     if not np.all(np.any(keep, axis=-1)):
         return None
-    return _smallest(np.where(keep, 0.0, -np.inf))
+    return smallest(np.where(keep, 0.0, -np.inf))
 
 
 def _apply(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
@@ -303,14 +303,6 @@ def _mask_chain(rw: Rewriter, s: Value) -> tuple[Value, list[tuple[Node, Value]]
     return s, masks
 
 
-def _smallest(mask: np.ndarray) -> np.ndarray:
-    """``mask`` with every axis along which it repeats itself kept once (size one)."""
-    for axis in range(mask.ndim):
-        if mask.shape[axis] > 1 and np.all(mask == np.take(mask, [0], axis=axis)):
-            mask = np.take(mask, [0], axis=axis)
-    return mask
-
-
 def _canonical_mask(rw: Rewriter, node: Node) -> bool:
     """softmax(scores masked by constants, however written: ``where(keep, s, finfo.min)``,
     ``s + bias`` with -1e4, -1e9 or -inf, both) is softmax(s + M) with M the one additive
@@ -327,7 +319,7 @@ def _canonical_mask(rw: Rewriter, node: Node) -> bool:
     keep = effect == 0
     if not np.all(np.any(keep, axis=-1)):
         return False  # a row with no key left: its softmax depends on the values used
-    canonical = _smallest(np.where(keep, 0.0, -np.inf))
+    canonical = smallest(np.where(keep, 0.0, -np.inf))
     if len(masks) == 1 and masks[0][0].op == "add":
         current = rw.constant_value(next(v for v in masks[0][0].inputs
                                          if rw.constant_value(v) is not None))
@@ -537,14 +529,9 @@ def _fed_operand(rw: Rewriter, node: Node) -> bool:
                 node.inputs[0].shape[-2], node.inputs[1].shape[-2])):
             return False
         attrs["causal"] = True
-    if operand.dtype == "bool":
-        if mask.on is not True:
-            return False
-        boolean = True
-    elif drowns(mask.on, mask.off):
-        boolean = True
-    else:
-        boolean = False
+    if operand.dtype == "bool" and mask.on is not True:
+        return False
+    boolean = operand.dtype == "bool" or drowns(mask.on, mask.off)
     if mask.fixed is not None or (boolean and operand.dtype != "bool"):
         q, k, v = node.inputs[:3]
         spec = get_spec("attention")
