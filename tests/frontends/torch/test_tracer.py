@@ -352,3 +352,21 @@ def test_a_write_into_a_view_is_never_lost() -> None:
     assert "opaque" in readers
     with pytest.raises(Exception, match="opaque"):
         run(part.graph, part.inputs, part.weights)
+
+
+def test_a_model_that_writes_into_a_view_is_exit_2_in_one_sentence(tmp_path, capsys) -> None:
+    """Where specgraph cannot follow a write into a view, ``diff`` says so and exits 2
+    (never a comparison of the tensor as it was before the write)."""
+    from specgraph.cli import main
+
+    models = tmp_path / "models.py"
+    models.write_text(
+        "import torch\n"
+        "from tests.frontends.torch.test_tracer import _MaskWrittenInPlace\n\n\n"
+        "def part():\n"
+        "    return _MaskWrittenInPlace(part=True), (torch.randn(2, 4, 3),\n"
+        "                                         torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]))\n")
+    code = main(["diff", f"{models}:part", f"{models}:part"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("specgraph: error:") and "copy_" in err[0]
