@@ -15,6 +15,7 @@ from specgraph.align import Alignment, align
 from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
+from specgraph.folds import find_folds, fold_notes
 from specgraph.grouping import group_repeated
 from specgraph.loading import check_shapes, trace
 from specgraph.model import TracedModel
@@ -146,14 +147,17 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     say("aligning and comparing structure")
     if alignment is None:
         alignment = align(left.graph, right.graph)
-    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False, voice=voice)
+    folds, unlike = find_folds(alignment, left.weights, right.weights)
+    found, rows = diff(left.graph, right.graph, alignment=alignment, group=False, voice=voice,
+                       folds=folds)
     kept = keep or (lambda _: True)
     findings: list[Finding] = [f for f in found if kept(f)] if mode != "numbers" else []
-    notes: list[str] = []
+    notes: list[str] = fold_notes(alignment, folds, unlike, voice,
+                                  numbers=mode != "structure")
     result = None
     if mode != "structure":
         opts = options or NumericOptions()
-        pairing = pair(alignment)
+        pairing = pair(alignment, folds)
         numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
         numeric = [f for f in numeric if kept(f)]
         if result is None:

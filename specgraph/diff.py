@@ -8,12 +8,13 @@ other side lacks an op in between is explained by that missing op alone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from specgraph.align import Alignment, align, leaf_key
+from specgraph.folds import Fold
 from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
@@ -42,8 +43,13 @@ def _fmt(value: Any) -> str:
 
 
 class _Differ:
-    def __init__(self, al: Alignment, voice: Voice = DIFF) -> None:
+    def __init__(self, al: Alignment, voice: Voice = DIFF, folds: Sequence[Fold] = ()
+                 ) -> None:
         self.al, self.v = al, voice
+        # BatchNorms the other side folded into the layer before (``specgraph.folds``):
+        # not missing, and the folded layer's bias is where their shift went
+        self.folded_norms = {(f.side, f.norm): f for f in folds}
+        self.folded_pairs = {f.aligned for f in folds}
         self.lhs, self.rhs = al.lhs, al.rhs
         self.l2r, self.r2l = al.lhs_to_rhs, al.rhs_to_lhs
         self.findings: list[tuple[int, Finding]] = []  # (sort key, finding)
@@ -171,6 +177,8 @@ class _Differ:
                 self._missing_run(self.rhs, rc, "rhs")
 
     def _missing_run(self, graph: Graph, comp: list[int], side: str) -> None:
+        if len(comp) == 1 and (side, comp[0]) in self.folded_norms:
+            return  # folded into the layer before, on the other side
         other = self.v.other(side)
         matched = self.l2r if side == "lhs" else self.r2l
         first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
@@ -279,9 +287,10 @@ class _Differ:
                     f"attention at {a.scope or '<model>'} lets each query see {x} in "
                     f"{self.v.lhs} but {y} in {self.v.rhs} ({b.scope or '<model>'})", op=a.op, attr="mask",
                     lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
+        folded = (i, self.l2r[i]) in self.folded_pairs
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
-            if same_value(x, y) or key in said:
+            if same_value(x, y) or key in said or (folded and key == "bias"):
                 continue
             schema = get_spec(a.op).attrs.get(key)
             affects = schema.affects if schema is not None and schema.affects else None
@@ -400,6 +409,14 @@ class _Differ:
     def _row(self, i: int | None, j: int | None) -> Row:
         a = self.lhs.nodes[i] if i is not None else None
         b = self.rhs.nodes[j] if j is not None else None
+        fold = (self.folded_norms.get(("lhs", i)) if j is None else
+                self.folded_norms.get(("rhs", j)) if i is None else None)
+        if fold is not None:  # a BatchNorm the other side folded into the layer before
+            other = self.rhs if fold.side == "lhs" else self.lhs
+            text = f"(folded into {other.nodes[fold.folded].op})"
+            where = other.nodes[fold.folded].scope
+            return Row(_short(a) if a else text, _short(b) if b else text,
+                       a.scope if a else where, b.scope if b else where, True)
         differs = (i is None or j is None or i in self.flagged_l or j in self.flagged_r)
         return Row(_short(a), _short(b), a.scope if a else "", b.scope if b else "", differs)
 
@@ -519,7 +536,8 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
 
 
 def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: bool = True,
-         voice: Voice = DIFF) -> tuple[list[Finding], list[Row]]:
+         voice: Voice = DIFF, folds: Sequence[Fold] = ()
+         ) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
     the side-by-side rows of the alignment.
 
@@ -530,8 +548,10 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
             (``specgraph.grouping``); False leaves one finding per place (for callers that
             judge each place before grouping, as ``specgraph.check.compare`` does).
         voice: how messages name the two sides (``lhs`` and ``rhs`` unless told).
+        folds: the BatchNorms one side folded into the layer before, which are no finding
+            (``specgraph.folds.find_folds``, which reads the weights).
     """
-    d = _Differ(alignment if alignment is not None else align(lhs, rhs), voice)
+    d = _Differ(alignment if alignment is not None else align(lhs, rhs), voice, folds)
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]

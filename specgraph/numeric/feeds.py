@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from specgraph.folds import fold_weights
 from specgraph.ir import Graph
 from specgraph.model import TracedModel
 from specgraph.ops.dtypes import FLOAT_DTYPES
@@ -87,8 +88,11 @@ def rhs_inputs(lhs: Graph, rhs: Graph, inputs: Mapping[str, np.ndarray]) -> dict
 def transfer_weights(pairing: Pairing, lhs_weights: Mapping[str, np.ndarray]
                      ) -> dict[str, np.ndarray]:
     """rhs's weights taken from lhs's along the pairing (both canonical, so the layouts
-    already agree). Raises TransferError naming every rhs parameter left without a value."""
+    already agree), folded where one side folds a BatchNorm into the layer before
+    (``specgraph.folds.fold_weights``). Raises TransferError naming every rhs parameter left without a value."""
     out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairing.params}
+    out.update(fold_weights(pairing.lhs, pairing.rhs, list(pairing.folds.values()),
+                            lhs_weights))
     missing = [n for n in pairing.rhs.params if n not in out]
     if missing:
         shapes = ", ".join(f"{n} {list(pairing.rhs.params[n].shape)}" for n in missing[:5])

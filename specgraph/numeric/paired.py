@@ -408,8 +408,11 @@ class PairedRun:
         tol = s.tol(node, backward=True)
         floor = max((self.ax.rms(self.ax.keep(s.rrun, c)) for c in octs if c is not None),
                     default=0.0)
-        by_slot = {slot: st for slot, h in enumerate(kept)
-                   if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None}
+        # a folded layer against a BatchNorm: their inputs are not each other's (the
+        # gradients that reached their outputs were measured above)
+        by_slot = {} if j in self.p.folds else {
+            slot: st for slot, h in enumerate(kept)
+            if (st := self._share_stats(i, node, slot, h, tol, floor)) is not None}
         # after the measures, whose sums its checks read again
         self._check_backward_nan(node, octs, kept, i)
         stats = list(by_slot.values())
