@@ -15,7 +15,7 @@ from specgraph.align import Alignment, align
 from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
-from specgraph.folds import find_folds, fold_notes
+from specgraph.folds import find_folded, find_folds, fold_notes, folded_notes
 from specgraph.grouping import group_repeated
 from specgraph.loading import check_shapes, trace
 from specgraph.model import TracedModel
@@ -148,16 +148,22 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     if alignment is None:
         alignment = align(left.graph, right.graph)
     folds, unlike = find_folds(alignment, left.weights, right.weights)
+    folded = find_folded(alignment, left.weights, right.weights)
     found, rows = diff(left.graph, right.graph, alignment=alignment, group=False, voice=voice,
-                       folds=folds)
+                       folds=folds, folded=folded)
+    found, moot = _training_only_against_inference(found, left, right, voice)
     kept = keep or (lambda _: True)
     findings: list[Finding] = [f for f in found if kept(f)] if mode != "numbers" else []
     notes: list[str] = fold_notes(alignment, folds, unlike, voice,
-                                  numbers=mode != "structure")
+                                  numbers=mode != "structure") + moot + \
+        folded_notes(alignment, folded, voice)
     result = None
     if mode != "structure":
         opts = options or NumericOptions()
-        pairing = pair(alignment, folds)
+        # an inference export folds constants from several of its model's weights: those
+        # keep the export's own numbers (the numbers then say whether they are the same)
+        pairing = pair(alignment, folds, folded, right.weights,
+                       keep_unpaired=right.framework in _INFERENCE_ONLY)
         numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
         numeric = [f for f in numeric if kept(f)]
         if result is None:
@@ -179,6 +185,31 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes),
                       alignment=alignment)
 
+
+
+# frontends whose models are inference programs: they hold nothing only training reads
+_INFERENCE_ONLY = frozenset({"onnx"})
+
+
+def _training_only_against_inference(findings: list[Finding], left: TracedModel,
+                                     right: TracedModel, voice: Voice
+                                     ) -> tuple[list[Finding], list[str]]:
+    """A difference only training sees (an embedding's padding row, BatchNorm's momentum)
+    against an inference program (an ONNX file, which has no word for a padding row) is no
+    difference the program can have: each is a note instead, one for all."""
+    inference = [side for side, model in (("lhs", left), ("rhs", right))
+                 if model.framework in _INFERENCE_ONLY]
+    if not inference:
+        return findings, []
+    moot = [f for f in findings if f.affects and f.affects.startswith("training")]
+    if not moot:
+        return findings, []
+    side = inference[0]
+    framework = (left if side == "lhs" else right).framework
+    said = "; ".join(dict.fromkeys(f.message.split("; the forward pass")[0] for f in moot))
+    return [f for f in findings if f not in moot], [
+        f"{voice.name(side)} is an inference program ({framework}), which holds nothing only "
+        f"training reads; not held against it: {said}"]
 
 
 def _rhs_weights(pairing: Pairing, left: TracedModel, right: TracedModel,

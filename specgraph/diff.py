@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.align import Alignment, align, leaf_key
-from specgraph.folds import Fold
+from specgraph.folds import Fold, Folded
 from specgraph.grouping import group_repeated
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
@@ -43,9 +43,13 @@ def _fmt(value: Any) -> str:
 
 
 class _Differ:
-    def __init__(self, al: Alignment, voice: Voice = DIFF, folds: Sequence[Fold] = ()
-                 ) -> None:
+    def __init__(self, al: Alignment, voice: Voice = DIFF, folds: Sequence[Fold] = (),
+                 folded: Sequence[Folded] = ()) -> None:
         self.al, self.v = al, voice
+        # what one side computes from its weights alone and the other holds as constants
+        # (``specgraph.folds.find_folded``): not missing, not wired otherwise
+        self.cones = {(f.side, k) for f in folded for k in f.cone}
+        self.folded_slots = {(f.lhs_node, f.slot) for f in folded}
         # BatchNorms the other side folded into the layer before (``specgraph.folds``):
         # not missing, and the folded layer's bias is where their shift went
         self.folded_norms = {(f.side, f.norm): f for f in folds}
@@ -179,6 +183,8 @@ class _Differ:
     def _missing_run(self, graph: Graph, comp: list[int], side: str) -> None:
         if len(comp) == 1 and (side, comp[0]) in self.folded_norms:
             return  # folded into the layer before, on the other side
+        if all((side, k) in self.cones for k in comp):
+            return  # folded into a constant on the other side
         other = self.v.other(side)
         matched = self.l2r if side == "lhs" else self.r2l
         first, last = graph.nodes[comp[0]], graph.nodes[comp[-1]]
@@ -325,6 +331,9 @@ class _Differ:
         right = [self._matched_above(self.rhs, v, self.r2l) for v in b.inputs]
         mapped = [("node", self.l2r[x]) if kind == "node" and x in self.l2r else (kind, x)
                   for kind, x in left]
+        for slot in range(min(len(left), len(right))):
+            if (i, slot) in self.folded_slots:  # one side holds it folded: the same value
+                mapped[slot] = right[slot]
         commutative = get_spec(a.op).commutative
         same = (sorted(map(repr, mapped)) == sorted(map(repr, right)) if commutative
                 else mapped == right)
@@ -409,6 +418,10 @@ class _Differ:
     def _row(self, i: int | None, j: int | None) -> Row:
         a = self.lhs.nodes[i] if i is not None else None
         b = self.rhs.nodes[j] if j is not None else None
+        if (j is None and ("lhs", i) in self.cones) or (i is None and ("rhs", j) in self.cones):
+            text = "(folded into a constant)"
+            return Row(_short(a) if a else text, _short(b) if b else text,
+                       a.scope if a else "", b.scope if b else "", True)
         fold = (self.folded_norms.get(("lhs", i)) if j is None else
                 self.folded_norms.get(("rhs", j)) if i is None else None)
         if fold is not None:  # a BatchNorm the other side folded into the layer before
@@ -536,7 +549,7 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
 
 
 def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: bool = True,
-         voice: Voice = DIFF, folds: Sequence[Fold] = ()
+         voice: Voice = DIFF, folds: Sequence[Fold] = (), folded: Sequence[Folded] = ()
          ) -> tuple[list[Finding], list[Row]]:
     """The findings that explain how ``rhs`` differs from ``lhs``, in lhs graph order, and
     the side-by-side rows of the alignment.
@@ -550,8 +563,11 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
         voice: how messages name the two sides (``lhs`` and ``rhs`` unless told).
         folds: the BatchNorms one side folded into the layer before, which are no finding
             (``specgraph.folds.find_folds``, which reads the weights).
+        folded: what one side computes from its weights alone and the other holds as
+            constants (``specgraph.folds.find_folded``), which is no finding either.
     """
-    d = _Differ(alignment if alignment is not None else align(lhs, rhs), voice, folds)
+    d = _Differ(alignment if alignment is not None else align(lhs, rhs), voice, folds,
+                folded)
     d.missing()
     d.matched()
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]

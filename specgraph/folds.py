@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from specgraph.align import Alignment
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops import get_spec
 from specgraph.report import Voice
 
 __all__ = ["Fold", "find_folds", "numeric_alignment", "fold_weights", "fold_notes",
@@ -296,4 +298,154 @@ def fold_notes(al: Alignment, folds: Sequence[Fold], unlike: Sequence[Fold], voi
                 f"as inference exports do, but its weights there are not "
                 f"{voice.name(keeper)}'s folded (a BatchNorm forgotten, or an export of other "
                 "weights): the difference is reported as it stands")
+    return notes
+
+
+# --- values folded into constants --------------------------------------------------------
+@dataclass(frozen=True)
+class Folded:
+    """A value one side computes from parameters and constants alone (a position embedding
+    looked up at fixed positions, a class token expanded over the batch) where the other
+    side reads it as one tensor, its own weight already holding those numbers: an
+    exporter's constant folding (``torch.onnx.export``'s optimizer, onnxsim).
+
+    Attributes:
+        side: the side that computes it.
+        cone: that side's nodes that compute it (indices, none paired by the alignment).
+        value: the value computed.
+        held: the other side's parameter (or constant) read in its place.
+        lhs_node / rhs_node / slot: the aligned pair that reads the two, and the slot.
+    """
+
+    side: str
+    cone: frozenset[int]
+    value: Value
+    held: Value
+    lhs_node: int
+    rhs_node: int
+    slot: int
+
+
+def _fixed_cone(graph: Graph, v: Value, matched: Mapping[int, int],
+                limit: int = 64) -> list[int] | None:
+    """The nodes (in graph order) computing ``v`` from parameters and constants alone, none
+    of them paired, with at least one parameter among their leaves; None otherwise."""
+    nodes: set[int] = set()
+    stack, seen, params = [v], set(), 0
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if graph.param_name(u) is not None:
+            params += 1
+            continue
+        if u in graph.constants:
+            continue
+        node = graph.producer(u)
+        if node is None:
+            return None  # an input of the model
+        k = graph.index(node)
+        if k in matched or len(nodes) >= limit:
+            return None
+        nodes.add(k)
+        stack.extend(node.inputs)
+    return sorted(nodes) if nodes and params else None
+
+
+def _evaluated(graph: Graph, cone: Sequence[int], weights: Mapping[str, np.ndarray],
+               v: Value) -> np.ndarray | None:
+    """``v`` computed in float64 by the op references from ``weights`` and constants."""
+    from specgraph.numeric.oracle import reference_outputs
+
+    env: dict[Value, np.ndarray] = {}
+
+    def read(u: Value) -> np.ndarray:
+        if u in env:
+            return env[u]
+        name = graph.param_name(u)
+        return np.asarray(weights[name] if name is not None else graph.constants[u])
+
+    try:
+        for k in cone:
+            node = graph.nodes[k]
+            outs = reference_outputs(node, [read(u) for u in node.inputs])
+            env.update(zip(node.outputs, outs))
+    except Exception:  # noqa: BLE001  (an op its reference cannot run here: no fold)
+        return None
+    return env.get(v)
+
+
+def _same_numbers(got: Any, want: np.ndarray | None,
+                  broadcast: tuple[int, ...] | None = None) -> bool:
+    """Whether ``got`` holds ``want``'s numbers to float32 rounding (both broadcast to
+    ``broadcast`` first, where given)."""
+    if want is None or got is None:
+        return False
+    if broadcast is not None:
+        try:
+            got = np.broadcast_to(np.asarray(got), broadcast)
+            want = np.broadcast_to(np.asarray(want), broadcast)
+        except ValueError:
+            return False
+    if np.shape(got) != np.shape(want):
+        return False
+    want = np.asarray(want, np.float64)
+    scale = float(np.max(np.abs(want), initial=0.0))
+    return bool(np.allclose(np.asarray(got, np.float64), want, rtol=1e-4, atol=1e-6 * scale))
+
+
+def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
+                rhs_weights: Mapping[str, np.ndarray]) -> tuple[Folded, ...]:
+    """Every input of an aligned pair that one side computes from parameters and constants
+    alone and the other reads as a parameter or constant holding the same numbers (to
+    float32 rounding): the computation was folded into a constant, as exporters do."""
+    found = []
+    for i, j in al.pairs:
+        a, b = al.lhs.nodes[i], al.rhs.nodes[j]
+        # an elementwise op broadcasts its operands: a folded constant may be held
+        # broadcast already (a position table for every example of the batch)
+        out = a.outputs[0].shape if len(a.outputs) == 1 and a.outputs[0].shape == \
+            b.outputs[0].shape and get_spec(a.op).category == "elementwise" and \
+            a.op == b.op else None
+        for slot, (u, v) in enumerate(zip(a.inputs, b.inputs)):
+            if u.dtype != v.dtype or (u.shape != v.shape and out is None):
+                continue
+            for side, g, x, other, y, mine, theirs, matched in (
+                    ("lhs", al.lhs, u, al.rhs, v, lhs_weights, rhs_weights, al.lhs_to_rhs),
+                    ("rhs", al.rhs, v, al.lhs, u, rhs_weights, lhs_weights, al.rhs_to_lhs)):
+                name = other.param_name(y)
+                if name is None and y not in other.constants:
+                    continue
+                cone = _fixed_cone(g, x, matched)
+                if cone is None:
+                    continue
+                held = theirs.get(name) if name is not None else other.constants[y]
+                if _same_numbers(held, _evaluated(g, cone, mine, x), out):
+                    found.append(Folded(side, frozenset(cone), x, y, i, j, slot))
+    return tuple(found)
+
+
+def folded_notes(al: Alignment, folded: Sequence[Folded], voice: Voice) -> list[str]:
+    """One note per side whose computations the other holds folded into constants."""
+    notes = []
+    for side in ("lhs", "rhs"):
+        mine = [f for f in folded if f.side == side]
+        if not mine:
+            continue
+        graph = al.lhs if side == "lhs" else al.rhs
+        other = "rhs" if side == "lhs" else "lhs"
+        what = []
+        for f in mine:
+            ops = "·".join(graph.nodes[k].op for k in sorted(f.cone))
+            scope = graph.nodes[min(f.cone)].scope or "<model>"
+            what.append(f"{ops} at {scope}")
+        what = list(dict.fromkeys(what))
+        notes.append(
+            f"{voice.name(other)} holds as constants what {voice.name(side)} computes from "
+            f"its weights alone ({'; '.join(what[:4])}"
+            f"{f' and {len(what) - 4} more' if len(what) > 4 else ''}), as an exporter "
+            f"folds constants: {voice.name(other)}'s numbers are "
+            f"{voice.name(side)}'s, so they are no difference; the numbers read each side's "
+            "own there")
     return notes

@@ -45,6 +45,18 @@ def _squeeze(cx: Any, eqn: Any) -> Any:
     return cx.emit("squeeze", [x], {"axes": axes})
 
 
+@_reg("tile")
+def _tile(cx: Any, eqn: Any) -> Any:
+    """``jnp.tile`` (JAX's own primitive since 0.6): each axis repeated ``reps`` times."""
+    x = cx.value(eqn.invars[0])
+    reps = tuple(int(r) for r in eqn.params["reps"])
+    if len(reps) != x.rank:
+        return cx.opaque()
+    if all(r == 1 for r in reps):
+        return cx.emit("identity", [x])
+    return cx.emit("tile", [x], {"repeats": reps})
+
+
 @_reg("expand_dims")
 def _expand_dims(cx: Any, eqn: Any) -> Any:
     x = cx.value(eqn.invars[0])

@@ -257,13 +257,75 @@ def _viewed_base(node: Any) -> Any:
 
 def _export(module: Any, args: tuple[Any, ...]) -> Any:
     """``torch.export.export`` with HF's masks built without vmap; where a mask function
-    does not take broadcast indices, as the model writes it."""
+    does not take broadcast indices, as the model writes it. Regions run under another
+    grad mode are written in line (``_inline_grad_modes``)."""
     try:
         with _quiet_torch(), _masks_without_vmap():
-            return torch.export.export(module, args)
+            exported = torch.export.export(module, args)
     except Exception:
         with _quiet_torch():
-            return torch.export.export(module, args)
+            exported = torch.export.export(module, args)
+    _inline_grad_modes(exported)
+    return exported
+
+
+def _inline_grad_modes(exported: Any) -> None:
+    """A part of ``forward`` run under ``torch.no_grad()`` (a method decorated so: Pegasus',
+    Marian's and RoFormer's sinusoidal position tables) is exported as a call of a graph of
+    its own, ``wrap_with_set_grad_enabled(False, submod, *args)``: its ops are put in line,
+    each output then ``detach``ed (grad mode on: as they are), so that the model's own
+    program computes the same values and the same gradients (none through it), and the
+    graph reads them as any other ops."""
+    wrap = getattr(torch.ops.higher_order, "wrap_with_set_grad_enabled", None)
+    gm = exported.graph_module
+    graph = gm.graph
+    calls = [n for n in graph.nodes if n.op == "call_function" and wrap is not None and
+             n.target is wrap]
+    for node in calls:
+        enabled, holder, *inputs = node.args
+        body = getattr(gm, holder.target, None)
+        if not isinstance(body, torch.fx.GraphModule):
+            continue
+        places = [n for n in body.graph.nodes if n.op == "placeholder"]
+        with graph.inserting_before(node):
+            copies: dict[Any, Any] = dict(zip(places, inputs))
+            for held in (n for n in body.graph.nodes if n.op == "get_attr"):
+                # what the region holds (a region of its own: autocast's) moves to the
+                # module under a name of its own, not one the module already uses
+                name = f"_inlined_{len(calls)}_{held.target}".replace(".", "_")
+                k = 0
+                while hasattr(gm, f"{name}_{k}"):
+                    k += 1
+                obj = body
+                for part in str(held.target).split("."):
+                    obj = getattr(obj, part)
+                setattr(gm, f"{name}_{k}", obj)
+                copies[held] = graph.get_attr(f"{name}_{k}")
+                copies[held].meta = dict(held.meta)
+            outs = graph.graph_copy(body.graph, copies)
+            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            if not enabled:
+                kept = []
+                for out in outs:
+                    val = getattr(out, "meta", {}).get("val")
+                    if isinstance(val, torch.Tensor) and val.is_floating_point():
+                        cut = graph.call_function(torch.ops.aten.detach.default, (out,))
+                        cut.meta = dict(out.meta)
+                        out = cut
+                    kept.append(out)
+                outs = kept
+        for user in list(node.users):
+            if user.target is operator.getitem:
+                user.replace_all_uses_with(outs[user.args[1]])
+                graph.erase_node(user)
+        if node.users:  # read otherwise than item by item: leave the call as it was
+            continue
+        graph.erase_node(node)
+        if not holder.users:
+            graph.erase_node(holder)
+    if calls:
+        graph.lint()
+        gm.recompile()
 
 
 @contextlib.contextmanager

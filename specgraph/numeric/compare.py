@@ -93,9 +93,16 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
         side = lrun if not lrun.differentiable else rrun
         notes.append(f"gradients not compared: the {side.framework} runner computes none")
     rweights = transfer_weights(pairing, lhs.weights) if opts.transfer else dict(rhs.weights)
-    sides = Sides(pairing, backends, lhs.weights, rweights,
-                  _param_agreement(pairing, lhs.weights, rweights, opts.transfer), opts,
-                  backward, lhs, rhs)
+    agreement = _param_agreement(pairing, lhs.weights, rweights, opts.transfer)
+    if opts.transfer and pairing.unpaired:
+        names = sorted(pairing.unpaired)
+        agreement.update((pairing.rhs.params[n], False) for n in names)
+        notes.append(f"rhs parameter{'s' if len(names) > 1 else ''} with no lhs counterpart "
+                     f"keep{'' if len(names) > 1 else 's'} rhs's own values ("
+                     f"{', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
+                     "): the numbers say whether rhs computes the same with them")
+    sides = Sides(pairing, backends, lhs.weights, rweights, agreement, opts, backward,
+                  lhs, rhs)
     if opts.native and not opts.isolated:
         for side, model in (("lhs", lhs), ("rhs", rhs)):
             if model.program is None:

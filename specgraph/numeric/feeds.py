@@ -93,6 +93,8 @@ def transfer_weights(pairing: Pairing, lhs_weights: Mapping[str, np.ndarray]
     out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairing.params}
     out.update(fold_weights(pairing.lhs, pairing.rhs, list(pairing.folds.values()),
                             lhs_weights))
+    for name, array in pairing.own.items():  # folded into a constant: already the same
+        out.setdefault(name, np.asarray(array))
     missing = [n for n in pairing.rhs.params if n not in out]
     if missing:
         shapes = ", ".join(f"{n} {list(pairing.rhs.params[n].shape)}" for n in missing[:5])

@@ -10,11 +10,14 @@ false alarms and a wrong element among thousands still does.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import functools
 import math
+import os
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,25 +276,29 @@ def undrowned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _count_outside(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> int:
     """How many elements of two 1-D arrays (their float dtype) lie further apart than
     ``atol + rtol·max(|x|, |y|)``, read piece by piece; a piece whose largest difference
-    is within ``atol`` is passed over (agreeing values cost one pass, not five)."""
-    n = min(x.size, _CHUNK)
-    d, m, w = (np.empty(n, x.dtype) for _ in range(3))
-    bad = 0
-    for start in range(0, x.size, _CHUNK):
-        xs, ys = x[start:start + _CHUNK], y[start:start + _CHUNK]
-        k = xs.size
-        dk, mk, wk = d[:k], m[:k], w[:k]
-        np.subtract(xs, ys, out=dk)
-        np.abs(dk, out=dk)
-        if not dk.max() > atol:
-            continue
-        np.abs(xs, out=mk)
-        np.abs(ys, out=wk)
-        np.maximum(mk, wk, out=mk)
-        mk *= rtol
-        mk += atol
-        bad += int(np.count_nonzero(dk > mk))
-    return bad
+    is within ``atol`` is passed over (agreeing values cost one pass, not five). Long
+    arrays are counted in parts on the measuring threads (``_in_parts``)."""
+    def part(begin: int, end: int) -> int:
+        n = min(end - begin, _CHUNK)
+        d, m, w = (np.empty(n, x.dtype) for _ in range(3))
+        bad = 0
+        for start in range(begin, end, _CHUNK):
+            xs, ys = x[start:min(start + _CHUNK, end)], y[start:min(start + _CHUNK, end)]
+            k = xs.size
+            dk, mk, wk = d[:k], m[:k], w[:k]
+            np.subtract(xs, ys, out=dk)
+            np.abs(dk, out=dk)
+            if not dk.max() > atol:
+                continue
+            np.abs(xs, out=mk)
+            np.abs(ys, out=wk)
+            np.maximum(mk, wk, out=mk)
+            mk *= rtol
+            mk += atol
+            bad += int(np.count_nonzero(dk > mk))
+        return bad
+
+    return sum(_in_parts(part, x.size))
 
 
 def _one_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -370,15 +377,53 @@ _CHUNK = 1 << 15  # elements per piece of ``_one_pass`` (two pieces and a differ
 
 def _one_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
     """Σa², Σb², Σab and max|a−b| of two 1-D arrays, read once, piece by piece (each piece's
-    products and difference are made while it is in cache; sums in float64). The maximum
-    is meaningful only where the sums are finite."""
-    piece = np.empty(min(a.size, _CHUNK), a.dtype)
+    products and difference are made while it is in cache; sums in float64), long arrays in
+    parts on the measuring threads (``_in_parts``). The maximum is meaningful only where
+    the sums are finite."""
+    def part(begin: int, end: int) -> list[float]:
+        piece = np.empty(min(end - begin, _CHUNK), a.dtype)
+        sums = [0.0, 0.0, 0.0, 0.0]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for start in range(begin, end, _CHUNK):
+                stop = min(start + _CHUNK, end)
+                _add_piece(sums, a[start:stop], b[start:stop], piece[:stop - start])
+        return sums
+
+    return _combined(_in_parts(part, a.size))
+
+
+def _combined(parts: list[list[float]]) -> tuple[float, float, float, float]:
+    """Parts' Σx², Σy², Σxy summed in the parts' order, and their largest difference."""
     sums = [0.0, 0.0, 0.0, 0.0]
-    with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, a.size, _CHUNK):
-            x, y = a[start:start + _CHUNK], b[start:start + _CHUNK]
-            _add_piece(sums, x, y, piece[:x.size])
+    for p in parts:
+        sums[0] += p[0]
+        sums[1] += p[1]
+        sums[2] += p[2]
+        sums[3] = max(sums[3], p[3])
     return sums[0], sums[1], sums[2], sums[3]
+
+
+_PART = 1 << 21  # elements a measuring thread reads at a time (8 MiB of float32 per side)
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _in_parts(work: Callable[[int, int], Any], size: int, step: int = _PART) -> list[Any]:
+    """``work(begin, end)`` over ``[0, size)`` cut into parts of ``step``, the parts on a
+    pool of threads (NumPy's loops and BLAS let go of the interpreter lock: a comparison
+    uses every core, as the programs it compares did), their results in the parts' order
+    (sums combined in a fixed order: the same figures on any machine)."""
+    if size <= step:
+        return [work(0, size)]
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, min(4, os.cpu_count() or 1)),
+                thread_name_prefix="specgraph-measure")
+    futures = [_POOL.submit(work, begin, min(begin + step, size))
+               for begin in range(0, size, step)]
+    return [f.result() for f in futures]
 
 
 def _sum_of_squares(x: np.ndarray) -> float:
@@ -427,19 +472,27 @@ def _tiled_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
     rows, cols = tx.shape[-2:]
     bc = min(cols, 256)
     br = min(rows, max(1, _TILE // bc))
-    bx, by, d = (np.empty(br * bc, tx.dtype) for _ in range(3))
-    sums = [0.0, 0.0, 0.0, 0.0]  # Σx², Σy², Σxy, max|x−y|
-    with np.errstate(over="ignore", invalid="ignore"):
-        for outer in np.ndindex(*tx.shape[:-2]):
-            mx, my = tx[outer], ty[outer]
-            for i in range(0, rows, br):
+    # the row blocks of every outer index, in order: long arrays measured in parts of
+    # them on the measuring threads (``_in_parts``)
+    blocks = [(outer, i) for outer in np.ndindex(*tx.shape[:-2]) for i in range(0, rows, br)]
+
+    def part(begin: int, end: int) -> list[float]:
+        bx, by, d = (np.empty(br * bc, tx.dtype) for _ in range(3))
+        sums = [0.0, 0.0, 0.0, 0.0]  # Σx², Σy², Σxy, max|x−y|
+        with np.errstate(over="ignore", invalid="ignore"):
+            for outer, i in blocks[begin:end]:
+                mx, my = tx[outer], ty[outer]
                 for j in range(0, cols, bc):
                     xs, ys = mx[i:i + br, j:j + bc], my[i:i + br, j:j + bc]
                     n = xs.size
                     np.copyto(bx[:n].reshape(xs.shape), xs)
                     np.copyto(by[:n].reshape(ys.shape), ys)
                     _add_piece(sums, bx[:n], by[:n], d[:n])
-    sxx, syy, sxy, top = sums
+        return sums
+
+    per_block = br * cols
+    sxx, syy, sxy, top = _combined(_in_parts(part, len(blocks),
+                                             max(1, _PART // max(1, per_block))))
     return (syy, sxx, sxy, top) if swap else (sxx, syy, sxy, top)
 
 

@@ -69,12 +69,13 @@ def _expand_without_unit_axes(rw: Rewriter, node: Node) -> bool:
     (TF's GQA repeat as [B, H, 1, 1, T, d] where PyTorch writes [B, H, 1, T, d]): the same
     expand without those axes, the reshapes around it absorbing the difference."""
     x, out = node.inputs[0], node.outputs[0]
-    keep = [a for a in range(out.rank) if not (x.shape[a] == 1 and out.shape[a] == 1)]
+    shape = (1,) * (out.rank - x.rank) + tuple(x.shape)  # fewer axes: leading ones added
+    keep = [a for a in range(out.rank) if not (shape[a] == 1 and out.shape[a] == 1)]
     users = rw.graph.consumers(out)
     if len(keep) == out.rank or not keep or not users or \
             any(u.op != "reshape" for u in users) or rw.uses(out) != len(users):
         return False
-    small_in = tuple(x.shape[a] for a in keep)
+    small_in = tuple(shape[a] for a in keep)
     small_out = tuple(out.shape[a] for a in keep)
     y = rw.emit("reshape", [x], {"shape": small_in}, like=node, shape=small_in)
     y = rw.emit("expand", [y], {"shape": small_out}, like=node, shape=small_out)

@@ -1,7 +1,9 @@
 """Rows of a table read by constant indices are an embedding lookup, however written:
 ``table[start:stop]`` (Whisper's and OPT's position tables as PyTorch slices them),
 ``table[ids]`` with constant ids (a gather along the rows), or ``embedding(ids, table)``
-(Flax's and TF's lookups) become ``embedding(ids, table)``.
+(Flax's and TF's lookups) become ``embedding(ids, table)``; a lookup of every row in
+order is the table itself (TF's CLIP adds its position table whole, PyTorch and Flax look
+up ``arange(n)`` in it).
 
 Requires: a verified graph. Ensures: no ``slice`` or axis-0 ``gather`` reads the rows of a
 two-dimensional parameter at constant positions; exact (the same rows, copied).
@@ -34,7 +36,27 @@ def _rows(rw: Rewriter, node: Node) -> np.ndarray | None:
     return None
 
 
+def _whole_table(rw: Rewriter, node: Node) -> bool:
+    """An embedding that reads every row of its table in order (CLIP's position table, one
+    row per patch) is the table itself, as TF's CLIP adds it: reshaped to the lookup's
+    shape (leading axes of one)."""
+    ids, table = node.inputs
+    data = rw.constant_value(ids)
+    if data is None or not rw.is_param(table) or table.rank != 2:
+        return False
+    data = np.asarray(data)
+    if data.size != table.shape[0] or \
+            not np.array_equal(data.reshape(-1), np.arange(table.shape[0])):
+        return False
+    out = node.outputs[0]
+    rw.replace(out, table if out.shape == table.shape else rw.emit(
+        "reshape", [table], {"shape": out.shape}, like=node, shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "embedding":
+        return _whole_table(rw, node)
     if node.op not in ("gather", "slice"):
         return False
     ids = _rows(rw, node)

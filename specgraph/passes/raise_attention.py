@@ -52,7 +52,12 @@ def _peel_scores(rw: Rewriter, s: Value
             return s, scales, masks, fed
         consts = [rw.constant_value(v) is not None for v in node.inputs]
         scalar = [rw.scalar(v) is not None for v in node.inputs]
-        if node.op in ("mul", "div") and any(scalar):
+        if node.op == "maximum" and any(scalar) and \
+                next(rw.scalar(v) for v in node.inputs if rw.scalar(v) is not None) <= DROWN:
+            # scores clamped from below at a drowning fill (XGLM's and OPT's
+            # ``max(scores, finfo.min)``): a masked key stays drowned, a kept one untouched
+            s = next(v for v in node.inputs if rw.scalar(v) is None)
+        elif node.op in ("mul", "div") and any(scalar):
             c = next(rw.scalar(v) for v in node.inputs if rw.scalar(v) is not None)
             scales.append(c if node.op == "mul" else 1.0 / c)
             s = next(v for v in node.inputs if rw.scalar(v) is None)

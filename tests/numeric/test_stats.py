@@ -286,3 +286,28 @@ def test_short_runs_are_compared_after_one_copy_into_the_others_order() -> None:
         held = np.transpose(np.ascontiguousarray(np.transpose(b, memory)), np.argsort(memory))
         assert _in_one_order(a, held) is not None and _in_one_order(held, a) is not None
         _assert_measured_as(a, held, a, b, tol)
+
+
+def test_long_arrays_are_measured_in_parts_on_threads_with_the_same_figures() -> None:
+    """Past a few million elements a pair is read in parts on the measuring threads, one
+    layout or two (a transposed kernel's gradient): the figures are a plain float64
+    computation's, an element wrong in the last part is found, and measuring again gives
+    the same figures to the last bit (the parts' sums are combined in a fixed order)."""
+    from specgraph.numeric.stats import _PART
+
+    rng = np.random.default_rng(11)
+    tol = Tolerance(rtol=1e-5, atol=1e-6)
+    for shape, memory in (((5_000_003,), None), ((3072, 2048), (1, 0))):
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = (a + 1e-7 * rng.standard_normal(shape)).astype(np.float32)
+        assert a.size > 2 * _PART
+        b.flat[a.size - 7] += 0.5
+        held = b if memory is None else \
+            np.transpose(np.ascontiguousarray(np.transpose(b, memory)), np.argsort(memory))
+        got = measure(a, held, tol)
+        max_abs, bad, cosine = _reference(a, b, tol)
+        assert got.max_abs == max_abs and got.mismatch == bad and got.diverges
+        assert math.isclose(got.cosine, cosine, rel_tol=1e-7)
+        again = measure(a, held, tol)
+        assert (again.cosine, again.scale, again.max_abs) == (got.cosine, got.scale,
+                                                              got.max_abs)
