@@ -102,11 +102,11 @@ def observable(lhs: Any, rhs: Any) -> bool:
     reference interpreter (forward only): whether a float32 check can see the difference."""
     from specgraph.align import align
     from specgraph.interpreter import run as interpret
+    from specgraph.check import numeric_pairing
     from specgraph.numeric.feeds import example_inputs, rhs_inputs, transfer_weights
-    from specgraph.numeric.pairing import pair
     from specgraph.numeric.stats import measure, tolerance
 
-    pairing = pair(align(lhs.graph, rhs.graph))
+    pairing = numeric_pairing(lhs, rhs, align(lhs.graph, rhs.graph))
     inputs = example_inputs(lhs, 0)
     values: dict[Any, Any] = {}
     louts = interpret(lhs.graph, inputs, lhs.weights,

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from specgraph.align import Alignment, align
 from specgraph.arbitrate import arbitrate, confirm
 from specgraph.diff import diff
 from specgraph.errors import SpecgraphError
-from specgraph.folds import find_folded, find_folds, fold_notes, folded_notes
+from specgraph.folds import (Fold, Folded, find_folded, find_folds, fold_notes,
+                             folded_notes)
 from specgraph.grouping import group_repeated
 from specgraph.loading import check_shapes, trace
 from specgraph.model import TracedModel
@@ -160,10 +163,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     result = None
     if mode != "structure":
         opts = options or NumericOptions()
-        # an inference export folds constants from several of its model's weights: those
-        # keep the export's own numbers (the numbers then say whether they are the same)
-        pairing = pair(alignment, folds, folded, right.weights,
-                       keep_unpaired=right.framework in _INFERENCE_ONLY)
+        pairing = numeric_pairing(left, right, alignment, folds, folded)
         numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
         numeric = [f for f in numeric if kept(f)]
         if result is None:
@@ -187,6 +187,21 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
 
 
 
+def numeric_pairing(left: TracedModel, right: TracedModel, alignment: Alignment,
+                    folds: Sequence[Fold] | None = None,
+                    folded: Sequence[Folded] | None = None) -> Pairing:
+    """The pairing the numbers run along: BatchNorms folded (``specgraph.folds``), what an
+    exporter folded into constants, and, where rhs is an inference export, its constants
+    folded from several of lhs's weights keeping their own values (the numbers then say
+    whether the two compute the same)."""
+    if folds is None:
+        folds = find_folds(alignment, left.weights, right.weights)[0]
+    if folded is None:
+        folded = find_folded(alignment, left.weights, right.weights)
+    return pair(alignment, folds, folded, right.weights,
+                keep_unpaired=right.framework in _INFERENCE_ONLY)
+
+
 # frontends whose models are inference programs: they hold nothing only training reads
 _INFERENCE_ONLY = frozenset({"onnx"})
 
@@ -201,15 +216,43 @@ def _training_only_against_inference(findings: list[Finding], left: TracedModel,
                  if model.framework in _INFERENCE_ONLY]
     if not inference:
         return findings, []
-    moot = [f for f in findings if f.affects and f.affects.startswith("training")]
-    if not moot:
-        return findings, []
     side = inference[0]
     framework = (left if side == "lhs" else right).framework
-    said = "; ".join(dict.fromkeys(f.message.split("; the forward pass")[0] for f in moot))
-    return [f for f in findings if f not in moot], [
-        f"{voice.name(side)} is an inference program ({framework}), which holds nothing only "
-        f"training reads; not held against it: {said}"]
+    notes = []
+    moot = [f for f in findings if f.affects and f.affects.startswith("training")]
+    if moot:
+        said = "; ".join(dict.fromkeys(f.message.split("; the forward pass")[0] for f in moot))
+        notes.append(f"{voice.name(side)} is an inference program ({framework}), which holds "
+                     f"nothing only training reads; not held against it: {said}")
+    zeros = [f for f in findings if _zero_bias_dropped(f, left, right)]
+    if zeros:
+        places = ", ".join(dict.fromkeys((f.lhs.scope if f.lhs else "") for f in zeros))
+        notes.append(f"{voice.name(side)} is an inference program ({framework}) whose "
+                     f"exporter dropped biases of zeros ({len(zeros)} "
+                     f"layer{'s' if len(zeros) > 1 else ''}: {places}): a bias of zeros adds "
+                     "nothing, so they are no difference")
+    return [f for f in findings if f not in moot and f not in zeros], notes
+
+
+def _zero_bias_dropped(f: Finding, left: TracedModel, right: TracedModel) -> bool:
+    """Whether ``f`` says a layer has a bias on one side only, where that side's own bias
+    is all zeros (an exporter drops such an input: HF initializes biases to zero)."""
+    if f.code != "attr-mismatch" or f.attr != "bias" or f.lhs is None or f.rhs is None:
+        return False
+    for side, model in ((f.lhs, left), (f.rhs, right)):
+        if side.value is not True:
+            continue
+        head = side.node.split(":", 1)[0]
+        if not head.isdigit():
+            return False
+        node = model.graph.nodes[int(head)]
+        if len(node.inputs) < 3:
+            return False
+        name = model.graph.param_name(node.inputs[-1])
+        data = model.weights.get(name) if name is not None else \
+            model.graph.constants.get(node.inputs[-1])
+        return data is not None and not np.any(np.asarray(data))
+    return False
 
 
 def _rhs_weights(pairing: Pairing, left: TracedModel, right: TracedModel,

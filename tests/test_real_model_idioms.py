@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specgraph.check import compare
-from tests.idioms.catalog import canonical, linen_side, torch_side
+from tests.idioms.catalog import canonical, jax_side, linen_side, torch_side
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -177,3 +177,96 @@ def test_an_export_holds_no_padding_row_and_folds_the_position_lookup() -> None:
     assert any("inference program (onnx)" in n and "padding_idx" in n for n in report.notes)
     assert any("holds as constants what lhs computes" in n for n in report.notes), report.notes
     assert report.numeric is not None and report.numeric.outputs
+
+
+def test_an_export_that_drops_biases_of_zeros_is_the_same_model() -> None:
+    """HF initializes biases to zero; the exporter's optimizer drops such inputs from Conv
+    and Gemm (ConvNeXt, SegFormer, ViT): a note, not a conv without bias. A bias of
+    anything else stays a difference."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 2)).eval()
+    with torch.no_grad():
+        model[0].bias.zero_()
+    x = torch.randn(2, 3, 6, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (x,), dynamo=True, verbose=False)
+    exported = onnx_frontend.trace_model(program.model_proto, (x.numpy(),), reference="m.onnx")
+    assert not any(n.op == "conv" and len(n.inputs) == 3
+                   for n in canonical(exported).graph.nodes)  # the optimizer dropped it
+    direct = torch_frontend.trace(model, (x,), reference="m")
+    report = _equivalent(direct, exported)
+    assert any("dropped biases of zeros" in n for n in report.notes), report.notes
+    with torch.no_grad():
+        model[0].bias.fill_(0.5)
+    other = torch_frontend.trace(model, (x,), reference="m")
+    assert not compare(other, exported).equivalent
+
+
+# --- a size left to the data, an interpolation to the same size, a mask that overflows ----
+class TorchDataDependent(torch.nn.Module):
+    def forward(self, x):
+        return (torch.nonzero(x > 0).float() * 2).sum(0)
+
+
+def test_a_shape_that_depends_on_the_data_is_one_sentence_not_a_crash() -> None:
+    """Funnel's einsum met a size torch.export leaves symbolic: an internal error (exit 3)
+    before; now a TraceError naming the op and what to do."""
+    from specgraph.errors import SpecgraphError
+
+    with pytest.raises(SpecgraphError, match=r"aten\.nonzero.*depends on the values"):
+        torch_frontend.trace(TorchDataDependent(), (torch.randn(4, 3),), reference="dd")
+
+
+class TorchResized(torch.nn.Module):
+    def __init__(self, resize: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Parameter(torch.randn(1, 2, 4, 4))
+        self.resize = resize
+
+    def forward(self, x):
+        table = self.table
+        if self.resize:  # Data2VecVision and BEiT resize their relative position table
+            table = torch.nn.functional.interpolate(table, size=(4, 4), mode="bilinear",
+                                                    align_corners=False)
+        return x + table
+
+
+def test_an_interpolation_to_the_size_it_has_is_the_identity() -> None:
+    x = torch.randn(3, 2, 4, 4)
+    resized = torch_side(TorchResized(True), x.numpy(), name="torch_resized")
+    assert "opaque" not in [n.op for n in canonical(resized).graph.nodes]
+    _equivalent(resized, torch_side(TorchResized(False), x.numpy(), name="torch_table"))
+
+
+def test_a_mask_that_overflows_to_minus_infinity_introduces_no_nan() -> None:
+    """HF's PyTorch BLOOM adds its causal mask of ``finfo.min`` to scores already near it,
+    so masked keys become -inf where Flax's stay finite: drowned alike, no
+    ``nan-introduced`` (the ports' other differences, in how they split heads and add
+    ALiBi, are left to the structure)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BloomConfig(vocab_size=64, hidden_size=32, n_layer=1, n_head=4)
+    torch.manual_seed(0)
+    model = transformers.BloomModel(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(ids, use_cache=False).last_hidden_state
+
+    ids = np.random.default_rng(0).integers(0, 64, (2, 8))
+    flax_model = transformers.FlaxBloomModel(config)
+    lhs = torch_side(Hidden().eval(), ids, name="bloom_torch")
+
+    def apply_fn(params, tokens):
+        return flax_model(tokens, params=params).last_hidden_state
+
+    rhs = jax_side(apply_fn, flax_model.params, ids, name="bloom_flax")
+    report = compare(lhs, rhs, mode="numbers")
+    assert not [f for f in report.findings if f.code == "nan-introduced"], \
+        [f.message for f in report.findings]

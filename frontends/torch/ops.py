@@ -470,6 +470,22 @@ def _addmm(cx: Any, node: Any) -> Any:
     return cx.emit("add", [base, prod])
 
 
+@_reg("aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec",
+      "aten.upsample_bicubic2d.vec", "aten.upsample_linear1d.vec",
+      "aten.upsample_nearest1d.vec")
+def _upsample(cx: Any, node: Any) -> Any:
+    """An interpolation to the size the input already has, at scale 1 (Data2VecVision and
+    BEiT resize their relative position table to the window it was made for): each output
+    element is the input element at its place, exactly; other sizes stay opaque."""
+    x = node.args[0]
+    (shape, _), = cx.meta(node)
+    size = tuple(x.meta["val"].shape) if hasattr(x, "meta") else None
+    scales = node.args[-1] if len(node.args) > 2 else node.kwargs.get("scale_factors")
+    if size == shape and (scales is None or all(float(f) == 1.0 for f in scales)):
+        return cx.emit("identity", [cx.value(x)])
+    return cx.opaque(node)
+
+
 @_reg("aten.einsum.default")
 def _einsum(cx: Any, node: Any) -> Any:
     a = cx.bind(node)

@@ -616,7 +616,15 @@ class _Converter(BaseConverter):
         out = []
         for v in vals:
             if isinstance(v, torch.Tensor):
-                out.append((tuple(int(s) for s in v.shape), dtype_name(v.dtype, self._at())))
+                try:
+                    shape = tuple(int(s) for s in v.shape)
+                except Exception as err:  # a size torch.export left to the data
+                    raise TraceError(
+                        f"{self._at()}its output's shape {tuple(v.shape)} depends on the "
+                        "values of the model's inputs (torch.export leaves it symbolic), and "
+                        "specgraph traces shapes fixed by the example inputs; compute it from "
+                        "shapes instead of values there") from err
+                out.append((shape, dtype_name(v.dtype, self._at())))
         return out
 
     def _at(self) -> str:

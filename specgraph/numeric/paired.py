@@ -168,16 +168,29 @@ class PairedRun:
             if introduces and not all(self.ax.nan_free(h) for h in kept):
                 self.localizer.nan_introduced("rhs", p.rhs, node, "forward")
             return
-        lhs_finite = all(rec.lhs_finite.get(u, True) for u in p.lhs.nodes[i].outputs)
-        rhs_finite = all(rec.rhs_finite[v] for v in node.outputs)
+        a = p.lhs.nodes[i]
+        # a mask on its way into a softmax that overflows to -inf (BLOOM adds finfo.min to
+        # scores already near it) drowns its keys as a fill of finfo.min does: no NaN or
+        # Inf introduced on that side
+        lhs_drowns, rhs_drowns = self._drowns("lhs", a), self._drowns("rhs", node)
+        lhs_finite = lhs_drowns or all(rec.lhs_finite.get(u, True) for u in a.outputs)
+        rhs_finite = rhs_drowns or all(rec.rhs_finite[v] for v in node.outputs)
+        introduces = introduces and not rhs_drowns
         if introduces and lhs_finite:
             self.localizer.nan_introduced("rhs", p.rhs, node, "forward")
-        elif i in rec.lhs_introduces and rhs_finite:
+        elif i in rec.lhs_introduces and not lhs_drowns and rhs_finite:
             self.localizer.nan_introduced("lhs", p.lhs, p.lhs.nodes[i], "forward")
         elif introduces and i in rec.lhs_introduces and not all(
                 self.ax.nan_free(h) for h in kept):
             self.localizer.note(f"{words.describe(node)} makes NaN from finite inputs on both "
                                 "sides alike; its values are compared where they are numbers")
+
+    def _drowns(self, side: str, node: Node) -> bool:
+        """Whether ``node``'s outputs are additive masks on their way into a softmax, where
+        -inf and the lowest float drown a key alike (``specgraph.passes.drowned``)."""
+        lhs, rhs = self.s.drowning_values
+        return bool(node.outputs) and all(v in (lhs if side == "lhs" else rhs)
+                                          for v in node.outputs)
 
     def _check_repeat(self, side: str, ex: Execution, repeat: int, node: Node, args: Any,
                       kept: list[Any]) -> None:

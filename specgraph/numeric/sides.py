@@ -92,6 +92,11 @@ class Sides:
     def _drowning(self) -> tuple[frozenset[Value], frozenset[Value]]:
         return drowning(self.pairing.lhs), drowning(self.pairing.rhs)
 
+    @property
+    def drowning_values(self) -> tuple[frozenset[Value], frozenset[Value]]:
+        """Each side's values that are additive masks on their way into a softmax."""
+        return self._drowning
+
     def drowned(self, lhs_value: Value, rhs_value: Value) -> bool:
         """Whether both values are additive masks on their way into a softmax
         (``specgraph.passes.drowned``): the keys both sides drown are one there."""
