@@ -393,7 +393,8 @@ class _Differ:
         if kind == "node":
             return f"the output of {describe_node(graph.nodes[x])}"
         if x[0] == "const":
-            return f"the constant {_fmt(x[2])}" if x[2] is not None else "a constant tensor"
+            return f"the constant {_fmt(x[2])}" if x[2] is not None else \
+                f"a constant tensor {list(x[1])}"
         if x[0] == "input":
             return f"model input {x[1]}"
         return "a parameter" if x[0] == "param" else "a value"

@@ -289,10 +289,11 @@ def test_short_runs_are_compared_after_one_copy_into_the_others_order() -> None:
 
 
 def test_long_arrays_are_measured_in_parts_on_threads_with_the_same_figures() -> None:
-    """Past a few million elements a pair is read in parts on the measuring threads, one
-    layout or two (a transposed kernel's gradient): the figures are a plain float64
-    computation's, an element wrong in the last part is found, and measuring again gives
-    the same figures to the last bit (the parts' sums are combined in a fixed order)."""
+    """Past a few million elements a pair in two layouts (a transposed kernel's gradient)
+    is walked in parts on the measuring threads, one layout in one pass: the figures are a
+    plain float64 computation's, an element wrong in the last part is found, and measuring
+    again gives the same figures to the last bit (the parts' sums are combined in a fixed
+    order)."""
     from specgraph.numeric.stats import _PART
 
     rng = np.random.default_rng(11)
