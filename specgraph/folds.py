@@ -142,15 +142,19 @@ def find_folds(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
     return tuple(found), tuple(unlike)
 
 
-def numeric_alignment(al: Alignment, folds: Sequence[Fold]) -> Alignment:
+def numeric_alignment(al: Alignment, folds: Sequence[Fold],
+                      folded: Sequence[Folded] = ()) -> Alignment:
     """``al`` with each fold's folded layer paired with the BatchNorm instead of the layer
-    before it (their outputs are the same values); the layer is then unpaired."""
-    if not folds:
+    before it (their outputs are the same values); the layer is then unpaired. The adds
+    inside a sum folded in another order are unpaired too: only its last one gives the
+    same values on both sides."""
+    inner = {(f.lhs_node, f.rhs_node) for f in folded if f.inner}
+    if not folds and not inner:
         return al
     swap = {f.aligned: f.pair for f in folds}
-    pairs = tuple(sorted(swap.get(p, p) for p in al.pairs))
-    lhs_only = set(al.lhs_only)
-    rhs_only = set(al.rhs_only)
+    pairs = tuple(sorted(swap.get(p, p) for p in al.pairs if p not in inner))
+    lhs_only = set(al.lhs_only) | {i for i, _ in inner}
+    rhs_only = set(al.rhs_only) | {j for _, j in inner}
     for f in folds:
         if f.side == "lhs":
             lhs_only = (lhs_only - {f.norm}) | {f.layer}
@@ -315,6 +319,8 @@ class Folded:
         value: the value computed.
         held: the other side's parameter (or constant) read in its place.
         lhs_node / rhs_node / slot: the aligned pair that reads the two, and the slot.
+        inner: a term of a sum folded in another order (``_folded_sums``) read before the
+            sum's last add: the two sides' partial sums there are not the same values.
     """
 
     side: str
@@ -324,6 +330,7 @@ class Folded:
     lhs_node: int
     rhs_node: int
     slot: int
+    inner: bool = False
 
 
 def _fixed_cone(graph: Graph, v: Value, matched: Mapping[int, int],
@@ -401,6 +408,9 @@ def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
     alone and the other reads as a parameter or constant holding the same numbers (to
     float32 rounding): the computation was folded into a constant, as exporters do."""
     found = []
+    # (side, lhs node) -> the link of a sum whose term did not match alone: (rhs node,
+    # slot, value computed, its cone, the held term, the numbers computed and held)
+    pending: dict[tuple[str, int], tuple[Any, ...]] = {}
     for i, j in al.pairs:
         a, b = al.lhs.nodes[i], al.rhs.nodes[j]
         # an elementwise op broadcasts its operands: a folded constant may be held
@@ -421,8 +431,45 @@ def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
                 if cone is None:
                     continue
                 held = theirs.get(name) if name is not None else other.constants[y]
-                if _same_numbers(held, _evaluated(g, cone, mine, x), out):
+                computed = _evaluated(g, cone, mine, x)
+                if _same_numbers(held, computed, out):
                     found.append(Folded(side, frozenset(cone), x, y, i, j, slot))
+                elif a.op == b.op == "add" and out is not None and computed is not None:
+                    pending[(side, i)] = (j, slot, x, cone, y, computed, held, out)
+    return tuple(found) + _folded_sums(al, pending)
+
+
+def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], tuple[Any, ...]]
+                 ) -> tuple[Folded, ...]:
+    """Terms of a chain of sums folded in another order: BERT's export adds its position
+    and token-type constants the other way round (``x + t + p`` against ``x + p' + t'``),
+    so no term matches alone while their sums do, broadcast to the chain's output."""
+    found: list[Folded] = []
+    for (side, last), link in pending.items():
+        chain = [(last, link)]
+        while True:  # down the chain, from its last add to its first
+            i, (j, slot, *_rest) = chain[-1]
+            carry_l = al.lhs.nodes[i].inputs[1 - slot]
+            carry_r = al.rhs.nodes[j].inputs[1 - slot]
+            pl, pr = al.lhs.producer(carry_l), al.rhs.producer(carry_r)
+            if pl is None or pr is None:
+                break
+            k = al.lhs.index(pl)
+            nxt = pending.get((side, k))
+            if nxt is None or nxt[0] != al.rhs.index(pr) or \
+                    len(al.lhs.consumers(carry_l)) != 1:
+                break
+            chain.append((k, nxt))
+        if len(chain) < 2 or any(
+                (side, al.lhs.index(r)) in pending for r in
+                al.lhs.consumers(al.lhs.nodes[last].outputs[0])):
+            continue  # a link of a longer chain, or a term alone: judged from the last add
+        shape = link[-1]
+        computed = sum(np.broadcast_to(np.asarray(c[5], np.float64), shape) for _, c in chain)
+        held = sum(np.broadcast_to(np.asarray(c[6], np.float64), shape) for _, c in chain)
+        if _same_numbers(held, computed):
+            for n, (i, (j, slot, x, cone, y, *_rest)) in enumerate(chain):
+                found.append(Folded(side, frozenset(cone), x, y, i, j, slot, inner=n > 0))
     return tuple(found)
 
 

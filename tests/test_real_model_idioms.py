@@ -154,16 +154,22 @@ class TorchPaddedEmbeddings(torch.nn.Module):
         torch.manual_seed(0)
         self.word = torch.nn.Embedding(20, C, padding_idx=0)
         self.pos = torch.nn.Embedding(16, C)
+        self.types = torch.nn.Embedding(2, C)
         self.register_buffer("position_ids", torch.arange(16).expand((1, -1)), persistent=False)
+        self.register_buffer("type_ids", torch.zeros((1, 16), dtype=torch.long),
+                             persistent=False)
         self.norm = torch.nn.LayerNorm(C)
 
-    def forward(self, ids):
-        return self.norm(self.word(ids) + self.pos(self.position_ids[:, :ids.shape[1]]))
+    def forward(self, ids):  # as BERT's: word + token type, then + position
+        t = ids.shape[1]
+        h = self.word(ids) + self.types(self.type_ids[:, :t].expand(ids.shape[0], t))
+        return self.norm(h + self.pos(self.position_ids[:, :t]))
 
 
 def test_an_export_holds_no_padding_row_and_folds_the_position_lookup() -> None:
-    """BERT-like embeddings against their default export (the optimizer folds the position
-    lookup at the buffer's fixed ids into a constant; ONNX has no padding row): equivalent,
+    """BERT's embeddings against their default export: the optimizer folds the token-type
+    and position lookups at the buffers' fixed ids into constants, added in the other
+    order (no term matches alone, their sum does); ONNX has no padding row. Equivalent,
     each said in a note."""
     model = TorchPaddedEmbeddings().eval()
     ids = torch.from_numpy(np.random.default_rng(1).integers(1, 20, (B, T)))
@@ -270,3 +276,38 @@ def test_a_mask_that_overflows_to_minus_infinity_introduces_no_nan() -> None:
     report = compare(lhs, rhs, mode="numbers")
     assert not [f for f in report.findings if f.code == "nan-introduced"], \
         [f.message for f in report.findings]
+
+
+def test_hf_bert_and_its_optimized_export_are_equivalent() -> None:
+    """HF's PyTorch BERT against its default export: the optimizer folds the token-type and
+    position lookups into constants and adds them in the other order, so no term matches
+    alone while their sum does (``folds._folded_sums``); the padding row is a note."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64)
+    torch.manual_seed(0)
+    bert = transformers.BertModel(config, add_pooling_layer=False).eval()
+    with torch.no_grad():
+        for p in bert.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, ids):
+            return self.bert(ids).last_hidden_state
+
+    model = Hidden().eval()
+    ids = torch.from_numpy(np.random.default_rng(1).integers(1, 100, (2, 8)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (ids,), dynamo=True, verbose=False)
+    direct = torch_frontend.trace(model, (ids,), reference="bert")
+    exported = onnx_frontend.trace_model(program.model_proto, (ids.numpy(),),
+                                         reference="bert.onnx")
+    report = _equivalent(direct, exported)
+    assert any("token_type_embeddings" in n and "holds as constants" in n
+               for n in report.notes), report.notes

@@ -77,7 +77,7 @@ def pair(alignment: Alignment, folds: Sequence[Fold] = (), folded: Sequence[Fold
                                                        if p not in layers),
                                        alignment.lhs_only, alignment.rhs_only),
                              strict=False)
-    alignment = numeric_alignment(alignment, folds)
+    alignment = numeric_alignment(alignment, folds, folded)
     values: dict[Value, Value] = dict(zip(rhs.inputs, lhs.inputs))
     for i, j in alignment.pairs:
         a, b = lhs.nodes[i], rhs.nodes[j]
@@ -93,7 +93,7 @@ def pair(alignment: Alignment, folds: Sequence[Fold] = (), folded: Sequence[Fold
                     if name in rhs_weights}
     for f in folded:
         held, computed = (f.held, f.value) if f.side == "lhs" else (f.value, f.held)
-        if held.shape == computed.shape:
+        if held.shape == computed.shape and not f.inner:
             values.setdefault(held, computed)
         if f.side == "lhs":
             names = [rhs.param_name(f.held)]
