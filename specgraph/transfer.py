@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from specgraph.align import Alignment
 from specgraph.errors import SpecgraphError
+from specgraph.ir import Node, Value
+from specgraph.ops import get_spec
 
 __all__ = ["ParamPair", "TransferError", "pair_parameters"]
 
@@ -30,6 +32,19 @@ class ParamPair:
     shape: tuple[int, ...]
 
 
+def _operands(alignment: Alignment, a: Node, b: Node) -> tuple[Value, ...]:
+    """``b``'s inputs in ``a``'s order: the two operands of a commutative op swapped where
+    that puts the parameter across from the parameter (DINOv2's layer scale, ``λ·x`` in
+    Flax and ``x·λ`` in PyTorch)."""
+    if len(a.inputs) != 2 or len(b.inputs) != 2 or not get_spec(a.op).commutative:
+        return tuple(b.inputs)
+    left = [alignment.lhs.param_name(v) is not None for v in a.inputs]
+    right = [alignment.rhs.param_name(v) is not None for v in b.inputs]
+    if left != right and left == right[::-1]:
+        return (b.inputs[1], b.inputs[0])
+    return tuple(b.inputs)
+
+
 def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[ParamPair, ...]:
     """Pair every parameter of ``alignment.lhs`` with one of ``alignment.rhs``.
 
@@ -45,7 +60,7 @@ def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[Param
     problems: list[str] = []
     for i, j in alignment.pairs:
         a, b = lhs.nodes[i], rhs.nodes[j]
-        for slot, (va, vb) in enumerate(zip(a.inputs, b.inputs)):
+        for slot, (va, vb) in enumerate(zip(a.inputs, _operands(alignment, a, b))):
             na, nb = lhs.param_name(va), rhs.param_name(vb)
             if na is None or nb is None:
                 continue

@@ -311,3 +311,24 @@ def test_hf_bert_and_its_optimized_export_are_equivalent() -> None:
     report = _equivalent(direct, exported)
     assert any("token_type_embeddings" in n and "holds as constants" in n
                for n in report.notes), report.notes
+
+
+class TorchLayerScale(torch.nn.Module):
+    def __init__(self, scale_first: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(C, C)
+        self.lam = torch.nn.Parameter(torch.rand(C))
+        self.scale_first = scale_first
+
+    def forward(self, x):
+        h = self.fc(x)
+        return x + (self.lam * h if self.scale_first else h * self.lam)
+
+
+def test_a_parameter_on_either_side_of_a_product_moves() -> None:
+    """DINOv2's layer scale is ``λ·x`` in Flax and ``x·λ`` in PyTorch: one graph, and now
+    the weights move across the product too (they could not, and no numbers ran)."""
+    report = _equivalent(torch_side(TorchLayerScale(True), X, name="torch_scale_first"),
+                         torch_side(TorchLayerScale(False), X, name="torch_scale_last"))
+    assert report.numeric is not None and report.numeric.gradients
