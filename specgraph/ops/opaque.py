@@ -15,6 +15,8 @@ def _opaque_eq(*args, target="?", **_):
 def opaque(*xs, target="?", **_):
     """A native op with no canonical rule; its ``target`` attribute names the native op."""
     raise ExecutionError(
-        f"the reference interpreter cannot run opaque op {target!r}: specgraph has no rule "
-        "for it; register a canonical op for it or replace it in the model"
+        f"the reference interpreter cannot run opaque op {target!r}: specgraph has no "
+        "canonical op for it yet (a gap in specgraph, not in the model); compare the "
+        "structure alone (--no-numeric), or register a canonical op for it "
+        "(specgraph.ops.register)"
     )
