@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.diff import side_index
 from specgraph.interpreter import Interpreter
 from specgraph.ir import Graph, Node, Value
 from specgraph.model import TracedModel
@@ -67,14 +68,6 @@ class _Union:
         self.parent[self.find(a)] = self.find(b)
 
 
-def _index(side: Any) -> int | None:
-    """The node index of a finding's Side (``node`` is ``index:op``)."""
-    if side is None or not side.node:
-        return None
-    head = side.node.split(":", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def regions(pairing: Pairing, findings: Sequence[Finding]) -> list[Region]:
     """The findings grouped by the region of the two graphs they concern."""
     lg, rg = pairing.lhs, pairing.rhs
@@ -82,8 +75,8 @@ def regions(pairing: Pairing, findings: Sequence[Finding]) -> list[Region]:
     atoms |= {("r", j) for j in pairing.alignment.rhs_only}
     u = _Union()
     for f in findings:  # a finding's places (a stride moved between two convs) are one region
-        mine = [(tag, _index(side)) for place in ((f.lhs, f.rhs), *f.places)
-                for tag, side in zip("lr", place) if _index(side) is not None]
+        mine = [(tag, side_index(side)) for place in ((f.lhs, f.rhs), *f.places)
+                for tag, side in zip("lr", place) if side_index(side) is not None]
         atoms.update(mine)
         for atom in mine[1:]:
             u.join(mine[0], atom)
@@ -107,7 +100,7 @@ def regions(pairing: Pairing, findings: Sequence[Finding]) -> list[Region]:
         (region.lhs if tag == "l" else region.rhs).add(i)
     for f in findings:
         for tag, side in (("l", f.lhs), ("r", f.rhs)):
-            i = _index(side)
+            i = side_index(side)
             if i is not None:
                 by_root[u.find((tag, i))].findings.append(f)
                 break
@@ -337,9 +330,9 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     confirmed: dict[int, Finding] = {}
     left: list[Finding] = []
     for f in numeric:
-        places = [(str(c.value), _index(c)) for c in f.causes]
+        places = [(str(c.value), side_index(c)) for c in f.causes]
         if not places:  # where it parts: its own layer, on either side
-            places = [(side, _index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
+            places = [(side, side_index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
                       if s is not None]
         owners = [where.get(p) for p in places]
         if not f.causes:  # its own layer on one side is enough (a stride moved off it)

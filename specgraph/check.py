@@ -15,7 +15,7 @@ import numpy as np
 
 from specgraph.align import Alignment, align
 from specgraph.arbitrate import arbitrate, confirm
-from specgraph.diff import diff
+from specgraph.diff import diff, side_index
 from specgraph.errors import SpecgraphError
 from specgraph.folds import (Fold, Folded, find_folded, find_folds, fold_notes,
                              folded_notes)
@@ -242,10 +242,10 @@ def _zero_bias_dropped(f: Finding, left: TracedModel, right: TracedModel) -> boo
     for side, model in ((f.lhs, left), (f.rhs, right)):
         if side.value is not True:
             continue
-        head = side.node.split(":", 1)[0]
-        if not head.isdigit():
+        index = side_index(side)
+        if index is None:
             return False
-        node = model.graph.nodes[int(head)]
+        node = model.graph.nodes[index]
         if len(node.inputs) < 3:
             return False
         name = model.graph.param_name(node.inputs[-1])

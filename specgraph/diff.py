@@ -21,7 +21,7 @@ from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
 from specgraph.report import DIFF, Finding, Row, Side, Voice
 
-__all__ = ["diff", "describe_node", "node_side"]
+__all__ = ["diff", "describe_node", "node_side", "side_index"]
 
 
 def describe_node(node: Node) -> str:
@@ -32,6 +32,14 @@ def node_side(graph: Graph, node: Node, value: Any = None) -> Side:
     """Where ``node`` sits in ``graph``, as a finding's Side (node named ``index:op``)."""
     index = graph.index(node)
     return Side(node.scope or "<model>", f"{index}:{node.op}", node.source, value)
+
+
+def side_index(side: Side | None) -> int | None:
+    """The node index of a finding's Side (``node`` is ``index:op``: ``node_side``)."""
+    if side is None or not side.node:
+        return None
+    head = side.node.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def _fmt(value: Any) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,8 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.report import Voice
 
-__all__ = ["Fold", "find_folds", "numeric_alignment", "fold_weights", "fold_notes",
-           "FOLDABLE"]
+__all__ = ["Fold", "Folded", "find_folds", "find_folded", "numeric_alignment",
+           "fold_weights", "fold_notes", "folded_notes", "FOLDABLE"]
 
 FOLDABLE = ("conv", "linear")  # layers whose output channels a BatchNorm scales on axis 1
 
@@ -84,8 +84,7 @@ def _norm_parts(norm: Node) -> dict[str, Value]:
 
 
 def _folds_from(keeper: Graph, other: Graph, x: int, y: int, side: str,
-                matched: Mapping[int, int], other_matched: Mapping[int, int]
-                ) -> Iterator[Fold]:
+                matched: Mapping[int, int]) -> Iterator[Fold]:
     a, b = keeper.nodes[x], other.nodes[y]
     if a.op not in FOLDABLE or b.op != a.op or len(a.outputs) != 1 or \
             not all(_is_param(g, n.inputs[k]) for g, n in ((keeper, a), (other, b))
@@ -133,10 +132,10 @@ def find_folds(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
     the folding side's own weights are the other's folded (to float32 rounding)."""
     found, unlike = [], []
     for i, j in al.pairs:
-        for f in _folds_from(al.lhs, al.rhs, i, j, "lhs", al.lhs_to_rhs, al.rhs_to_lhs):
+        for f in _folds_from(al.lhs, al.rhs, i, j, "lhs", al.lhs_to_rhs):
             ok = _holds_folded(al.lhs, al.rhs, f, lhs_weights, rhs_weights)
             (found if ok else unlike).append(f)
-        for f in _folds_from(al.rhs, al.lhs, j, i, "rhs", al.rhs_to_lhs, al.lhs_to_rhs):
+        for f in _folds_from(al.rhs, al.lhs, j, i, "rhs", al.rhs_to_lhs):
             ok = _holds_folded(al.rhs, al.lhs, f, rhs_weights, lhs_weights)
             (found if ok else unlike).append(f)
     return tuple(found), tuple(unlike)
@@ -177,20 +176,27 @@ def _channels(layer: Node, vector: np.ndarray) -> np.ndarray:
     return vector.reshape((-1,) + (1,) * (layer.inputs[1].rank - 1))
 
 
-def _fold_into(keeper: Graph, folder: Graph, fold: Fold,
-               weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The folded layer's weight and bias (by the folder's parameter names) made from the
-    keeper's layer and BatchNorm weights: ``W·s`` and ``(b − μ)·s + β`` (float64)."""
-    layer, norm = keeper.nodes[fold.layer], keeper.nodes[fold.norm]
-    folded = folder.nodes[fold.folded]
+def _scale_shift(keeper: Graph, norm: Node, weights: Mapping[str, np.ndarray]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The inference BatchNorm ``norm`` as a per-channel ``x·s + t`` (float64):
+    ``s = γ/√(σ² + ε)``, ``t = β − μ·s``."""
     parts = {role: _array(keeper, weights, v) for role, v in _norm_parts(norm).items()}
     s = parts.get("weight", 1.0) / np.sqrt(parts["var"] + norm.attrs.get("eps", 1e-5))
     s = np.broadcast_to(s, parts["var"].shape)
+    return s, parts.get("bias", 0.0) - parts["mean"] * s
+
+
+def _fold_into(keeper: Graph, folder: Graph, fold: Fold,
+               weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The folded layer's weight and bias (by the folder's parameter names) made from the
+    keeper's layer and BatchNorm weights: ``W·s`` and ``b·s + t`` (float64)."""
+    layer, folded = keeper.nodes[fold.layer], folder.nodes[fold.folded]
+    s, t = _scale_shift(keeper, keeper.nodes[fold.norm], weights)
     w = _array(keeper, weights, layer.inputs[1])
     b = _array(keeper, weights, layer.inputs[2]) if _has_bias(layer) else np.zeros(s.shape)
     names = [folder.param_name(v) for v in folded.inputs[1:3]]
     return {names[0]: w * _channels(layer, s),  # type: ignore[dict-item]
-            names[1]: (b - parts["mean"]) * s + parts.get("bias", 0.0)}
+            names[1]: b * s + t}
 
 
 def _holds_folded(keeper: Graph, folder: Graph, fold: Fold,
@@ -201,24 +207,13 @@ def _holds_folded(keeper: Graph, folder: Graph, fold: Fold,
     the weights as they are: then a BatchNorm forgotten looks the same)."""
     try:
         want = _fold_into(keeper, folder, fold, keeper_weights)
-        parts = {role: _array(keeper, keeper_weights, v)
-                 for role, v in _norm_parts(keeper.nodes[fold.norm]).items()}
+        s, t = _scale_shift(keeper, keeper.nodes[fold.norm], keeper_weights)
     except (KeyError, ValueError):
         return False
-    eps = keeper.nodes[fold.norm].attrs.get("eps", 1e-5)
-    s = parts.get("weight", 1.0) / np.sqrt(parts["var"] + eps)
-    shift = parts.get("bias", 0.0) - parts["mean"] * s
-    if np.allclose(s, 1.0, rtol=0, atol=1e-3) and np.allclose(shift, 0.0, rtol=0, atol=1e-6):
+    if np.allclose(s, 1.0, rtol=0, atol=1e-3) and np.allclose(t, 0.0, rtol=0, atol=1e-6):
         return False
-    for name, expected in want.items():
-        got = folder_weights.get(name)
-        if got is None or np.shape(got) != expected.shape:
-            return False
-        scale = float(np.max(np.abs(expected), initial=0.0))
-        if not np.allclose(np.asarray(got, np.float64), expected, rtol=1e-4,
-                           atol=1e-6 * scale):
-            return False
-    return True
+    return all(_same_numbers(folder_weights.get(name), expected)
+               for name, expected in want.items())
 
 
 def fold_weights(lhs: Graph, rhs: Graph, folds: Sequence[Fold],
@@ -402,15 +397,26 @@ def _same_numbers(got: Any, want: np.ndarray | None,
     return bool(np.allclose(np.asarray(got, np.float64), want, rtol=1e-4, atol=1e-6 * scale))
 
 
+class _Term(NamedTuple):
+    """A term of a sum that did not match alone (``_folded_sums``)."""
+
+    rhs_node: int
+    slot: int
+    value: Value
+    cone: list[int]
+    held_value: Value
+    computed: np.ndarray
+    held: Any
+    shape: tuple[int, ...]
+
+
 def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
                 rhs_weights: Mapping[str, np.ndarray]) -> tuple[Folded, ...]:
     """Every input of an aligned pair that one side computes from parameters and constants
     alone and the other reads as a parameter or constant holding the same numbers (to
     float32 rounding): the computation was folded into a constant, as exporters do."""
     found = []
-    # (side, lhs node) -> the link of a sum whose term did not match alone: (rhs node,
-    # slot, value computed, its cone, the held term, the numbers computed and held)
-    pending: dict[tuple[str, int], tuple[Any, ...]] = {}
+    pending: dict[tuple[str, int], _Term] = {}  # by (side, lhs add)
     for i, j in al.pairs:
         a, b = al.lhs.nodes[i], al.rhs.nodes[j]
         # an elementwise op broadcasts its operands: a folded constant may be held
@@ -435,11 +441,11 @@ def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
                 if _same_numbers(held, computed, out):
                     found.append(Folded(side, frozenset(cone), x, y, i, j, slot))
                 elif a.op == b.op == "add" and out is not None and computed is not None:
-                    pending[(side, i)] = (j, slot, x, cone, y, computed, held, out)
+                    pending[(side, i)] = _Term(j, slot, x, cone, y, computed, held, out)
     return tuple(found) + _folded_sums(al, pending)
 
 
-def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], tuple[Any, ...]]
+def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], _Term]
                  ) -> tuple[Folded, ...]:
     """Terms of a chain of sums folded in another order: BERT's export adds its position
     and token-type constants the other way round (``x + t + p`` against ``x + p' + t'``),
@@ -448,15 +454,15 @@ def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], tuple[Any, ...
     for (side, last), link in pending.items():
         chain = [(last, link)]
         while True:  # down the chain, from its last add to its first
-            i, (j, slot, *_rest) = chain[-1]
-            carry_l = al.lhs.nodes[i].inputs[1 - slot]
-            carry_r = al.rhs.nodes[j].inputs[1 - slot]
+            i, term = chain[-1]
+            carry_l = al.lhs.nodes[i].inputs[1 - term.slot]
+            carry_r = al.rhs.nodes[term.rhs_node].inputs[1 - term.slot]
             pl, pr = al.lhs.producer(carry_l), al.rhs.producer(carry_r)
             if pl is None or pr is None:
                 break
             k = al.lhs.index(pl)
             nxt = pending.get((side, k))
-            if nxt is None or nxt[0] != al.rhs.index(pr) or \
+            if nxt is None or nxt.rhs_node != al.rhs.index(pr) or \
                     len(al.lhs.consumers(carry_l)) != 1:
                 break
             chain.append((k, nxt))
@@ -464,12 +470,13 @@ def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], tuple[Any, ...
                 (side, al.lhs.index(r)) in pending for r in
                 al.lhs.consumers(al.lhs.nodes[last].outputs[0])):
             continue  # a link of a longer chain, or a term alone: judged from the last add
-        shape = link[-1]
-        computed = sum(np.broadcast_to(np.asarray(c[5], np.float64), shape) for _, c in chain)
-        held = sum(np.broadcast_to(np.asarray(c[6], np.float64), shape) for _, c in chain)
+        computed = sum(np.broadcast_to(np.asarray(t.computed, np.float64), link.shape)
+                       for _, t in chain)
+        held = sum(np.broadcast_to(np.asarray(t.held, np.float64), link.shape)
+                   for _, t in chain)
         if _same_numbers(held, computed):
-            for n, (i, (j, slot, x, cone, y, *_rest)) in enumerate(chain):
-                found.append(Folded(side, frozenset(cone), x, y, i, j, slot, inner=n > 0))
+            found.extend(Folded(side, frozenset(t.cone), t.value, t.held_value, i, t.rhs_node,
+                                t.slot, inner=n > 0) for n, (i, t) in enumerate(chain))
     return tuple(found)
 
 

@@ -24,6 +24,16 @@ B, T, C = 2, 5, 8
 X = np.random.default_rng(0).standard_normal((B, T, C)).astype(np.float32)
 
 
+def _model_and_export(model, x, name: str):
+    """``model`` traced as written and through its default export (the optimizer on)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (x,), dynamo=True, verbose=False)
+    return (torch_frontend.trace(model, (x,), reference=name),
+            onnx_frontend.trace_model(program.model_proto, (x.numpy(),),
+                                      reference=f"{name}.onnx"))
+
+
 def _equivalent(lhs, rhs, **kwargs):
     report = compare(lhs, rhs, **kwargs)
     assert report.equivalent, [f.message for f in report.findings]
@@ -173,12 +183,7 @@ def test_an_export_holds_no_padding_row_and_folds_the_position_lookup() -> None:
     each said in a note."""
     model = TorchPaddedEmbeddings().eval()
     ids = torch.from_numpy(np.random.default_rng(1).integers(1, 20, (B, T)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(model, (ids,), dynamo=True, verbose=False)
-    direct = torch_frontend.trace(model, (ids,), reference="embeddings")
-    exported = onnx_frontend.trace_model(program.model_proto, (ids.numpy(),),
-                                         reference="embeddings.onnx")
+    direct, exported = _model_and_export(model, ids, "embeddings")
     report = _equivalent(direct, exported)
     assert any("inference program (onnx)" in n and "padding_idx" in n for n in report.notes)
     assert any("holds as constants what lhs computes" in n for n in report.notes), report.notes
@@ -195,13 +200,9 @@ def test_an_export_that_drops_biases_of_zeros_is_the_same_model() -> None:
     with torch.no_grad():
         model[0].bias.zero_()
     x = torch.randn(2, 3, 6, 6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(model, (x,), dynamo=True, verbose=False)
-    exported = onnx_frontend.trace_model(program.model_proto, (x.numpy(),), reference="m.onnx")
+    direct, exported = _model_and_export(model, x, "m")
     assert not any(n.op == "conv" and len(n.inputs) == 3
                    for n in canonical(exported).graph.nodes)  # the optimizer dropped it
-    direct = torch_frontend.trace(model, (x,), reference="m")
     report = _equivalent(direct, exported)
     assert any("dropped biases of zeros" in n for n in report.notes), report.notes
     with torch.no_grad():
@@ -223,6 +224,21 @@ def test_a_shape_that_depends_on_the_data_is_one_sentence_not_a_crash() -> None:
 
     with pytest.raises(SpecgraphError, match=r"aten\.nonzero.*depends on the values"):
         torch_frontend.trace(TorchDataDependent(), (torch.randn(4, 3),), reference="dd")
+
+
+def test_a_shape_that_depends_on_the_data_is_exit_2_from_the_cli(tmp_path, capsys) -> None:
+    from specgraph.cli import main
+
+    models = tmp_path / "dd.py"
+    models.write_text("import torch\n\n\nclass M(torch.nn.Module):\n"
+                      "    def forward(self, x):\n"
+                      "        return (torch.nonzero(x > 0).float() * 2).sum(0)\n\n\n"
+                      "def model():\n    return M(), (torch.randn(4, 3),)\n")
+    code = main(["show", f"{models}:model"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "depends on the values of the model's inputs" in err
+    assert "Traceback" not in err
 
 
 class TorchResized(torch.nn.Module):
@@ -302,12 +318,7 @@ def test_hf_bert_and_its_optimized_export_are_equivalent() -> None:
 
     model = Hidden().eval()
     ids = torch.from_numpy(np.random.default_rng(1).integers(1, 100, (2, 8)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(model, (ids,), dynamo=True, verbose=False)
-    direct = torch_frontend.trace(model, (ids,), reference="bert")
-    exported = onnx_frontend.trace_model(program.model_proto, (ids.numpy(),),
-                                         reference="bert.onnx")
+    direct, exported = _model_and_export(model, ids, "bert")
     report = _equivalent(direct, exported)
     assert any("token_type_embeddings" in n and "holds as constants" in n
                for n in report.notes), report.notes

@@ -477,11 +477,11 @@ def _upsample(cx: Any, node: Any) -> Any:
     """An interpolation to the size the input already has, at scale 1 (Data2VecVision and
     BEiT resize their relative position table to the window it was made for): each output
     element is the input element at its place, exactly; other sizes stay opaque."""
-    x = node.args[0]
+    a = cx.bind(node)
+    x, scales = a["input"], a.get("scale_factors")
     (shape, _), = cx.meta(node)
-    size = tuple(x.meta["val"].shape) if hasattr(x, "meta") else None
-    scales = node.args[-1] if len(node.args) > 2 else node.kwargs.get("scale_factors")
-    if size == shape and (scales is None or all(float(f) == 1.0 for f in scales)):
+    if tuple(x.meta["val"].shape) == shape and \
+            (scales is None or all(float(f) == 1.0 for f in scales)):
         return cx.emit("identity", [cx.value(x)])
     return cx.opaque(node)
 

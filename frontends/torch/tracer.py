@@ -277,10 +277,11 @@ def _inline_grad_modes(exported: Any) -> None:
     program computes the same values and the same gradients (none through it), and the
     graph reads them as any other ops."""
     wrap = getattr(torch.ops.higher_order, "wrap_with_set_grad_enabled", None)
+    if wrap is None:
+        return
     gm = exported.graph_module
     graph = gm.graph
-    calls = [n for n in graph.nodes if n.op == "call_function" and wrap is not None and
-             n.target is wrap]
+    calls = [n for n in graph.nodes if n.op == "call_function" and n.target is wrap]
     for node in calls:
         enabled, holder, *inputs = node.args
         body = getattr(gm, holder.target, None)
@@ -292,14 +293,11 @@ def _inline_grad_modes(exported: Any) -> None:
             for held in (n for n in body.graph.nodes if n.op == "get_attr"):
                 # what the region holds (a region of its own: autocast's) moves to the
                 # module under a name of its own, not one the module already uses
-                name = f"_inlined_{len(calls)}_{held.target}".replace(".", "_")
+                name = "_inlined_" + str(held.target).replace(".", "_")
                 k = 0
                 while hasattr(gm, f"{name}_{k}"):
                     k += 1
-                obj = body
-                for part in str(held.target).split("."):
-                    obj = getattr(obj, part)
-                setattr(gm, f"{name}_{k}", obj)
+                setattr(gm, f"{name}_{k}", operator.attrgetter(held.target)(body))
                 copies[held] = graph.get_attr(f"{name}_{k}")
                 copies[held].meta = dict(held.meta)
             outs = graph.graph_copy(body.graph, copies)

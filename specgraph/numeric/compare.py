@@ -97,10 +97,11 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
     if opts.transfer and pairing.unpaired:
         names = sorted(pairing.unpaired)
         agreement.update((pairing.rhs.params[n], False) for n in names)
-        notes.append(f"rhs parameter{'s' if len(names) > 1 else ''} with no lhs counterpart "
-                     f"keep{'' if len(names) > 1 else 's'} rhs's own values ("
-                     f"{', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
-                     "): the numbers say whether rhs computes the same with them")
+        many = len(names) > 1
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        notes.append(f"rhs parameter{'s' if many else ''} with no lhs counterpart "
+                     f"keep{'' if many else 's'} rhs's own values ({', '.join(names[:5])}"
+                     f"{more}): the numbers say whether rhs computes the same with them")
     sides = Sides(pairing, backends, lhs.weights, rweights, agreement, opts, backward,
                   lhs, rhs)
     if opts.native and not opts.isolated:

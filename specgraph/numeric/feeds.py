@@ -89,11 +89,13 @@ def transfer_weights(pairing: Pairing, lhs_weights: Mapping[str, np.ndarray]
                      ) -> dict[str, np.ndarray]:
     """rhs's weights taken from lhs's along the pairing (both canonical, so the layouts
     already agree), folded where one side folds a BatchNorm into the layer before
-    (``specgraph.folds.fold_weights``). Raises TransferError naming every rhs parameter left without a value."""
+    (``specgraph.folds.fold_weights``), rhs's own where the pairing keeps them
+    (``Pairing.own``). Raises TransferError naming every rhs parameter left without a
+    value."""
     out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairing.params}
     out.update(fold_weights(pairing.lhs, pairing.rhs, list(pairing.folds.values()),
                             lhs_weights))
-    for name, array in pairing.own.items():  # folded into a constant: already the same
+    for name, array in pairing.own.items():
         out.setdefault(name, np.asarray(array))
     missing = [n for n in pairing.rhs.params if n not in out]
     if missing:

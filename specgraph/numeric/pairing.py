@@ -87,10 +87,6 @@ def pair(alignment: Alignment, folds: Sequence[Fold] = (), folded: Sequence[Fold
         values[rhs.params[p.rhs]] = lhs.params[p.lhs]
     own: dict[str, np.ndarray] = {}
     paired = {p.rhs for p in params}
-    unpaired = set()
-    if keep_unpaired and rhs_weights is not None:  # no lhs parameter plays their role
-        unpaired = {name for name in _roleless(alignment, paired_names(params))
-                    if name in rhs_weights}
     for f in folded:
         held, computed = (f.held, f.value) if f.side == "lhs" else (f.value, f.held)
         if held.shape == computed.shape and not f.inner:
@@ -103,16 +99,14 @@ def pair(alignment: Alignment, folds: Sequence[Fold] = (), folded: Sequence[Fold
             if name is not None and name not in paired and rhs_weights is not None and \
                     name in rhs_weights:
                 own[name] = rhs_weights[name]
-    unpaired -= set(own)
-    assert rhs_weights is not None or not unpaired
-    own.update((name, rhs_weights[name]) for name in sorted(unpaired))  # type: ignore[index]
+    unpaired: list[str] = []
+    if keep_unpaired and rhs_weights is not None:  # no lhs parameter plays their role
+        unpaired = [name for name in _roleless(alignment, paired)
+                    if name in rhs_weights and name not in own]
+        own.update((name, rhs_weights[name]) for name in unpaired)
     return Pairing(alignment, params, MappingProxyType(values),
                    MappingProxyType({f.pair[1]: f for f in folds}), MappingProxyType(own),
                    frozenset(unpaired))
-
-
-def paired_names(params: Sequence[ParamPair]) -> set[str]:
-    return {p.rhs for p in params}
 
 
 def _roleless(alignment: Alignment, paired: set[str]) -> list[str]:

@@ -89,18 +89,14 @@ class Sides:
         return model if model.program is not None else None
 
     @functools.cached_property
-    def _drowning(self) -> tuple[frozenset[Value], frozenset[Value]]:
-        return drowning(self.pairing.lhs), drowning(self.pairing.rhs)
-
-    @property
     def drowning_values(self) -> tuple[frozenset[Value], frozenset[Value]]:
         """Each side's values that are additive masks on their way into a softmax."""
-        return self._drowning
+        return drowning(self.pairing.lhs), drowning(self.pairing.rhs)
 
     def drowned(self, lhs_value: Value, rhs_value: Value) -> bool:
         """Whether both values are additive masks on their way into a softmax
         (``specgraph.passes.drowned``): the keys both sides drown are one there."""
-        lhs, rhs = self._drowning
+        lhs, rhs = self.drowning_values
         return lhs_value in lhs and rhs_value in rhs
 
     @property

@@ -277,27 +277,24 @@ def _count_outside(x: np.ndarray, y: np.ndarray, atol: float, rtol: float) -> in
     """How many elements of two 1-D arrays (their float dtype) lie further apart than
     ``atol + rtol·max(|x|, |y|)``, read piece by piece; a piece whose largest difference
     is within ``atol`` is passed over (agreeing values cost one pass, not five)."""
-    def part(begin: int, end: int) -> int:
-        n = min(end - begin, _CHUNK)
-        d, m, w = (np.empty(n, x.dtype) for _ in range(3))
-        bad = 0
-        for start in range(begin, end, _CHUNK):
-            xs, ys = x[start:min(start + _CHUNK, end)], y[start:min(start + _CHUNK, end)]
-            k = xs.size
-            dk, mk, wk = d[:k], m[:k], w[:k]
-            np.subtract(xs, ys, out=dk)
-            np.abs(dk, out=dk)
-            if not dk.max() > atol:
-                continue
-            np.abs(xs, out=mk)
-            np.abs(ys, out=wk)
-            np.maximum(mk, wk, out=mk)
-            mk *= rtol
-            mk += atol
-            bad += int(np.count_nonzero(dk > mk))
-        return bad
-
-    return part(0, x.size)
+    n = min(x.size, _CHUNK)
+    d, m, w = (np.empty(n, x.dtype) for _ in range(3))
+    bad = 0
+    for start in range(0, x.size, _CHUNK):
+        xs, ys = x[start:start + _CHUNK], y[start:start + _CHUNK]
+        k = xs.size
+        dk, mk, wk = d[:k], m[:k], w[:k]
+        np.subtract(xs, ys, out=dk)
+        np.abs(dk, out=dk)
+        if not dk.max() > atol:
+            continue
+        np.abs(xs, out=mk)
+        np.abs(ys, out=wk)
+        np.maximum(mk, wk, out=mk)
+        mk *= rtol
+        mk += atol
+        bad += int(np.count_nonzero(dk > mk))
+    return bad
 
 
 def _one_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -376,19 +373,16 @@ _CHUNK = 1 << 15  # elements per piece of ``_one_pass`` (two pieces and a differ
 
 def _one_pass(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
     """Σa², Σb², Σab and max|a−b| of two 1-D arrays, read once, piece by piece (each piece's
-    products and difference are made while it is in cache; sums in float64). The maximum is
-    meaningful only where the sums are finite. (One thread: a pass in memory order is bound
-    by memory, not by the core; threads made a 25M-element pass slower.)"""
-    def part(begin: int, end: int) -> list[float]:
-        piece = np.empty(min(end - begin, _CHUNK), a.dtype)
-        sums = [0.0, 0.0, 0.0, 0.0]
-        with np.errstate(over="ignore", invalid="ignore"):
-            for start in range(begin, end, _CHUNK):
-                stop = min(start + _CHUNK, end)
-                _add_piece(sums, a[start:stop], b[start:stop], piece[:stop - start])
-        return sums
-
-    return _combined([part(0, a.size)])
+    products and difference are made while it is in cache; sums in float64). The maximum
+    is meaningful only where the sums are finite. One thread: a pass in memory order is
+    bound by memory, not by the core (threads made a 25M-element pass slower)."""
+    piece = np.empty(min(a.size, _CHUNK), a.dtype)
+    sums = [0.0, 0.0, 0.0, 0.0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, a.size, _CHUNK):
+            x, y = a[start:start + _CHUNK], b[start:start + _CHUNK]
+            _add_piece(sums, x, y, piece[:x.size])
+    return sums[0], sums[1], sums[2], sums[3]
 
 
 def _combined(parts: list[list[float]]) -> tuple[float, float, float, float]:
@@ -407,7 +401,7 @@ _POOL: concurrent.futures.ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def _in_parts(work: Callable[[int, int], Any], size: int, step: int = _PART) -> list[Any]:
+def _in_parts(work: Callable[[int, int], Any], size: int, step: int) -> list[Any]:
     """``work(begin, end)`` over ``[0, size)`` cut into parts of ``step``, the parts on a
     pool of threads (NumPy's copies and BLAS let go of the interpreter lock: the blocked
     walk of two layouts, bound by the core rather than by memory, runs 1.8x faster on two
