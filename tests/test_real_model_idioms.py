@@ -343,3 +343,32 @@ def test_a_parameter_on_either_side_of_a_product_moves() -> None:
     report = _equivalent(torch_side(TorchLayerScale(True), X, name="torch_scale_first"),
                          torch_side(TorchLayerScale(False), X, name="torch_scale_last"))
     assert report.numeric is not None and report.numeric.gradients
+
+
+def test_hf_gpt2_and_its_export_are_equivalent_with_attention_raised_on_both() -> None:
+    """HF's PyTorch GPT-2 against its default export: PyTorch concatenates each key and value
+    onto an empty cache; the export splits q, k and v as [1, B, H, T, d], multiplies them at
+    rank 5, drops the 1 only after the scale, adds a [1, 1, T, T] causal mask and zeroes NaN
+    rows after the softmax (``where(p != p, 0, p)``), which a causal mask never makes. Both
+    are attention, and the numbers of every layer agree (they parted at q, k and v)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4,
+                                     n_positions=64)
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2Model(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gpt2 = gpt2
+
+        def forward(self, ids):
+            return self.gpt2(ids).last_hidden_state
+
+    ids = torch.from_numpy(np.random.default_rng(1).integers(0, 100, (2, 8)))
+    direct, exported = _model_and_export(Hidden().eval(), ids, "gpt2")
+    for side in (direct, exported):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert ops.count("attention") == 2 and "concat" not in ops, ops
+    report = _equivalent(direct, exported)
+    assert report.numeric is not None and report.numeric.layers

@@ -49,7 +49,7 @@ def _axis(axis: int, y: Value, x: Value, k: int) -> int | None:
 
 def _unmerged(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], Value, int] | None:
     """The inputs of ``node`` before the merge its first ``data`` inputs share (an operand
-    broadcast over the kept axes only stays as it is; inputs past ``data``, a layer's
+    broadcast over the kept axes only stays as it is, a size-one axis before them broadcast; inputs past ``data``, a layer's
     parameters, too), the merged source of the first, and k."""
     first = _merge(rw, node.inputs[0])
     if first is None:
@@ -60,11 +60,17 @@ def _unmerged(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], Value, 
         m = _merge(rw, v)
         if m is not None and m[1] == k and m[0].shape[:-k] == x0.shape[:-k]:
             inputs.append(m[0])
-        elif v.rank <= k:
-            inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar)
+        elif _kept_only(v, k):
+            inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar, a mask)
         else:
             return None
     return inputs + list(node.inputs[data:]), x0, k
+
+
+def _kept_only(v: Value, k: int) -> bool:
+    """Whether ``v`` varies along the last ``k`` axes alone (any axes before them of size
+    one, as an ONNX export's [1, 1, T, T] mask beside [1, B, H, T, T] scores)."""
+    return all(s == 1 for s in v.shape[:max(v.rank - k, 0)])
 
 
 def _emit_merged(rw: Rewriter, node: Node, inputs: list[Value], x0: Value, k: int,
@@ -113,7 +119,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul" and k >= 2 and all(v.rank == x0.rank for v in inputs):
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     if node.op == "attention" and k >= 2 and all(v.rank == x0.rank for v in inputs[:3]) \
-            and all(v.rank <= k for v in inputs[3:]):
+            and all(_kept_only(v, k) for v in inputs[3:]):
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     return False
 

@@ -8,7 +8,8 @@ chains of reshapes, of transposes or of slices (over distinct axes) become one; 
 go; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the
-same everywhere is the operand it picks.
+same everywhere is the operand it picks; a concat of one operand beside empty ones (an
+empty key cache) is that operand.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -51,6 +52,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _constant_condition(rw, node) or _index_wrap(rw, node)
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
+        return True
+    if node.op == "concat" and _one_nonempty(rw, node):
         return True
     if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
         return True
@@ -235,6 +238,15 @@ def _rank_promotion(rw: Rewriter, node: Node) -> bool:
         except ValueError:
             return False
     rw.replace(out, x)
+    return True
+
+
+def _one_nonempty(rw: Rewriter, node: Node) -> bool:
+    """A concat of one operand with operands of no elements (an empty key cache) is it."""
+    full = [v for v in node.inputs if 0 not in v.shape]
+    if len(full) != 1 or full[0].shape != node.outputs[0].shape:
+        return False
+    rw.replace(node.outputs[0], full[0])
     return True
 
 

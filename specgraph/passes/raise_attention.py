@@ -193,8 +193,13 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     if peeled is None:
         return None
     product, scales, masks, fed = peeled
-    if len(fed) > 1 or (zeroed and not fed):
+    if len(fed) > 1:
         return None
+    if zeroed and not fed:  # constant masks alone: no NaN to zero unless a row keeps no key
+        effect = _mask_effect(rw, product.shape, masks)
+        if effect is None or not np.all(np.any(np.isfinite(effect), axis=-1)):
+            return None
+        zeroed = False
     if zeroed and not zeroing and not np.isneginf([fed[0].on, fed[0].off]).any():
         zeroed = False  # no NaN to zero: a finite mask (PyTorch's exporter adds finfo.min)
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
