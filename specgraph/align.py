@@ -15,7 +15,11 @@ step only pairs nodes that are both unpaired, and ``node_match`` may veto any pa
    both sides use the same output names, else not told apart.
 2. **Propagation from matched neighbours** (``propagate``). An unpaired producer (or sole
    reader) of a paired node is paired with the counterpart's producer (or sole reader) in
-   the same slot when their ops agree; repeated until nothing changes.
+   the same slot when their ops agree; repeated until nothing changes. Then anchors again,
+   each paired node hashed as its pair, and propagation from them, until neither pairs
+   anything: a stack with a difference below it and one above it (PyTorch's padding row
+   under Marian's encoder, an op one side lacks in the decoder over it) has no whole
+   context alike on both sides, but its context from the pairs around it is.
 3. **Sequence alignment of what is left** (``sequence``). The remaining nodes of each side,
    in graph order, are aligned by op and attributes (difflib's matching blocks), then,
    inside runs that differ, by op name: equal runs pair up, replaced runs of the same
@@ -30,7 +34,9 @@ step only pairs nodes that are both unpaired, and ``node_match`` may veto any pa
    same op and attributes are paired in graph order.
 7. **Untangling twins upward** (``untangle``). Walking lhs from the outputs up, two pairings
    of twin producers (same op and attributes: the q, k and v branches of attention) are
-   swapped when that makes a paired node read the counterparts of its inputs.
+   swapped when that makes a paired node read the counterparts of its inputs, looking
+   through an unpaired op between them that reads one value besides weights and constants
+   (an op one side lacks: a KV cache's concat of the new keys alone).
 8. **Untangling twins downward** (``untangle_down``). Walking lhs in order, two pairings of
    twin readers are swapped when each reads what the other's counterpart reads (the
    outputs of a split into q, k and v).
@@ -101,22 +107,32 @@ def leaf_key(graph: Graph, value: Value, *, param_shape: bool = True) -> tuple[A
     return ("input", graph.inputs.index(value) if value in graph.inputs else -1)
 
 
-def _up_hashes(graph: Graph) -> list[int]:
+def _up_hashes(graph: Graph, seeds: Mapping[int, int]) -> list[int]:
+    """Each node's upstream hash; a node in ``seeds`` (already paired) hashes as its pair's
+    token instead, so what reads it is told apart by which pair it reads."""
     made: dict[Value, int] = {}
     out = []
-    for node in graph.nodes:
-        parts = [hash(leaf_key(graph, v)) if v not in made else made[v] for v in node.inputs]
-        h = hash((_label(node), tuple(parts)))
+    for i, node in enumerate(graph.nodes):
+        if i in seeds:
+            h = hash(("paired", seeds[i]))
+        else:
+            parts = [hash(leaf_key(graph, v)) if v not in made else made[v]
+                     for v in node.inputs]
+            h = hash((_label(node), tuple(parts)))
         out.append(h)
         for k, v in enumerate(node.outputs):
             made[v] = hash((h, k))
     return out
 
 
-def _down_hashes(graph: Graph, output_keys: list[Any]) -> list[int]:
+def _down_hashes(graph: Graph, output_keys: list[Any], seeds: Mapping[int, int]) -> list[int]:
+    """Each node's downstream hash; a node in ``seeds`` hashes as its pair's token."""
     out = [0] * len(graph.nodes)
     outputs = dict(zip(graph.outputs, output_keys))
     for i in range(len(graph.nodes) - 1, -1, -1):
+        if i in seeds:
+            out[i] = hash(("paired", seeds[i]))
+            continue
         node = graph.nodes[i]
         readers = []
         for k, v in enumerate(node.outputs):
@@ -153,20 +169,27 @@ class _Matcher:
         self.fresh.append((i, j))
         return True
 
-    def anchors(self) -> None:
-        up = _unique_pairs(_up_hashes(self.lhs), _up_hashes(self.rhs))
+    def anchors(self) -> bool:
+        """Pair the nodes whose upstream or downstream hash is unique on both sides, the
+        nodes paired so far hashed as their pair (a first call has none: whole-context
+        hashes). Returns whether any pair was made."""
+        lseeds = {i: i for i in self.l2r}  # a pair's token on both sides: its lhs index
+        up = _unique_pairs(_up_hashes(self.lhs, lseeds), _up_hashes(self.rhs, self.r2l))
         # outputs are told apart by name where both sides name them alike; otherwise their
         # order is no evidence (JAX sorts dict keys, exporters rename), so they are alike
         same = sorted(self.lhs.output_names) == sorted(self.rhs.output_names)
         keys = [list(g.output_names) if same else ["output"] * len(g.outputs)
                 for g in (self.lhs, self.rhs)]
-        down = _unique_pairs(_down_hashes(self.lhs, keys[0]), _down_hashes(self.rhs, keys[1]))
+        down = _unique_pairs(_down_hashes(self.lhs, keys[0], lseeds),
+                             _down_hashes(self.rhs, keys[1], self.r2l))
+        made = False
         for i, j in sorted(up.items()):
             if down.get(i, j) == j:
-                self.pair(i, j)
+                made |= self.pair(i, j)
         for i, j in sorted(down.items()):
             if up.get(i, j) == j:
-                self.pair(i, j)
+                made |= self.pair(i, j)
+        return made
 
     def propagate(self) -> None:
         """Pair neighbours of matched pairs, each pair visited once (a worklist)."""
@@ -257,14 +280,15 @@ class _Matcher:
     def untangle(self) -> None:
         """Swap two pairings of twin nodes when that makes a matched node read the same
         producers on both sides (the q, k and v branches of attention are twins; graph order
-        alone may pair q with k). Walks from the outputs up, so a swap propagates upstream."""
+        alone may pair q with k), an op one side lacks between them looked through
+        (``_producer``). Walks from the outputs up, so a swap propagates upstream."""
         for i in range(len(self.lhs.nodes) - 1, -1, -1):
             j = self.l2r.get(i)
             if j is None:
                 continue
             a, b = self.lhs.nodes[i], self.rhs.nodes[j]
             for va, vb in zip(a.inputs, b.inputs):
-                pa, pb = self.lhs.producer(va), self.rhs.producer(vb)
+                pa, pb = _producer(self.lhs, va, self.l2r), _producer(self.rhs, vb, self.r2l)
                 if pa is None or pb is None:
                     continue
                 lp, rp = self.lhs.index(pa), self.rhs.index(pb)
@@ -337,6 +361,19 @@ class _Matcher:
                     break
 
 
+def _producer(graph: Graph, value: Value, paired: Mapping[int, int]) -> Node | None:
+    """What computes ``value``, looking through the unpaired nodes that read one value
+    besides parameters and constants: an op one side lacks, such as a KV cache's concat of
+    the new keys alone, or a branch scaled by a weight of its own."""
+    p = graph.producer(value)
+    while p is not None and graph.index(p) not in paired:
+        data = [v for v in p.inputs if v not in graph.constants and graph.param_name(v) is None]
+        if len(data) != 1:
+            break
+        p = graph.producer(data[0])
+    return p
+
+
 def _shape_of(graph: Graph, value: Value, depth: int) -> tuple[Any, ...]:
     """What computes ``value``, attributes left out (they may differ on every layer): the
     op, the shapes of its parameters and of its output, and the same of its inputs, to
@@ -379,6 +416,8 @@ def align(lhs: Graph, rhs: Graph, *,
     m = _Matcher(lhs, rhs, node_match or _same_kind)
     m.anchors()
     m.propagate()
+    while m.anchors():
+        m.propagate()
     m.sequence()
     m.propagate()
     m.relabel()

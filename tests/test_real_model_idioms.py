@@ -3,13 +3,15 @@ Pegasus, BERT and their exports), each once a crash or a false alarm, as small m
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
 import pytest
 
 from specgraph.check import compare
-from tests.idioms.catalog import canonical, jax_side, linen_side, torch_side
+from tests.idioms.catalog import (canonical, jax_side, keras_side, linen_side, onnx_side,
+                                  torch_side)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -372,3 +374,160 @@ def test_hf_gpt2_and_its_export_are_equivalent_with_attention_raised_on_both() -
         assert ops.count("attention") == 2 and "concat" not in ops, ops
     report = _equivalent(direct, exported)
     assert report.numeric is not None and report.numeric.layers
+
+
+# --- Swin: shifted windows, rolled in PyTorch and TF, sliced by JAX and the exporter -------
+IMAGE = np.random.default_rng(2).standard_normal((2, 6, 8, 4)).astype(np.float32)
+SHIFTS, AXES = (-2, 3), (1, 2)
+
+
+class TorchShifted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(torch.roll(torch.tanh(x), shifts=SHIFTS, dims=AXES))
+
+
+def _jax_shifted(params, x):
+    rolled = jnp.roll(jnp.tanh(x), SHIFTS, axis=AXES)
+    return rolled @ params["w"] + params["b"]
+
+
+def test_a_roll_is_the_slices_and_concat_that_ports_and_exports_write() -> None:
+    """``torch.roll`` was opaque: Swin could be compared in structure only, and against its
+    export (two slices and a concat per axis) not at all. A roll by s along an axis of n is
+    concat(x[n-s:], x[:n-s]) in every frontend, so the numbers run, backward too."""
+    tf = pytest.importorskip("tensorflow")
+    module = TorchShifted()
+    lhs = torch_side(module, IMAGE, name="torch_roll")
+    w, b = (p.detach().numpy() for p in (module.fc.weight, module.fc.bias))
+    params = {"w": jnp.asarray(w.T), "b": jnp.asarray(b)}
+    for rhs in (jax_side(_jax_shifted, params, IMAGE, name="jax_roll"),
+                onnx_side(module, IMAGE, name="roll", optimize=False),
+                onnx_side(module, IMAGE, name="roll")):
+        report = _equivalent(lhs, rhs)
+        assert report.numeric is not None and report.numeric.layers
+
+    class KerasShifted(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = tf.keras.layers.Dense(4)
+
+        def call(self, x):
+            return self.fc(tf.roll(tf.tanh(x), shift=list(SHIFTS), axis=list(AXES)))
+
+    _equivalent(lhs, keras_side(KerasShifted(), IMAGE, name="keras_roll"))
+    flat = canonical(torch_side(TorchShifted(), IMAGE, name="torch_roll"))
+    assert "opaque" not in [n.op for n in flat.graph.nodes]
+
+
+class TorchFlatRoll(torch.nn.Module):
+    def forward(self, x):
+        return torch.roll(x, 5)  # no axes: the flattened tensor rolls
+
+
+def test_a_roll_without_axes_rolls_the_flattened_tensor() -> None:
+    from specgraph.interpreter import run
+
+    traced = torch_side(TorchFlatRoll(), IMAGE, name="torch_flat_roll")
+    (out,) = run(traced.graph, [IMAGE]).values()
+    np.testing.assert_array_equal(out, np.roll(IMAGE, 5))
+
+
+# --- HF Swin, PyTorch against TF: rolled windows, and a key bias whose gradient cancels -----
+def test_hf_swin_torch_and_tf_agree_in_numbers_with_every_parameter_gradient() -> None:
+    """Swin rolls its windows (``torch.roll``, ``tf.roll``), which were opaque: no numbers
+    ran. They run now, backward too; and its key biases' gradients, zero up to rounding on
+    both sides (a softmax ignores a shift of all its scores), are judged against their share
+    of the gradient that reached the key projection, not their own RMS: the summary line
+    read "parameter gradients 4.23e+00" under an EQUIVALENT verdict."""
+    transformers = pytest.importorskip("transformers")
+    tf = pytest.importorskip("tensorflow")
+    config = transformers.SwinConfig(image_size=16, patch_size=2, embed_dim=8, depths=[2],
+                                     num_heads=[2], window_size=4)
+    pixels = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    torch.manual_seed(0)
+    swin = transformers.SwinModel(config, add_pooling_layer=False).eval()
+    tf_swin = transformers.TFSwinModel(config, add_pooling_layer=False)
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.swin = swin
+
+        def forward(self, x):
+            return self.swin(x).last_hidden_state
+
+    class TFHidden(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.swin = tf_swin
+
+        def call(self, x):
+            return self.swin(x).last_hidden_state
+
+    lhs = torch_side(Hidden().eval(), pixels, name="swin_torch")
+    rhs = keras_side(TFHidden(), pixels, name="swin_tf")
+    for side in (lhs, rhs):
+        assert "opaque" not in [n.op for n in canonical(side).graph.nodes]
+    report = _equivalent(lhs, rhs)
+    grads = report.numeric.gradients
+    assert any("key.bias" in name for name in grads)
+    assert not any(s.diverges for s in grads.values()), {
+        name: s.max_rel for name, s in grads.items() if s.diverges}
+
+
+# --- Marian: a KV cache that starts empty, q, k and v written in another order -------------
+def test_marian_in_tf_and_torch_differ_only_in_the_padding_row() -> None:
+    """HF's Marian in TensorFlow against PyTorch, PyTorch's KV cache on (its default). The
+    cache joins the new keys to an empty past: a concat of the keys alone, which was a
+    missing op before 8 attention inputs; and with it the encoder's layers were paired 0
+    with 1 and 1 with 0 (a numeric divergence, cosine 0.3). The padding row is the one
+    difference."""
+    pytest.importorskip("tensorflow")
+    transformers = pytest.importorskip("transformers")
+    from specgraph.frontends import tf as tf_frontend
+
+    transformers.logging.set_verbosity_error()
+    config = transformers.MarianConfig(
+        vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=32, pad_token_id=1,
+        decoder_start_token_id=0)
+    rng = np.random.default_rng(0)
+    ids = {"decoder_input_ids": rng.integers(2, 64, (B, 6)),
+           "input_ids": rng.integers(2, 64, (B, 8))}
+    tf_model = transformers.TFMarianModel(config)
+    tf_ids = {k: v.astype(np.int32) for k, v in ids.items()}
+    tf_model(tf_ids)  # build the weights
+    lhs = tf_frontend.trace(tf_model, (tf_ids,), reference="marian_tf")
+    torch.manual_seed(0)
+    model = transformers.MarianModel(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, decoder_ids, input_ids):
+            return self.model(input_ids=input_ids,
+                              decoder_input_ids=decoder_ids).last_hidden_state
+
+    rhs = torch_side(Hidden(), *ids.values(), name="marian_torch")
+    assert "concat" not in [n.op for n in canonical(rhs).graph.nodes]
+    report = compare(lhs, rhs)
+    assert [(f.code, f.attr) for f in report.findings] == [("attr-mismatch", "padding_idx")], \
+        [f.message for f in report.findings]
+    alignment = report.alignment
+    layers = [(alignment.lhs.nodes[i].scope, alignment.rhs.nodes[j].scope)
+              for i, j in alignment.pairs]
+    assert [(a, b) for a, b in layers if _layer(a) != _layer(b)] == []
+
+
+def _layer(scope: str) -> str | None:
+    """``encoder.layers.0.self_attn.q_proj`` and the like, whatever wraps it."""
+    found = re.search(r"(en|de)coder\.layers\.\d+(\.\w+_attn(\.[qkv]_proj)?)?", scope)
+    return found.group(0) if found else None

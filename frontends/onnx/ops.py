@@ -374,6 +374,33 @@ def _group_norm(cx: Any, node: Any) -> Any:
                    {"num_groups": groups, "eps": cx.attr("epsilon", 1e-5)})
 
 
+@_reg("GatherND")
+def _gather_nd(cx: Any, node: Any) -> Any:
+    """GatherND with constant indices and no batch axes (the exporter's ``table[index]``
+    with a buffer for the index: Swin's relative position bias) is one gather along the
+    first axis of the table with its indexed axes made one, at indices computed here."""
+    data = node.input[0]
+    indices = cx.const(node.input[1])  # computed at run time: Dynamic, kept opaque
+    shape = cx.shape(data)
+    if cx.attr("batch_dims", 0) or indices.ndim < 1 or not 1 <= indices.shape[-1] <= len(shape):
+        return cx.opaque()[0]
+    k = indices.shape[-1]
+    lead = np.array(shape[:k], dtype=np.int64)
+    index = np.asarray(indices, dtype=np.int64)
+    index = np.where(index < 0, index + lead, index)
+    if np.any((index < 0) | (index >= lead)):
+        return cx.opaque()[0]  # out of range: onnxruntime's error, not a gather
+    flat = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), tuple(lead))
+    table = cx.value(data)
+    if k > 1:
+        rows = (int(np.prod(lead)),) + tuple(shape[k:])
+        table = cx.emit("reshape", [table], {"shape": rows}, out=(rows, table.dtype))
+    at = cx.constant(np.asarray(flat, dtype=np.int64), "int64")
+    if k == 1 and cx.is_param(data):
+        return cx.emit("embedding", [at, table])
+    return cx.emit("gather", [table, at], {"axis": 0})
+
+
 @_reg("Gather")
 def _gather(cx: Any, node: Any) -> Any:
     data, indices = node.input[0], node.input[1]

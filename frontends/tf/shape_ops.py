@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.frontends._common.converter import NATIVE
+from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
 
@@ -308,6 +309,18 @@ def _slice(cx: Any, op: Any) -> Any:
     if isinstance(x, np.ndarray):
         return x[tuple(slice(*s) for s in specs)]
     return _slice_nodes(cx, x, shape, specs)
+
+
+@_reg("Roll")
+def _roll(cx: Any, op: Any) -> Any:
+    shape = cx.shape(op.inputs[0])
+    shifts, axes = cx.const_ints(op.inputs[1]), cx.const_ints(op.inputs[2])
+    x = cx.value(op.inputs[0])
+    if isinstance(x, np.ndarray):
+        return np.roll(x, shifts, axes)
+    _, dtype = cx.out()
+    rolled = emit_roll(cx, x, shape, dtype, shifts, [a % len(shape) for a in axes])
+    return cx.emit("identity", [rolled])
 
 
 # --- gathers and embeddings --------------------------------------------------------------

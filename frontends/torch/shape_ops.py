@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.torch.ops import rank_of, shape_of, wrap_dim
 
@@ -111,6 +112,26 @@ def _slice(cx: Any, node: Any) -> Any:
         return cx.emit("identity", [cx.value(x)])
     return cx.emit("slice", [cx.value(x)],
                    {"axes": (dim,), "starts": (start,), "ends": (end,), "steps": (step,)})
+
+
+@_reg("aten.roll.default")
+def _roll(cx: Any, node: Any) -> Any:
+    """roll along given axes, or over the flattened tensor where none are given."""
+    x = node.args[0]
+    shifts = node.args[1] if len(node.args) > 1 else node.kwargs["shifts"]
+    dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", ())
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    shape, value = tuple(shape_of(x)), cx.value(x)
+    if dims:
+        rolled = emit_roll(cx, value, shape, value.dtype, shifts,
+                           [wrap_dim(d, len(shape)) for d in dims])
+    else:  # no axes: the flattened tensor rolls, then takes its shape back
+        size = (int(np.prod(shape)),)
+        flat = cx.emit("reshape", [value], {"shape": size}, out=(size, value.dtype))
+        rolled = cx.emit("reshape", [emit_roll(cx, flat, size, value.dtype, shifts, [0])],
+                         {"shape": shape}, out=(shape, value.dtype))
+    return cx.emit("identity", [rolled])
 
 
 @_reg("aten.select.int")

@@ -561,9 +561,19 @@ class PairedRun:
             return
         readers = self.p.rhs.consumers(v)
         tol = self.s.tol(readers[0], backward=True) if readers else Tolerance(1e-4, 1e-4)
-        rec.gradients[lname] = self.ax.measure(self.lhs.get(("grad", lname)),
-                                               self.ax.keep(self.s.rrun, grad), tol,
-                                               rec.floors.get(v, 0.0))
+        want, kept = self.lhs.get(("grad", lname)), self.ax.keep(self.s.rrun, grad)
+        st = self.ax.measure(want, kept, tol, rec.floors.get(v, 0.0))
+        if st.diverges and v not in rec.floors and len(readers) == 1:
+            # its layer's shares were not measured: judged against its share of the
+            # gradient that reached that layer, as they would be (a key bias's gradient
+            # cancels to rounding: a softmax ignores a shift of all its scores)
+            reader = readers[0]
+            i = self.p.r2l.get(self.p.rhs.index(reader))
+            reached = self.lhs.kept_output_gradient(i, 0) if i is not None else None
+            if reached is not None:
+                floor = share_floor(self.ax.rms(reached), reader, reader.inputs.index(v))
+                st = self.ax.measure(want, kept, tol, floor)
+        rec.gradients[lname] = st
 
 
 class _Lagging:

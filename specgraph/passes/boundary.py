@@ -159,13 +159,19 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     [1, n] bias read as [n] an [n] one, TF's weight_norm g [k, 1, 1] read as [1, 1, k] a
     [1, 1, k] one); one read with size-1 axes added is kept as is, unless a layer reads it as
     its parameter in that shape (a weight norm's gain [k] read as [k, 1, 1], PyTorch's own
-    shape for it)."""
+    shape for it); one with leading size-1 axes that only elementwise ops read, broadcasting
+    it, is stored without them."""
     steps: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     params = dict(graph.params)
     replaced: dict[Value, Value] = {}
     dropped: set[int] = set()
     for name, v in graph.params.items():
         users = graph.consumers(v)
+        if (shape := _broadcast_alike(graph, v, users)) is not None:
+            params[name] = replaced[v] = Value(shape, v.dtype)
+            weights[name] = np.reshape(weights[name], shape)
+            steps[name] = (("reshape", shape),)
+            continue
         if not users or any(u.op not in ("reshape", "transpose") for u in users):
             continue
         kinds = {(u.op, u.attrs.get("shape", u.attrs.get("perm"))) for u in users}
@@ -189,6 +195,31 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
+
+
+def _broadcast_alike(graph: Graph, v: Value, users: list[Node]) -> tuple[int, ...] | None:
+    """``v``'s shape without its leading size-1 axes, where it has some and is read only by
+    elementwise ops that broadcast it to the same result without them (an exporter's folded
+    position table [1, T, d] beside the [T, d] table PyTorch's CLIP adds whole)."""
+    lead = 0
+    while lead < v.rank and v.shape[lead] == 1:
+        lead += 1
+    if not lead or not users or v in graph.outputs or \
+            any(get_spec(u.op).category not in ("elementwise", "activation") for u in users):
+        return None
+    for k in range(lead, 0, -1):  # as many as the results keep their shapes without
+        shape = v.shape[k:]
+        if all(_broadcast(shape if x is v else x.shape for x in u.inputs) == u.outputs[0].shape
+               for u in users):
+            return shape
+    return None
+
+
+def _broadcast(shapes: Iterator[tuple[int, ...]]) -> tuple[int, ...] | None:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
 
 
 def _read_as_layer_params(graph: Graph, values: list[Value]) -> bool:

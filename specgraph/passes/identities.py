@@ -5,7 +5,7 @@ implicit rank promotion, which JAX and TF write out and PyTorch does not; a tran
 below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
 output joins the reshape); squeeze/unsqueeze become reshapes;
 chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
-go; tiles that only repeat size-1 axes, with
+go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
@@ -41,6 +41,10 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "pad" and not any(node.attrs["pads"]):
         rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "slice" and x.shape == node.outputs[0].shape and \
+            all(step == 1 for step in node.attrs["steps"]):
+        rw.replace(node.outputs[0], x)  # every element, in order (T5's bias[:, :, -T:])
         return True
     if node.op == "slice" and _slice_chain(rw, node):
         return True
@@ -294,9 +298,11 @@ def _neutral(rw: Rewriter, node: Node) -> bool:
 
 def _slice_chain(rw: Rewriter, node: Node) -> bool:
     """slice(slice(x, A), B) over disjoint axes is one slice over A and B, axes sorted
-    (PyTorch's ``x[:, 0::2, 0::2]`` is two slices, TF's strided slice one)."""
+    (PyTorch's ``x[:, 0::2, 0::2]`` is two slices, TF's strided slice one; an export that
+    slices x[:, 0::2] once for x[:, 0::2, 0::2] and x[:, 0::2, 1::2] too, the inner slice
+    then read by nothing else)."""
     inner = rw.producer(node.inputs[0])
-    if inner is None or inner.op != "slice" or rw.uses(node.inputs[0]) != 1:
+    if inner is None or inner.op != "slice":
         return False
     keys = ("axes", "starts", "ends", "steps")
     rows = list(zip(*(inner.attrs[k] for k in keys))) + list(zip(*(node.attrs[k] for k in keys)))

@@ -39,11 +39,12 @@ def _scaled_by(shape: tuple[int, ...], view: tuple[int, ...]) -> TracedModel:
 
 
 def test_a_parameter_read_with_its_unit_axes_moved_is_stored_that_way():
-    # TF's weight_norm g [k, 1, 1] read as [1, 1, k], where PyTorch stores [1, 1, k]
+    # TF's weight_norm g [k, 1, 1] read as [1, 1, k], where PyTorch stores [1, 1, k]; a mul
+    # broadcasts it from [k] alike, so it is stored [k]
     c = canonicalize_model(_scaled_by((4, 1, 1), (1, 1, 4)))
-    assert c.graph.params["g"].shape == (1, 1, 4) and c.weights["g"].shape == (1, 1, 4)
+    assert c.graph.params["g"].shape == (4,) and c.weights["g"].shape == (4,)
     assert [n.op for n in c.graph.nodes] == ["mul"]
-    assert c.param_layouts["g"] == (("reshape", (1, 1, 4)),)
+    assert c.param_layouts["g"] == (("reshape", (1, 1, 4)), ("reshape", (4,)))
     np.testing.assert_array_equal(run(c.graph, [np.ones((2, 3, 4))], c.weights)["y"],
                                   np.broadcast_to(np.arange(1.0, 5.0), (2, 3, 4)))
 
@@ -51,6 +52,27 @@ def test_a_parameter_read_with_its_unit_axes_moved_is_stored_that_way():
 def test_a_parameter_read_with_axes_added_for_broadcasting_keeps_its_shape():
     c = canonicalize_model(_scaled_by((4,), (1, 1, 4)))
     assert c.graph.params["g"].shape == (4,)
+
+
+def test_a_parameter_with_leading_unit_axes_that_only_broadcasts_is_stored_without_them():
+    """An exporter's folded position table [1, T, d] added to [B, T, d] is the [T, d]
+    table PyTorch's CLIP adds whole: one shape, so the two pair; one that a result takes
+    its shape from keeps it."""
+    def added(shape, out_shape=(2, 3, 4)):
+        b = GraphBuilder()
+        x = b.input("x", (2, 3, 4), "float32")
+        b.output("y", b.add("add", [x, b.param("p", shape, "float32")], shape=out_shape,
+                            dtype="float32"))
+        weights = {"p": np.arange(12.0).reshape(shape)}
+        return TracedModel(b.build(), weights, {"x": np.ones((2, 3, 4))}, {}, "onnx", "t")
+
+    c = canonicalize_model(added((1, 3, 4)))
+    assert c.graph.params["p"].shape == (3, 4) and c.weights["p"].shape == (3, 4)
+    assert c.param_layouts["p"] == (("reshape", (3, 4)),)
+    np.testing.assert_array_equal(run(c.graph, [np.ones((2, 3, 4))], c.weights)["y"],
+                                  1.0 + np.arange(12.0).reshape(1, 3, 4).repeat(2, 0))
+    wide = canonicalize_model(added((1, 1, 3, 4), (1, 2, 3, 4)))  # the result's rank is its
+    assert wide.graph.params["p"].shape == (1, 1, 3, 4)
 
 
 def _preprocessed(read_elsewhere: bool = False):
