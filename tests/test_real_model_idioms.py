@@ -531,3 +531,209 @@ def _layer(scope: str) -> str | None:
     """``encoder.layers.0.self_attn.q_proj`` and the like, whatever wraps it."""
     found = re.search(r"(en|de)coder\.layers\.\d+(\.\w+_attn(\.[qkv]_proj)?)?", scope)
     return found.group(0) if found else None
+
+
+# --- CvT: tokens to an image, zero-padded once for two convolutions -----------------------
+CVT_TOKENS = np.random.default_rng(3).standard_normal((2, 16, 4)).astype(np.float32)
+
+
+class TorchTokensToImage(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.key = torch.nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False)
+        self.value = torch.nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False)
+
+    def forward(self, x):  # as PyTorch's CvT: [B, HW, C] -> [B, C, HW] -> [B, C, H, W]
+        image = x.transpose(1, 2).reshape(2, 4, 4, 4)
+        return torch.tanh(self.key(image)) + self.value(image)
+
+
+def test_tokens_made_an_image_and_padded_once_for_two_convs_are_one_graph() -> None:
+    """HF's CvT: PyTorch makes its tokens an image as ``transpose·reshape`` and pads in each
+    conv; TensorFlow's as ``reshape[B, H, W, C]·transpose`` with a ZeroPadding2D before
+    each valid conv, and the key's and value's pads of the same tensor are one. Four
+    findings and a wiring difference; the split now comes before the transpose and a pad
+    folds into every conv that reads it."""
+    tf = pytest.importorskip("tensorflow")
+    lhs = torch_side(TorchTokensToImage(), CVT_TOKENS, name="torch_tokens_image")
+
+    class KerasTokensToImage(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad_key = tf.keras.layers.ZeroPadding2D(1)
+            self.pad_value = tf.keras.layers.ZeroPadding2D(1)
+            self.key = tf.keras.layers.DepthwiseConv2D(3, use_bias=False)
+            self.value = tf.keras.layers.DepthwiseConv2D(3, use_bias=False)
+
+        def call(self, x):
+            image = tf.reshape(x, (2, 4, 4, 4))
+            y = tf.tanh(self.key(self.pad_key(image))) + self.value(self.pad_value(image))
+            return tf.transpose(y, (0, 3, 1, 2))
+
+    rhs = keras_side(KerasTokensToImage(), CVT_TOKENS, name="keras_tokens_image")
+    assert [n.op for n in canonical(rhs).graph.nodes].count("pad") == 0
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.layers
+
+
+# --- MobileViT, Segformer: channels-last maps joined, tokens unflattened to a map -----------
+MAPS = np.random.default_rng(3).standard_normal((2, 4, 6, 6)).astype(np.float32)
+TOKENS = np.random.default_rng(4).standard_normal((2, 36, 4)).astype(np.float32)
+
+
+class TorchFusion(torch.nn.Module):
+    """MobileViT's fusion: a block's input and its output joined along channels, then a
+    conv over both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.reduce = torch.nn.Conv2d(4, 4, 1)
+        self.local = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.fusion = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        h = self.reduce(x)
+        return self.fusion(torch.cat([h, torch.nn.functional.silu(self.local(h))], dim=1))
+
+
+def test_a_concat_of_channels_last_maps_is_the_channels_first_concat() -> None:
+    """Keras joins two NHWC maps along their last axis between convolutions, PyTorch two
+    NCHW maps along axis 1. The Keras concat stayed channels-last between its transposes:
+    HF's MobileViT in TF against PyTorch read "concat axis is 3 in lhs but 1 in rhs" and
+    its values were not compared."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    class KerasFusion(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reduce = keras.layers.Conv2D(4, 1)
+            self.local = keras.layers.Conv2D(4, 3, padding="same")
+            self.fusion = keras.layers.Conv2D(4, 3, padding="same")
+
+        def call(self, x):
+            h = self.reduce(x)
+            return self.fusion(keras.ops.concatenate([h, keras.ops.silu(self.local(h))],
+                                                     axis=-1))
+
+    lhs = torch_side(TorchFusion().eval(), MAPS, name="torch_fusion")
+    rhs = keras_side(KerasFusion(), np.ascontiguousarray(MAPS.transpose(0, 2, 3, 1)),
+                     name="keras_fusion")
+    for side in (lhs, rhs):
+        nodes = canonical(side).graph.nodes
+        assert [n.attrs["axis"] for n in nodes if n.op == "concat"] == [1]
+        assert "transpose" not in [n.op for n in nodes]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert any(r.lhs.startswith("concat") for r in report.numeric.layers)
+
+
+class TorchTokenConv(torch.nn.Module):
+    """Segformer's Mix-FFN: tokens [B, H·W, C] through a linear layer, made a channels-first
+    map for a depthwise conv, flattened back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.dense = torch.nn.Linear(4, 8)
+        self.dwconv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        h = self.dense(x).transpose(1, 2).reshape(2, 8, 6, 6)
+        return torch.nn.functional.gelu(self.dwconv(h)).flatten(2).transpose(1, 2)
+
+
+def test_tokens_made_channels_first_then_unflattened_are_tokens_unflattened_first() -> None:
+    """PyTorch makes the tokens [B, C, H·W] and unflattens them, Keras unflattens them to
+    [B, H, W, C] for its channels-last conv: the same map. HF's Segformer in TF against
+    PyTorch read a transpose perm (0, 2, 1) against (0, 3, 1, 2) and a reshape missing on
+    each side."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    class KerasTokenConv(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = keras.layers.Dense(8)
+            self.dwconv = keras.layers.DepthwiseConv2D(3, padding="same")
+
+        def call(self, x):
+            h = keras.ops.reshape(self.dense(x), (2, 6, 6, 8))
+            h = keras.ops.gelu(self.dwconv(h), approximate=False)
+            return keras.ops.reshape(h, (2, 36, 8))
+
+    lhs = torch_side(TorchTokenConv().eval(), TOKENS, name="torch_token_conv")
+    rhs = keras_side(KerasTokenConv(), TOKENS, name="keras_token_conv")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)
+
+
+def _hf_vision(name: str, **config):
+    """HF's PyTorch and TF ``name`` models (small, random weights) on one batch of pixels,
+    traced: (torch side, TF side)."""
+    transformers = pytest.importorskip("transformers")
+    tf = pytest.importorskip("tensorflow")
+    transformers.logging.set_verbosity_error()
+    cfg = getattr(transformers, f"{name}Config")(**config)
+    pixels = np.random.default_rng(1).standard_normal(
+        (2, 3, cfg.image_size, cfg.image_size)).astype(np.float32)
+    torch.manual_seed(0)
+    model = getattr(transformers, f"{name}Model")(cfg).eval()
+    tf.random.set_seed(0)
+    tf_model = getattr(transformers, f"TF{name}Model")(cfg)
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model(x).last_hidden_state
+
+    # a tf.Module: tf.keras is Keras 3 where it was read before transformers chose tf_keras,
+    # and a Keras 3 model hides the tf_keras layers inside it (their batch norms' momentum)
+    class TFHidden(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = tf_model
+
+        def __call__(self, x):
+            return self.model(x, training=False).last_hidden_state
+
+    return (torch_side(Hidden().eval(), pixels, name=f"{name.lower()}_torch"),
+            keras_side(TFHidden(), pixels, name=f"{name.lower()}_tf"))
+
+
+def test_hf_segformer_tf_and_torch_are_equivalent() -> None:
+    """Segformer's Mix-FFN unflattens its tokens for a depthwise conv: ``transpose`` then
+    ``view`` in PyTorch, a reshape to NHWC in TF, which read as a reshape missing on each
+    side and two transposes unlike (the numbers on PyTorch's weights: TF's initializers
+    draw other weights on every run)."""
+    torch_model, tf_model = _hf_vision(
+        "Segformer", num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+        hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+        mlp_ratios=[2, 2], decoder_hidden_size=32, image_size=32)
+    _equivalent(torch_model, tf_model)
+    _equivalent(tf_model, torch_model, mode="structure")
+
+
+def test_hf_mobilevit_tf_and_torch_differ_in_batch_norm_momentum_only() -> None:
+    """MobileViT's fusion joins a block's input and output along channels: NHWC in TF,
+    NCHW in PyTorch, a false ``concat axis`` difference in 3 places before. What stays is
+    true: TF's port passes Keras ``momentum=0.1``, the weight Keras keeps of the running
+    statistics, which is PyTorch's 0.9 where the PyTorch model has 0.1: a difference in
+    training only. (The structure only: on PyTorch's initial weights the activations
+    underflow to zero by the last block, and TF's initializers draw other weights on every
+    run.)"""
+    torch_model, tf_model = _hf_vision(
+        "MobileViT", image_size=64, hidden_sizes=[16, 24, 32],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32], num_attention_heads=2, patch_size=2)
+    for lhs, rhs in ((tf_model, torch_model), (torch_model, tf_model)):
+        report = compare(lhs, rhs, mode="structure")
+        assert [(f.code, f.attr) for f in report.findings] == [
+            ("attr-mismatch", "momentum")], [f.message for f in report.findings]
+    for side in (tf_model, torch_model):
+        assert [n.attrs["axis"] for n in canonical(side).graph.nodes
+                if n.op == "concat"] == [1, 1, 1]

@@ -30,14 +30,16 @@ __all__ = ["FoldPaddingPass"]
 
 
 def _zero_pad(rw: Rewriter, value: Value) -> tuple[Node, tuple[int, ...] | None] | None:
-    """The pad node behind ``value`` and, if a transpose sits between, its permutation."""
+    """The pad node behind ``value`` and, if a transpose sits between, its permutation. The
+    pad may have other readers (TF's CvT pads once for its key and value convolutions, and
+    the two pads are one): each conv folds it in, and it goes with the last."""
     node = rw.producer(value)
     perm = None
     if node is not None and node.op == "transpose" and rw.uses(value) == 1:
         perm = node.attrs["perm"]
         value = node.inputs[0]
         node = rw.producer(value)
-    if node is None or node.op != "pad" or rw.uses(value) != 1:
+    if node is None or node.op != "pad":
         return None
     if node.attrs["mode"] != "constant" or node.attrs["value"] != 0.0:
         return None

@@ -1,25 +1,31 @@
 """Sink layout transposes toward the outputs so that inverse pairs meet and cancel.
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
-moving each transpose past elementwise ops, reductions, slices, softmax and rotary
-embeddings (adjusting their axes and re-laying out broadcast constants and parameters) makes
-``T⁻¹ · T`` adjacent, and the identities pass removes them. A reshape that merges runs of
-axes followed by a transpose becomes the transpose of the runs then the merge (PyTorch
-flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras as
-``transpose[N, H, W, C]·reshape``: one form), proved on random values. Where a transpose
-reads an elementwise op, a keepdims reduction, a pad or a softmax whose operands are mostly
-its inverse transposes (an NHWC residual add or squeeze-excitation between two NCHW convs,
-TF's zero pad of an NHWC tensor before a pool), it is hoisted above the op instead: the
-inverse pairs cancel there, the count of transposes never grows and every transpose moves
-toward the inputs (a tie, an NHWC residual whose NHWC input is also read elsewhere, goes the
-same way in every model), and the sinking rules never undo it: they move a transpose only
-when every operand carries it. A transpose reading a ``weight_norm`` moves onto its weight
-(and its gain is relaid out), so that the parameters take the layout the model reads.
+moving each transpose past elementwise ops, reductions, slices, softmax, rotary embeddings
+and concats whose operands all carry it (adjusting their axes and re-laying out broadcast
+constants and parameters) makes ``T⁻¹ · T`` adjacent, and the identities pass removes them.
+A reshape that merges runs of axes followed by a transpose becomes the transpose of the runs
+then the merge (PyTorch flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras
+as ``transpose[N, H, W, C]·reshape``: one form), and a transpose followed by a reshape that
+splits its axes into runs becomes the split then the transpose of the runs (PyTorch
+unflattens tokens as ``transpose[N, C, HW]·reshape``, Keras as
+``reshape[N, H, W, C]·transpose``), both proved on random values. Where a transpose reads
+an elementwise op, a concat, a keepdims reduction, a pad or a softmax whose operands are
+mostly its inverse transposes (an NHWC residual add, squeeze-excitation or channel concat
+between two NCHW convs, TF's zero pad of an NHWC tensor before a pool; a pad of anything,
+whose transpose then reaches the conv that reads the pad), it is hoisted above the op
+instead: the inverse pairs cancel there, the count of transposes never grows and
+every transpose moves toward the inputs (a tie, an NHWC residual whose NHWC input is also
+read elsewhere, goes the same way in every model), and the sinking rules never undo it: they
+move a transpose only when every operand carries it. A transpose reading a ``weight_norm``
+moves onto its weight (and its gain is relaid out), so that the parameters take the layout
+the model reads.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
-reduction, slice, softmax or rotary embedding whose layout could absorb it, nor reads a reshape
-that only merges runs of axes, nor reads an op it could be hoisted above with fewer transposes,
-nor reads a ``weight_norm``.
+reduction, slice, softmax or rotary embedding whose layout could absorb it, nor all of a
+concat's operands alike, nor a reshape that only splits its axes into runs, nor reads a
+reshape that only merges runs of axes, nor reads an op it could be hoisted above with fewer
+transposes, nor reads a ``weight_norm``.
 """
 
 from __future__ import annotations
@@ -213,8 +219,60 @@ def _merge_after_transpose(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(x, p), S), S splitting axes that p moves each into a run of axes:
+    the same split of x's axes, then the transpose moving each run whole (the same values;
+    the transpose sinks toward the outputs). PyTorch unflattens tokens as
+    ``transpose[B, C, H·W]·reshape[B, C, H, W]``, Keras as
+    ``reshape[B, H, W, C]·transpose``: one form. A split of an axis p leaves in place
+    (``d`` into pairs after the heads were moved) is left as written: rotary embeddings are
+    raised from that form."""
+    t = rw.producer(node.inputs[0])
+    if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
+        return False
+    x, p, out = t.inputs[0], t.attrs["perm"], node.outputs[0]
+    runs = _merge_groups(out.shape, t.outputs[0].shape)  # output axes per transposed axis
+    split_axes = [i for i, run in enumerate(runs or ()) if len(run) > 1]
+    if not split_axes or any(p[i] == i for i in split_axes):
+        return False
+    sizes = {p[i]: [out.shape[a] for a in run] for i, run in enumerate(runs)}
+    split = tuple(s for axis in range(x.rank) for s in sizes[axis])
+    starts = np.cumsum([0] + [len(sizes[axis]) for axis in range(x.rank)])
+    perm = tuple(int(starts[p[i]]) + k for i in range(x.rank) for k in range(len(runs[i])))
+    rw.keep(node)  # the region's root must be visible to the region walk
+    nodes = region(rw, out, [x])
+    if nodes is None or not agrees(
+            rw, nodes, out, [x],
+            lambda env: np.transpose(np.reshape(env[x], split), perm),
+            claim=("split-after-transpose", split, perm)):
+        return True
+    inner = rw.emit("reshape", [x], {"shape": split}, like=node, shape=split)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
+    return True
+
+
+def _concat(rw: Rewriter, node: Node) -> bool:
+    """concat(transpose(a, p), transpose(b, p), ..., axis k) as transpose(concat(a, b, ...,
+    axis p[k]), p): the same blocks joined in the layout they were made in (Keras joins two
+    NHWC feature maps along channels, each the transpose of an NCHW convolution's output)."""
+    transposes = [_sinkable_transpose(rw, v) for v in node.inputs]
+    if len(node.outputs) != 1 or not transposes or None in transposes:
+        return False
+    perm = transposes[0].attrs["perm"]
+    if any(t.attrs["perm"] != perm for t in transposes):
+        return False
+    out, inv = node.outputs[0], inverse_perm(perm)
+    shape = tuple(out.shape[inv[i]] for i in range(out.rank))
+    inner = rw.emit("concat", [t.inputs[0] for t in transposes],
+                    {"axis": perm[node.attrs["axis"]]}, like=node, shape=shape,
+                    dtype=out.dtype)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node,
+                            shape=out.shape))
+    return True
+
+
 def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> str | None:
-    """How an operand of a hoisted elementwise op is read in the layout ``q`` makes:
+    """How an operand of a hoisted elementwise op or concat is read in the layout ``q`` makes:
     ``inverse`` (a transpose by q⁻¹, dropped), ``as-is`` (a scalar or all-ones shape),
     ``relayout`` (a fixed broadcast operand, reshaped), ``transpose`` (a new transpose), or
     None where none of these works."""
@@ -257,7 +315,8 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
         return _weight_norm(rw, inner, q, out)
     if inner.op in _REDUCTIONS or inner.op in ("pad", "softmax", "log_softmax"):
         t = rw.producer(inner.inputs[0])
-        if t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q):
+        if (t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q)) and \
+                inner.op != "pad":
             return False
         if inner.op in _REDUCTIONS and not inner.attrs["keepdims"]:
             return False
@@ -270,10 +329,17 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
             attrs["axes"] = tuple(sorted(inverse_perm(q)[a] for a in axes))
         else:
             attrs["axis"] = inverse_perm(q)[attrs["axis"]]
+        if t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q):
+            # a pad of any other value: the transpose moves above it, one transpose as
+            # before, and the pad meets what reads it (TF's ZeroPadding2D of an NHWC
+            # tensor, then a transpose to a valid NCHW conv: the conv's own padding)
+            source = rw.emit("transpose", [inner.inputs[0]], {"perm": q}, like=node,
+                             shape=tuple(inner.inputs[0].shape[p] for p in q))
         rw.replace(out, rw.emit(inner.op, [source, *inner.inputs[1:]], attrs, like=inner,
                                 shape=out.shape))
         return True
-    if get_spec(inner.op).category not in ELEMENTWISE or not inner.inputs:
+    concat = inner.op == "concat"
+    if not concat and get_spec(inner.op).category not in ELEMENTWISE or not inner.inputs:
         return False
     kinds = [_hoist_kind(rw, v, q, rank) for v in inner.inputs]
     if None in kinds or "inverse" not in kinds:
@@ -292,14 +358,21 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
         else:
             operands.append(rw.emit("transpose", [v], {"perm": q}, like=node,
                                     shape=tuple(v.shape[p] for p in q)))
-    rw.replace(out, rw.emit(inner.op, operands, dict(inner.attrs), like=inner,
-                            shape=out.shape, dtype=out.dtype))
+    attrs = dict(inner.attrs)
+    if concat:  # the axis it joins along, as the hoisted layout numbers it
+        attrs["axis"] = inverse_perm(q)[attrs["axis"]]
+    rw.replace(out, rw.emit(inner.op, operands, attrs, like=inner, shape=out.shape,
+                            dtype=out.dtype))
     return True
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "transpose":
         return _merge_after_transpose(rw, node) or _hoist(rw, node)
+    if node.op == "reshape":
+        return _split_after_transpose(rw, node)
+    if node.op == "concat":
+        return _concat(rw, node)
     if node.op in _REDUCTIONS:
         return _reduction(rw, node)
     if node.op in ("softmax", "log_softmax"):
