@@ -737,3 +737,35 @@ def test_hf_mobilevit_tf_and_torch_differ_in_batch_norm_momentum_only() -> None:
     for side in (tf_model, torch_model):
         assert [n.attrs["axis"] for n in canonical(side).graph.nodes
                 if n.op == "concat"] == [1, 1, 1]
+
+
+class TorchPaddedStem(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=2)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def test_an_input_zero_padded_before_a_valid_conv_is_the_conv_padding() -> None:
+    """Keras' ResNet50 zero-pads its input image before the valid stem conv: the pad reads
+    the input itself, with no transpose above it to meet (moving the transpose above that
+    pad crashed canonicalization, exit 3)."""
+    tf = pytest.importorskip("tensorflow")
+
+    class KerasPaddedStem(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad = tf.keras.layers.ZeroPadding2D(2)
+            self.conv = tf.keras.layers.Conv2D(4, 3, activation="relu")
+
+        def call(self, x):
+            return self.conv(self.pad(x))
+
+    lhs = torch_side(TorchPaddedStem(), MAPS, name="torch_padded_stem")
+    rhs = keras_side(KerasPaddedStem(), np.ascontiguousarray(MAPS.transpose(0, 2, 3, 1)),
+                     name="keras_padded_stem")
+    assert "pad" not in [n.op for n in canonical(rhs).graph.nodes]
+    _equivalent(lhs, rhs)

@@ -315,12 +315,20 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
         return _weight_norm(rw, inner, q, out)
     if inner.op in _REDUCTIONS or inner.op in ("pad", "softmax", "log_softmax"):
         t = rw.producer(inner.inputs[0])
-        if (t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q)) and \
-                inner.op != "pad":
+        inverse = t is not None and t.op == "transpose" and t.attrs["perm"] == inverse_perm(q)
+        if not inverse and inner.op != "pad":
             return False
         if inner.op in _REDUCTIONS and not inner.attrs["keepdims"]:
             return False
-        source, attrs = t.inputs[0], dict(inner.attrs)
+        attrs = dict(inner.attrs)
+        if inverse:
+            source = t.inputs[0]
+        else:  # a pad of any other value: the transpose moves above it, one transpose as
+            # before, and the pad meets what reads it (TF's ZeroPadding2D of an NHWC
+            # tensor, then a transpose to a valid NCHW conv: the conv's own padding)
+            x = inner.inputs[0]
+            source = rw.emit("transpose", [x], {"perm": q}, like=node,
+                             shape=tuple(x.shape[p] for p in q))
         if inner.op == "pad":
             pads = attrs["pads"]
             attrs["pads"] = tuple(pads[p] for p in q) + tuple(pads[rank + p] for p in q)
@@ -329,12 +337,6 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
             attrs["axes"] = tuple(sorted(inverse_perm(q)[a] for a in axes))
         else:
             attrs["axis"] = inverse_perm(q)[attrs["axis"]]
-        if t is None or t.op != "transpose" or t.attrs["perm"] != inverse_perm(q):
-            # a pad of any other value: the transpose moves above it, one transpose as
-            # before, and the pad meets what reads it (TF's ZeroPadding2D of an NHWC
-            # tensor, then a transpose to a valid NCHW conv: the conv's own padding)
-            source = rw.emit("transpose", [inner.inputs[0]], {"perm": q}, like=node,
-                             shape=tuple(inner.inputs[0].shape[p] for p in q))
         rw.replace(out, rw.emit(inner.op, [source, *inner.inputs[1:]], attrs, like=inner,
                                 shape=out.shape))
         return True
