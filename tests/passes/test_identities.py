@@ -65,3 +65,13 @@ def test_slices_over_distinct_axes_are_one_slice():
     first = f("slice", f.x, axes=(1,), starts=(1,), ends=(8,), steps=(2,))
     g = f.build(f("slice", first, axes=(1,), starts=(1,), ends=(4,), steps=(1,)))
     assert _ops(canonicalize(g)) == ["slice", "slice"]
+
+
+def test_a_slice_that_keeps_every_element_in_order_is_the_identity_and_a_reversal_stays():
+    """T5's ``bias[:, :, -T:]`` over T positions, as an unoptimized ONNX export writes it."""
+    f = B(2, 3)
+    g = f.build(f("tanh", f("slice", f.x, axes=(1,), starts=(0,), ends=(3,), steps=(1,))))
+    assert _ops(canonicalize(g)) == ["tanh"]
+    f = B(2, 3)
+    g = f.build(f("tanh", f("slice", f.x, axes=(1,), starts=(2,), ends=(-4,), steps=(-1,))))
+    assert "slice" in _ops(canonicalize(g))
