@@ -42,6 +42,35 @@ def _equivalent(lhs, rhs, **kwargs):
     return report
 
 
+class LastHidden(torch.nn.Module):
+    """An HF PyTorch model's ``last_hidden_state`` as its one output (``kwargs`` go to every
+    call)."""
+
+    def __init__(self, model, **kwargs) -> None:
+        super().__init__()
+        self.model, self.kwargs = model, kwargs
+
+    def forward(self, *args):
+        return self.model(*args, **self.kwargs).last_hidden_state
+
+
+def _tf_last_hidden(model, **kwargs):
+    """An HF TF model's ``last_hidden_state`` as the one output of a tf.Module (tf.keras is
+    Keras 3 where it was read before transformers chose tf_keras, and a Keras 3 model hides
+    the tf_keras layers inside it: their batch norms' momentum)."""
+    import tensorflow as tf
+
+    class TFLastHidden(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def __call__(self, x):
+            return self.model(x, **kwargs).last_hidden_state
+
+    return TFLastHidden()
+
+
 # --- CLIP: a class embedding of rank 1 expanded over the batch, or jnp.tile'd ------------
 class TorchClassToken(torch.nn.Module):
     def __init__(self) -> None:
@@ -275,17 +304,9 @@ def test_a_mask_that_overflows_to_minus_infinity_introduces_no_nan() -> None:
     torch.manual_seed(0)
     model = transformers.BloomModel(config).eval()
 
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids):
-            return self.model(ids, use_cache=False).last_hidden_state
-
     ids = np.random.default_rng(0).integers(0, 64, (2, 8))
     flax_model = transformers.FlaxBloomModel(config)
-    lhs = torch_side(Hidden().eval(), ids, name="bloom_torch")
+    lhs = torch_side(LastHidden(model, use_cache=False).eval(), ids, name="bloom_torch")
 
     def apply_fn(params, tokens):
         return flax_model(tokens, params=params).last_hidden_state
@@ -309,16 +330,7 @@ def test_hf_bert_and_its_optimized_export_are_equivalent() -> None:
     with torch.no_grad():
         for p in bert.parameters():
             p.add_(0.02 * torch.randn_like(p))
-
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, ids):
-            return self.bert(ids).last_hidden_state
-
-    model = Hidden().eval()
+    model = LastHidden(bert).eval()
     ids = torch.from_numpy(np.random.default_rng(1).integers(1, 100, (2, 8)))
     direct, exported = _model_and_export(model, ids, "bert")
     report = _equivalent(direct, exported)
@@ -359,16 +371,8 @@ def test_hf_gpt2_and_its_export_are_equivalent_with_attention_raised_on_both() -
     torch.manual_seed(0)
     gpt2 = transformers.GPT2Model(config).eval()
 
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.gpt2 = gpt2
-
-        def forward(self, ids):
-            return self.gpt2(ids).last_hidden_state
-
     ids = torch.from_numpy(np.random.default_rng(1).integers(0, 100, (2, 8)))
-    direct, exported = _model_and_export(Hidden().eval(), ids, "gpt2")
+    direct, exported = _model_and_export(LastHidden(gpt2).eval(), ids, "gpt2")
     for side in (direct, exported):
         ops = [n.op for n in canonical(side).graph.nodes]
         assert ops.count("attention") == 2 and "concat" not in ops, ops
@@ -445,32 +449,15 @@ def test_hf_swin_torch_and_tf_agree_in_numbers_with_every_parameter_gradient() -
     of the gradient that reached the key projection, not their own RMS: the summary line
     read "parameter gradients 4.23e+00" under an EQUIVALENT verdict."""
     transformers = pytest.importorskip("transformers")
-    tf = pytest.importorskip("tensorflow")
+    pytest.importorskip("tensorflow")
     config = transformers.SwinConfig(image_size=16, patch_size=2, embed_dim=8, depths=[2],
                                      num_heads=[2], window_size=4)
     pixels = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
     torch.manual_seed(0)
     swin = transformers.SwinModel(config, add_pooling_layer=False).eval()
     tf_swin = transformers.TFSwinModel(config, add_pooling_layer=False)
-
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.swin = swin
-
-        def forward(self, x):
-            return self.swin(x).last_hidden_state
-
-    class TFHidden(tf.keras.Model):
-        def __init__(self) -> None:
-            super().__init__()
-            self.swin = tf_swin
-
-        def call(self, x):
-            return self.swin(x).last_hidden_state
-
-    lhs = torch_side(Hidden().eval(), pixels, name="swin_torch")
-    rhs = keras_side(TFHidden(), pixels, name="swin_tf")
+    lhs = torch_side(LastHidden(swin).eval(), pixels, name="swin_torch")
+    rhs = keras_side(_tf_last_hidden(tf_swin, training=False), pixels, name="swin_tf")
     for side in (lhs, rhs):
         assert "opaque" not in [n.op for n in canonical(side).graph.nodes]
     report = _equivalent(lhs, rhs)
@@ -683,27 +670,9 @@ def _hf_vision(name: str, **config):
     model = getattr(transformers, f"{name}Model")(cfg).eval()
     tf.random.set_seed(0)
     tf_model = getattr(transformers, f"TF{name}Model")(cfg)
-
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, x):
-            return self.model(x).last_hidden_state
-
-    # a tf.Module: tf.keras is Keras 3 where it was read before transformers chose tf_keras,
-    # and a Keras 3 model hides the tf_keras layers inside it (their batch norms' momentum)
-    class TFHidden(tf.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = tf_model
-
-        def __call__(self, x):
-            return self.model(x, training=False).last_hidden_state
-
-    return (torch_side(Hidden().eval(), pixels, name=f"{name.lower()}_torch"),
-            keras_side(TFHidden(), pixels, name=f"{name.lower()}_tf"))
+    return (torch_side(LastHidden(model).eval(), pixels, name=f"{name.lower()}_torch"),
+            keras_side(_tf_last_hidden(tf_model, training=False), pixels,
+                       name=f"{name.lower()}_tf"))
 
 
 def test_hf_segformer_tf_and_torch_are_equivalent() -> None:

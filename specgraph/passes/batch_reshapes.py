@@ -49,8 +49,9 @@ def _axis(axis: int, y: Value, x: Value, k: int) -> int | None:
 
 def _unmerged(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], Value, int] | None:
     """The inputs of ``node`` before the merge its first ``data`` inputs share (an operand
-    broadcast over the kept axes only stays as it is, a size-one axis before them broadcast; inputs past ``data``, a layer's
-    parameters, too), the merged source of the first, and k."""
+    broadcast over the kept axes only stays as it is, size-one axes before them included;
+    inputs past ``data``, a layer's parameters, too), the merged source of the first, and
+    k."""
     first = _merge(rw, node.inputs[0])
     if first is None:
         return None

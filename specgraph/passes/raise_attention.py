@@ -195,8 +195,9 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     product, scales, masks, fed = peeled
     if len(fed) > 1:
         return None
+    # what the constant masks make of zero scores (read once, for both uses below)
+    effect = _mask_effect(rw, product.shape, masks) if masks or (zeroed and not fed) else None
     if zeroed and not fed:  # constant masks alone: no NaN to zero unless a row keeps no key
-        effect = _mask_effect(rw, product.shape, masks)
         if effect is None or not np.all(np.any(np.isfinite(effect), axis=-1)):
             return None
         zeroed = False
@@ -209,7 +210,6 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
         if not causal or masks or zeroing:
             return None
     if masks:  # proved below with the region: here only whether it can be causal
-        effect = _mask_effect(rw, product.shape, masks)
         causal = effect is not None and _causal(effect)
         if not causal and effect is not None and np.any(effect):
             mask = _keys_kept(effect)  # another constant mask: one additive 0/-inf input
