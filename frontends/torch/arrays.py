@@ -11,7 +11,8 @@ import torch
 
 from specgraph.numeric.arrays import DeviceStore, HostArrays
 from specgraph.numeric.runner import Runner
-from specgraph.numeric.stats import Stats, Tolerance, keep_square_sum, known_square_sum
+from specgraph.numeric.stats import (Stats, Tolerance, keep_square_sum, known_square_sum,
+                                     underflow_floor)
 
 __all__ = ["DeviceArrays", "as_torch"]
 
@@ -68,10 +69,11 @@ class DeviceArrays:
             wrong, top = torch.stack([(a != b).double().mean(),
                                       (a.double() - b.double()).abs().max()]).tolist()
             return Stats(top, 0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
+        least = 0.0 if tol.absolute else underflow_floor(a.dtype, b.dtype)
         a, b = a.double(), b.double()
-        found = self._measure_finite(a, b, tol, floor)
+        found = self._measure_finite(a, b, tol, floor, least)
         if found is None:  # NaN or Inf on a side (or a sum past float64's largest)
-            return self._measure_floats(a, b, tol, floor)
+            return self._measure_floats(a, b, tol, floor, least)
         stats, saa, sbb = found
         # the finite checks and floors that follow this measure read these, not the values
         keep_square_sum(lhs, saa, a.numel())
@@ -79,8 +81,8 @@ class DeviceArrays:
         return stats
 
     @staticmethod
-    def _measure_finite(a: torch.Tensor, b: torch.Tensor, tol: Tolerance, floor: float
-                        ) -> tuple[Stats, float, float] | None:
+    def _measure_finite(a: torch.Tensor, b: torch.Tensor, tol: Tolerance, floor: float,
+                        least: float = 0.0) -> tuple[Stats, float, float] | None:
         """``measure`` of two float64 tensors if every element of both is finite (Σa² and
         Σb² are finite exactly then, short of overflow), with Σa² and Σb²; else None. Half
         the kernels of ``_measure_floats``, whose masks only non-finite values need: a
@@ -90,18 +92,22 @@ class DeviceArrays:
         diff = (x - y).abs_()
         bound = torch.maximum(x.abs(), y.abs()).mul_(tol.rtol)
         scale = torch.sqrt(sums[0] / x.numel())
-        bound.add_(tol.atol if tol.absolute else scale.clamp_min(floor) * tol.atol)
+        bound.add_(tol.atol if tol.absolute
+                   else (scale.clamp_min(floor) * tol.atol).clamp_min(least))
         saa, sbb, sab, top, wrong = torch.cat([
             sums, diff.max().reshape(1),
             torch.count_nonzero(diff > bound).double().reshape(1)]).tolist()
         if not (math.isfinite(saa) and math.isfinite(sbb)):
             return None
-        return Stats.from_sums(saa, sbb, sab, top, wrong / x.numel(),
-                               math.sqrt(saa / x.numel()), floor), saa, sbb
+        scale_ = math.sqrt(saa / x.numel())
+        relative = tol.atol if tol.absolute else tol.atol * max(scale_, floor)
+        return Stats.from_sums(saa, sbb, sab, top, wrong / x.numel(), scale_, floor,
+                               underflow=wrong == 0 and top > relative and least > relative
+                               ), saa, sbb
 
     @staticmethod
     def _measure_floats(a: torch.Tensor, b: torch.Tensor, tol: Tolerance,
-                        floor: float) -> Stats:
+                        floor: float, least: float = 0.0) -> Stats:
         """``measure`` in float64 on the device, NaN and Inf included: every statistic is
         made there and they cross to the host together, in one transfer (one wait for the
         device)."""
@@ -111,7 +117,7 @@ class DeviceArrays:
         saa, sbb, sab = (az * az).sum(), (bz * bz).sum(), (az * bz).sum()
         count = both.sum()
         scale = torch.sqrt(saa / count.clamp_min(1))
-        atol = tol.atol if tol.absolute else tol.atol * scale.clamp_min(floor)
+        atol = tol.atol if tol.absolute else (tol.atol * scale.clamp_min(floor)).clamp_min(least)
         diff = (az - bz).abs()
         bound = atol + tol.rtol * torch.maximum(az.abs(), bz.abs())
         same = ~fa & ~fb & ((a == b) | (torch.isnan(a) & torch.isnan(b)))

@@ -256,6 +256,20 @@ def _named(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
 
 
+def underflow(where: Sequence[str], largest: float) -> str:
+    """The note for values passed only by float32's least tolerance (``stats.UNDERFLOW``):
+    ``where`` names them (layers, gradients, outputs), ``largest`` is the largest
+    difference among them."""
+    from specgraph.numeric.stats import UNDERFLOW
+
+    what = (f"the values of {where[0]}" if len(where) == 1 else
+            f"values at {len(where)} places ({_named(list(where))})")
+    return (f"{what} lie at float32's underflow, where frameworks that flush subnormal "
+            "numbers to zero (XLA, TensorFlow) and those that keep them (PyTorch) part: "
+            f"they differ by up to {largest:.1e}, compared to within {UNDERFLOW:.0e} and "
+            "not reported as divergences")
+
+
 def untrained(frozen: str, other: str, names: Sequence[str]) -> str:
     """The note for parameters ``frozen``'s program gives no gradient while ``other``'s
     trains them (one note for all of them)."""

@@ -88,6 +88,7 @@ class PairedRun:
                 self._run_lhs()
                 return_freed_memory()  # lhs's program is gone: its memory serves rhs's
                 self._run_rhs()
+            self._note_underflow()
         finally:
             self.lhs.store.close()
             # the programs' observations go now, not when a garbage collection finds the
@@ -95,6 +96,24 @@ class PairedRun:
             # next seed's lhs runs: ``compare_numeric``)
             self._rhs_ex = self.localizer.native_rhs = None
         return self.localizer.findings(self.record.outputs)
+
+    def _note_underflow(self) -> None:
+        """One note for every value passed only by float32's least tolerance: layers (their
+        values or gradients), outputs and parameter gradients at its underflow."""
+        rec, rg = self.record, self.p.rhs
+        found: dict[str, Stats] = {}
+        for j, st in (*rec.forward.items(), *rec.backward.items()):
+            if st.underflow:
+                found.setdefault(words.describe(rg.nodes[j]), st)
+        for name, st in rec.outputs.items():
+            if st.underflow:
+                found.setdefault(f"the output {name}", st)
+        for name, st in rec.gradients.items():
+            if st.underflow:
+                found.setdefault(f"the gradient of {name}", st)
+        if found:
+            self.localizer.note(words.underflow(list(found),
+                                                max(st.max_abs for st in found.values())))
 
     # --- lhs ---------------------------------------------------------------------------
     def _run_lhs(self) -> None:

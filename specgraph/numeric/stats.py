@@ -27,12 +27,30 @@ from specgraph.ir import Node
 from specgraph.passes.drowned import DROWN
 
 __all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL",
-           "all_finite", "share_floor", "remembering"]
+           "all_finite", "share_floor", "remembering", "UNDERFLOW", "underflow_floor"]
 
 # relative tolerance per precision for a node that sums over few terms; TF32 and the
 # 16-bit formats keep 10, 7 and 10 mantissa bits
 BASE_RTOL = {"float64": 1e-9, "float32": 2e-5, "tf32": 4e-3, "float16": 4e-3,
              "bfloat16": 4e-2}
+
+
+# the least absolute tolerance of float32 values (and of bfloat16's, which has float32's
+# exponents): float32's smallest normal number is 1.2e-38, XLA and TensorFlow flush results
+# below it to zero where PyTorch keeps them, and the layers after such a flush (a
+# normalization dividing by its epsilon's root) carry the difference up by orders of
+# magnitude; values whose scale is below about 1e-25 (an activation that shrank block by
+# block to nothing) can part by this much on two sides that are both as right as float32
+# permits
+UNDERFLOW = 1e-30
+
+
+def underflow_floor(*dtypes: Any) -> float:
+    """The least absolute tolerance of values of these dtypes (NumPy or framework dtypes,
+    or their names): ``UNDERFLOW`` where every one is float32 or bfloat16, else 0."""
+    names = {getattr(d, "name", None) or getattr(d, "__name__", None)
+             or str(d).rsplit(".", 1)[-1] for d in dtypes}
+    return UNDERFLOW if names and names <= {"float32", "bfloat16"} else 0.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,9 @@ class Stats:
             gradient that cancels is judged against the gradient that reached it).
         finite: whether lhs and rhs are all finite (``lhs_finite``, ``rhs_finite``).
         shape_differs: the tensors have different shapes (nothing else is measured).
+        underflow: some element parted by more than the tolerance relative to the scale
+            and was passed only by ``UNDERFLOW``: the values lie at float32's underflow,
+            where frameworks that flush subnormal numbers and those that keep them part.
     """
 
     max_abs: float
@@ -71,6 +92,7 @@ class Stats:
     lhs_finite: bool = True
     rhs_finite: bool = True
     shape_differs: bool = False
+    underflow: bool = False
 
     @property
     def diverges(self) -> bool:
@@ -80,7 +102,7 @@ class Stats:
     @classmethod
     def from_sums(cls, saa: float, sbb: float, sab: float, max_abs: float, mismatch: float,
                   scale: float, floor: float, lhs_finite: bool = True,
-                  rhs_finite: bool = True) -> Stats:
+                  rhs_finite: bool = True, underflow: bool = False) -> Stats:
         """The statistics of a pair from Σa², Σb², Σab (over the elements finite on both
         sides), the largest difference, the fraction outside the tolerance and lhs's RMS,
         raised to ``floor``."""
@@ -89,7 +111,7 @@ class Stats:
         scale = max(scale, floor)
         return cls(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else
                                                                math.inf),
-                   mismatch, cosine, scale, lhs_finite, rhs_finite)
+                   mismatch, cosine, scale, lhs_finite, rhs_finite, underflow=underflow)
 
     def to_dict(self) -> dict[str, float | bool]:
         return {"max_abs": _round(self.max_abs), "max_rel": _round(self.max_rel),
@@ -209,6 +231,7 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         wrong = float(np.mean(a != b)) if a.size else 0.0
         return Stats(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)),
                      0.0, wrong, 1.0 if wrong == 0 else 0.0, 0.0)
+    least = 0.0 if tol.absolute else underflow_floor(a.dtype, b.dtype)
     work = np.float32 if a.dtype == b.dtype == np.float32 else np.float64
     a, b = a.astype(work, copy=False), b.astype(work, copy=False)
     paired = _flat_pair(a, b)
@@ -246,9 +269,10 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     fb = math.isfinite(sbb) or bool(np.isfinite(b).all())
     if not (fa and fb and math.isfinite(saa) and math.isfinite(sbb)):
         return _measure_nonfinite(a.astype(np.float64), b.astype(np.float64), tol, floor,
-                                  fa, fb)
+                                  fa, fb, least)
     scale = math.sqrt(saa / a.size) if a.size else 0.0
-    atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
+    relative = tol.atol if tol.absolute else tol.atol * max(scale, floor)
+    atol = max(relative, least)
     bad = 0
     if max_abs > atol:  # else no element can exceed its bound (atol + rtol·max(|a|, |b|))
         del diff  # read again in pieces, in one order
@@ -257,7 +281,7 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         assert paired is not None
         bad = _count_outside(*paired, atol, tol.rtol)
     return Stats.from_sums(saa, sbb, sab, max_abs, bad / a.size if a.size else 0.0, scale,
-                           floor)
+                           floor, underflow=bad == 0 and max_abs > relative and atol > relative)
 
 
 def undrowned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -599,14 +623,14 @@ def _merged(shape: tuple[int, ...], strides: tuple[int, ...]
 
 
 def _measure_nonfinite(a: np.ndarray, b: np.ndarray, tol: Tolerance, floor: float,
-                       fa: bool, fb: bool) -> Stats:
+                       fa: bool, fb: bool, least: float = 0.0) -> Stats:
     ia, ib = np.isfinite(a), np.isfinite(b)
     both = ia & ib
     same_nonfinite = ~ia & ~ib & ((a == b) | (np.isnan(a) & np.isnan(b)))
     scale = float(np.sqrt(np.mean(np.square(a[both])))) if both.any() else 0.0
     with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: not compared
         diff = np.where(both, np.abs(a - b), 0.0)
-    atol = tol.atol if tol.absolute else tol.atol * max(scale, floor)
+    atol = max(tol.atol if tol.absolute else tol.atol * max(scale, floor), least)
     bound = atol + tol.rtol * np.maximum(np.abs(a), np.abs(b))
     bad = (both & (diff > bound)) | (~both & ~same_nonfinite)
     dot = float(np.sum(a[both] * b[both]))
