@@ -37,12 +37,13 @@ BASE_RTOL = {"float64": 1e-9, "float32": 2e-5, "tf32": 4e-3, "float16": 4e-3,
 
 # the least absolute tolerance of float32 values (and of bfloat16's, which has float32's
 # exponents): float32's smallest normal number is 1.2e-38, XLA and TensorFlow flush results
-# below it to zero where PyTorch keeps them, and the layers after such a flush (a
-# normalization dividing by its epsilon's root) carry the difference up by orders of
-# magnitude; values whose scale is below about 1e-25 (an activation that shrank block by
-# block to nothing) can part by this much on two sides that are both as right as float32
-# permits
-UNDERFLOW = 1e-30
+# below it to zero where PyTorch keeps them (and oneDNN's kernels flush them too), and the
+# layers after such a flush (a normalization dividing by its epsilon's root) carry the
+# difference up by orders of magnitude: an activation that shrank block by block to nothing
+# (HF MobileViT's on its initial weights) is exactly zero on one side and up to 5e-30 on
+# the other, both as right as float32 permits. No value that training can feel is this
+# small (an update of 1e-27 moves no weight, Adam's included: its epsilon is 1e-8)
+UNDERFLOW = 1e-27
 
 
 def underflow_floor(*dtypes: Any) -> float:
