@@ -163,16 +163,41 @@ class Rewriter:
         """The graph's natives carried to the values that replaced theirs (a replacement
         of the same shape computes the same value: a raised layer stands for the region's
         output; one of another shape, a broadcast's source standing for it, does not), then
-        through transposes; those of values the rewrite dropped go with them."""
+        through transposes; those of values the rewrite dropped go with them.
+
+        A value dropped as a copy of its input (a pad of nothing, ``x + 0``) hands its
+        native on last, to a value nothing else stands for: the program's gradient at the
+        copy is its own readers' part of the gradient alone (Keras' ``ZeroPadding2D(0)``
+        before a conv whose input a concat reads too), so the native of what made the
+        input, carried through the layouts, comes first."""
         natives = dict(self.graph.natives)
+        copies = {natives[old].key for old in self.subst
+                  if old in natives and self._dropped_copy(old)}
+        # the copy's native, wherever it is (carried through a layout below the copy too)
+        later = [(v, n) for v, n in natives.items() if n.key in copies]
+        natives = {v: n for v, n in natives.items() if n.key not in copies}
         for old in self.subst:
             native = natives.get(old)
             new = self.resolve(old)
             if native is not None and new.shape == old.shape:
                 natives.setdefault(new, native)
+        later += [(self.resolve(old), n) for old, n in later
+                  if self.resolve(old).shape == old.shape]
         g = self.graph
         present = {*g.inputs, *g.params.values(), *(v for n in self.nodes for v in n.outputs)}
-        return complete_natives(self.nodes, {v: n for v, n in natives.items() if v in present})
+        out = complete_natives(self.nodes, {v: n for v, n in natives.items() if v in present})
+        if later:
+            for v, native in later:
+                if v in present:
+                    out.setdefault(v, native)
+            out = complete_natives(self.nodes, out)
+        return out
+
+    def _dropped_copy(self, old: Value) -> bool:
+        """Whether ``old`` was replaced by its producer's first input: dropped as a copy."""
+        producer = self.graph.producer(old)
+        return producer is not None and bool(producer.inputs) and \
+            self.resolve(producer.inputs[0]) is self.resolve(old)
 
 
 Rule = Callable[[Rewriter, Node], bool]
