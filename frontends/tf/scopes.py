@@ -39,7 +39,8 @@ def _children(obj: Any) -> list[tuple[str, str, Any]]:
             layers = list(obj._flatten_layers(include_self=False, recursive=False))
         except TypeError:
             layers = []
-        return [(str(layer.name), str(layer.name), layer) for layer in layers]
+        return [(str(layer.name), str(layer.name), layer)
+                for layer in layers + _untracked(obj, layers)]
     flatten = getattr(obj, "_flatten", None)
     if flatten is None:
         return []
@@ -48,6 +49,28 @@ def _children(obj: Any) -> list[tuple[str, str, Any]]:
     found = flatten(recursive=False, with_path=True,
                     predicate=lambda m: isinstance(m, tf.Module) and m is not obj)
     return [(str(m.name), ".".join(str(p) for p in path), m) for path, m in found]
+
+
+def _untracked(obj: Any, tracked: list[Any]) -> list[Any]:
+    """The ``tf.Module``s (tf_keras layers among them) that a Keras 3 layer holds in its
+    public attributes without tracking them as layers: a Keras 3 model wrapping a tf_keras
+    one (HF's TF models, where ``tf.keras`` was Keras 3 when they were wrapped). Their ops
+    are named after them all the same; unseen, their paths and their layers' settings (a
+    batch normalization's momentum) were lost."""
+    import tensorflow as tf
+
+    if not any(c.__module__.startswith("keras.") for c in type(obj).__mro__):
+        return []
+    known = {id(layer) for layer in tracked}
+    found = []
+    for attr, value in vars(obj).items():
+        if attr.startswith("_"):
+            continue
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, tf.Module) and id(item) not in known:
+                known.add(id(item))
+                found.append(item)
+    return found
 
 
 def _build(obj: Any, name: str, component: str, seen: set[int]) -> _Layer:

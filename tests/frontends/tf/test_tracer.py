@@ -263,6 +263,31 @@ def test_fused_batch_norm_from_tf_keras_is_batch_norm() -> None:
         "bn.moving_mean", "bn.moving_variance", "bn.gamma", "bn.beta"]
 
 
+def test_a_tf_keras_model_inside_a_keras_3_model_keeps_its_paths_and_momentum() -> None:
+    """Keras 3 does not track a tf_keras model held in an attribute (HF's TF models, wrapped
+    where ``tf.keras`` is Keras 3) as a layer: its layers' paths were lost and its batch
+    normalization read PyTorch's default momentum, hiding a true momentum difference."""
+    tf_keras = pytest.importorskip("tf_keras")
+    inner = tf_keras.Sequential([
+        tf_keras.layers.Conv2D(4, 3, padding="same", input_shape=(6, 6, 4), name="conv"),
+        tf_keras.layers.BatchNormalization(momentum=0.5, name="bn")], name="backbone")
+
+    class Wrapper(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = inner
+
+        def call(self, x):
+            return self.backbone(x, training=False)
+
+    x = np.random.default_rng(0).standard_normal((2, 6, 6, 4)).astype(np.float32)
+    traced = tf_frontend.trace(Wrapper(), (x,), reference="wrapped")
+    bn = _node(traced, "backbone.bn", "batch_norm")
+    assert bn.attrs["momentum"] == pytest.approx(0.5)
+    assert traced.layer_attrs == {"backbone.bn": {"momentum": 0.5}}
+    assert _node(traced, "backbone.conv", "conv") is not None
+
+
 def test_keras_gelu_attention_and_embedding_ops() -> None:
     _, block = _trace("preln_block")
     assert "erfc" in [n.op for n in block.graph.nodes]  # Keras' exact GELU
