@@ -338,3 +338,18 @@ def _copy_(cx: Any, node: Any) -> Any:
     if x.shape != shape:
         return cx.emit("expand", [x], {"shape": shape})
     return cx.emit("identity", [x])
+
+
+@_reg("aten.glu.default")
+def _glu(cx: Any, node: Any) -> Any:
+    """``glu(x, dim)``: the first half of ``x`` along ``dim`` times the sigmoid of the second
+    (as TensorFlow's and Flax's ports write it: Speech2Text's convolutional subsampler)."""
+    x = cx.value(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    axis = wrap_dim(dim, len(x.shape))
+    half = x.shape[axis] // 2
+    piece = x.shape[:axis] + (half,) + x.shape[axis + 1:]
+    a, b = cx.b.add_multi("split", [x], {"axis": axis, "sizes": (half, half)},
+                          outputs=[(piece, x.dtype)] * 2, **cx.where())
+    gate = cx.emit("sigmoid", [b], out=(piece, x.dtype))
+    return cx.emit("mul", [a, gate], out=(piece, x.dtype))

@@ -551,6 +551,10 @@ class _Converter(BaseConverter):
         self.env[base.name] = written
 
     def opaque(self, node: Any) -> Any:
+        if not isinstance(node.meta.get("val"), (torch.Tensor, tuple, list)):
+            # a Python number read off the data (``lengths.max().item()``, a comparison of
+            # such numbers) that only the program's own checks read: no tensor of the graph
+            return None
         inputs = [self.value(a) for a in _flat_args(node) if self._is_tensor_arg(a)]
         outs = self.emit_opaque(inputs)
         val = node.meta.get("val")
@@ -662,6 +666,10 @@ class _Converter(BaseConverter):
                                                         dtype_name(tensor.dtype, self._at()))
             return self.folded[arg.name]
         found = self.env[arg.name]
+        if found is None:
+            raise TraceError(f"{self._at()}a number read off the values of a tensor "
+                             "(.item(), .tolist()) is computed with here; specgraph traces "
+                             "tensor programs: keep it a tensor (drop the .item())")
         if isinstance(found, ComplexPair):
             raise TraceError(f"{self._at()}a complex tensor is read here; specgraph follows "
                              "complex tensors through view_as_complex, polar, mul, add, sub "

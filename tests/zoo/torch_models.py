@@ -223,6 +223,22 @@ MODELS = {
 
 
 # --- models that reach the kernels tests/zoo/torch_faults.py plants faults in ------------
+class LengthsChecked(nn.Module):
+    """Flaubert's and XLM's ``assert lengths.max().item() <= slen``: a number read off the
+    data that only the program's own check reads (``use``: computed with as well)."""
+
+    def __init__(self, use: bool = False) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.use = use
+
+    def forward(self, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        lengths = (ids != 2).sum(dim=1)
+        assert lengths.max().item() <= ids.shape[1]
+        y = self.fc(x)
+        return y * lengths.sum().item() if self.use else y
+
+
 class WideClassifier(nn.Module):
     """Linear 32 -> 1030 then softmax over the classes: a softmax axis longer than 1024
     whose length is not a multiple of 4."""

@@ -89,6 +89,36 @@ def test_gelu_approximation_and_attention_attributes_are_explicit() -> None:
     assert gelu.attrs["approximate"] == "none"
 
 
+IDS = torch.from_numpy(np.random.default_rng(0).integers(0, 5, (2, 6)))
+
+
+def test_a_number_read_off_the_data_for_an_assert_is_no_node() -> None:
+    """It crashed the tracer (exit 3: an opaque node with no tensor output)."""
+    x = torch.randn(2, 4)
+    traced = torch_frontend.trace(torch_models.LengthsChecked(), (IDS, x), reference="lengths")
+    assert [n.op for n in traced.graph.nodes] == ["linear"]
+    _check_faithful(traced)
+    with pytest.raises(TraceError, match=r"\.item\(\).*keep it a tensor"):
+        torch_frontend.trace(torch_models.LengthsChecked(use=True), (IDS, x),
+                             reference="lengths_used")
+
+
+def test_glu_is_its_halves_gated_by_a_sigmoid() -> None:
+    """``F.glu`` (Speech2Text's subsampler) was opaque: no numbers, false findings against
+    the TF port's ``split``, ``sigmoid``, ``mul``."""
+
+    class Glu(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.glu(x, dim=1)
+
+    x = torch.randn(2, 6, 3)
+    traced = torch_frontend.trace(Glu(), (x,), reference="glu")
+    assert [n.op for n in traced.graph.nodes] == ["split", "sigmoid", "mul"]
+    got = run(traced.graph, traced.inputs, traced.weights)
+    np.testing.assert_allclose(got[traced.graph.output_names[0]], F.glu(x, dim=1).numpy(),
+                               rtol=1e-6, atol=1e-7)
+
+
 class InPlace(nn.Module):
     def __init__(self) -> None:
         super().__init__()
