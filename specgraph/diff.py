@@ -42,6 +42,20 @@ def side_index(side: Side | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+# bits an integer type holds its values in (a sign bit apart); bool holds 0 and 1
+_INT_BITS = {"bool": 1, "uint8": 8, "int8": 7, "int16": 15, "int32": 31, "int64": 63}
+
+
+def _exact_casts(a: Node, b: Node) -> bool:
+    """Whether two casts to integer types of different widths both keep every value of
+    their inputs exactly (a boolean mask counted as int64 in PyTorch, as int32 in TF: the
+    same counts)."""
+    into = [_INT_BITS.get(n.attrs["dtype"]) for n in (a, b)]
+    source = [_INT_BITS.get(n.inputs[0].dtype) if n.inputs else None for n in (a, b)]
+    return None not in into and None not in source and \
+        max(source) <= min(into)  # type: ignore[type-var]
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
@@ -304,7 +318,8 @@ class _Differ:
         folded = (i, self.l2r[i]) in self.folded_pairs
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)
-            if same_value(x, y) or key in said or (folded and key == "bias"):
+            if same_value(x, y) or key in said or (folded and key == "bias") or (
+                    key == "dtype" and a.op == "cast" and _exact_casts(a, b)):
                 continue
             schema = get_spec(a.op).attrs.get(key)
             affects = schema.affects if schema is not None and schema.affects else None

@@ -781,3 +781,64 @@ def test_a_pad_of_nothing_does_not_stand_for_the_activation_it_copies() -> None:
         silu = [r for r in report.numeric.layers if r.lhs.startswith("silu")]
         assert silu and all(r.backward.max_rel < 1e-4 for r in silu), \
             [(r.lhs, r.backward) for r in silu]
+
+
+# --- Flaubert / XLM: an attention mask from the lengths of the non-pad tokens ------------
+LB, LT, LC, LHEADS, LPAD = 2, 6, 8, 2, 2
+LENGTH_IDS = np.array([[5, 7, 3, 9, 2, 2], [4, 2, 2, 2, 2, 2]], np.int64)  # padded rows
+HIDDEN = np.random.default_rng(5).standard_normal((LB, LT, LC)).astype(np.float32)
+
+
+class TorchLengthsMask(torch.nn.Module):
+    """Flaubert's attention: ``lengths = (ids != pad).sum(1).long()``, the mask
+    ``arange(T) < lengths[:, None]`` zeroes padded hidden states
+    (``x * mask.unsqueeze(-1).to(dtype)``) and fills the scores where ``mask == 0``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.k, self.v = (torch.nn.Linear(LC, LC) for _ in range(3))
+
+    def forward(self, ids, x):
+        lengths = (ids != LPAD).sum(dim=1).long()
+        mask = torch.arange(LT, dtype=torch.long) < lengths[:, None]
+        x = x * mask.unsqueeze(-1).to(x.dtype)
+        heads = lambda t: t.view(LB, LT, LHEADS, LC // LHEADS).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(self.q(x)) / (LC // LHEADS) ** 0.5, heads(self.k(x)), heads(self.v(x))
+        scores = q @ k.transpose(2, 3)
+        scores = scores.masked_fill((mask == 0).view(LB, 1, 1, LT).expand_as(scores),
+                                    torch.finfo(scores.dtype).min)
+        return (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(LB, LT, LC)
+
+
+def test_an_attention_mask_from_lengths_is_one_mask_in_torch_and_tf() -> None:
+    """TF's port counts the tokens as int32 (``reduce_sum(cast(ids != pad))``), casts the
+    mask before adding its axis and subtracts ``1e30·(1 - mask)`` from the scores. Six false
+    findings before: the casts' order and integer widths, and two mask forms that were not
+    read as one, since the mask is no model input but a comparison of counts."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFLengthsMask(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k, self.v = (keras.layers.Dense(LC) for _ in range(3))
+
+        def __call__(self, ids, x):
+            lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, LPAD), ids.dtype), axis=1)
+            mask = tf.range(LT, dtype=lengths.dtype) < tf.expand_dims(lengths, 1)
+            x = x * tf.expand_dims(tf.cast(mask, x.dtype), -1)
+            heads = lambda t: tf.transpose(tf.reshape(t, (LB, LT, LHEADS, LC // LHEADS)),  # noqa
+                                           (0, 2, 1, 3))
+            q = heads(self.q(x)) * tf.math.rsqrt(tf.cast(LC // LHEADS, x.dtype))
+            scores = tf.matmul(q, heads(self.k(x)), transpose_b=True)
+            scores -= 1e30 * (1.0 - tf.cast(tf.reshape(mask, (LB, 1, 1, LT)), scores.dtype))
+            out = tf.nn.softmax(scores, axis=-1) @ heads(self.v(x))
+            return tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (LB, LT, LC))
+
+    model, ids = TFLengthsMask(), LENGTH_IDS.astype(np.int32)
+    model(tf.constant(ids), tf.constant(HIDDEN))
+    lhs = torch_side(TorchLengthsMask().eval(), LENGTH_IDS, HIDDEN, name="torch_lengths")
+    rhs = keras_side(model, ids, HIDDEN, name="tf_lengths")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)

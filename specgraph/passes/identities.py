@@ -9,7 +9,7 @@ go, as do slices that keep every element in order; tiles that only repeat size-1
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
-empty key cache) is that operand.
+empty key cache) is that operand; a cast of a reshaped or expanded value comes first.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -35,6 +35,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "cast" and x.dtype == node.attrs["dtype"]:
         rw.replace(node.outputs[0], x)
+        return True
+    if node.op == "cast" and _cast_first(rw, node):
         return True
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
@@ -259,6 +261,22 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
         raise ValueError("not a matrix product")
     return tuple(np.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-1])
+
+
+def _cast_first(rw: Rewriter, node: Node) -> bool:
+    """A cast of a reshaped or expanded value that nothing else reads is the cast, then the
+    reshape or expand: one order for both (PyTorch's ``mask.unsqueeze(-1).to(dtype)``
+    against TF's ``expand_dims(cast(mask), -1)``, Flaubert's hidden-state mask); the
+    values are the same, element for element."""
+    view = rw.producer(node.inputs[0])
+    if view is None or view.op not in ("reshape", "expand") or rw.uses(node.inputs[0]) != 1:
+        return False
+    source, out = view.inputs[0], node.outputs[0]
+    cast = rw.emit("cast", [source], dict(node.attrs), like=node, shape=source.shape,
+                   dtype=out.dtype)
+    rw.replace(out, rw.emit(view.op, [cast], dict(view.attrs), like=view, shape=out.shape,
+                            dtype=out.dtype))
+    return True
 
 
 def _reshape_chain(rw: Rewriter, node: Node) -> bool:

@@ -82,7 +82,21 @@ class InputMask:
 
 def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
     """The one input and the elementwise/layout nodes computing ``value`` from it and from
-    constants; None for anything else."""
+    constants; else the one boolean comparison of other values it is computed from (a
+    mask built from lengths, as XLM's and Flaubert's ``arange(T) < lengths[:, None]``,
+    holds ones and zeros by its dtype); None for anything else."""
+    return _cone_from(rw, value, False) or _cone_from(rw, value, True)
+
+
+def _made_boolean(rw: Rewriter, v: Value) -> bool:
+    """Whether ``v`` is a boolean that a comparison made from values that are not."""
+    node = rw.producer(v)
+    return (v.dtype == "bool" and node is not None and node.op in _ELEMENTWISE
+            and not any(u.dtype == "bool" for u in node.inputs))
+
+
+def _cone_from(rw: Rewriter, value: Value, at_booleans: bool
+               ) -> tuple[Value, list[Node]] | None:
     sources: set[Value] = set()
     found: dict[int, Node] = {}
     stack, seen = [value], set()
@@ -92,6 +106,9 @@ def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
             continue
         seen.add(v)
         node = rw.producer(v)
+        if at_booleans and _made_boolean(rw, v):
+            sources.add(v)
+            continue
         if node is None:
             if rw.is_param(v):
                 return None

@@ -75,3 +75,27 @@ def test_a_slice_that_keeps_every_element_in_order_is_the_identity_and_a_reversa
     f = B(2, 3)
     g = f.build(f("tanh", f("slice", f.x, axes=(1,), starts=(2,), ends=(-4,), steps=(-1,))))
     assert "slice" in _ops(canonicalize(g))
+
+
+@pytest.mark.parametrize("view", ["reshape", "expand"])
+def test_a_cast_of_a_view_comes_before_the_view(view: str):
+    """PyTorch's ``mask.unsqueeze(-1).to(dtype)`` against TF's ``expand_dims(cast(mask))``:
+    one order, the cast first; a view that something else reads too is left alone."""
+    shape = (2, 3, 1) if view == "reshape" else (4, 2, 3)
+    forms = []
+    for cast_first in (False, True):
+        f = B(2, 3)
+        if cast_first:
+            h = f(view, f("cast", f.x, dtype="float64"), shape=shape)
+        else:
+            h = f("cast", f(view, f.x, shape=shape), dtype="float64")
+        g = f.build(f("relu", h))
+        c = canonicalize(g)
+        _same(g, c)
+        forms.append(_ops(c))
+    assert forms[0] == forms[1] == ["cast", view, "relu"]
+    f = B(2, 3)
+    shown = f(view, f.x, shape=shape)
+    g = f.build(f("add", f("cast", shown, dtype="float64"), f("cast", f("neg", shown),
+                                                              dtype="float64")))
+    assert _ops(canonicalize(g))[0] == view
