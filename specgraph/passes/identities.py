@@ -9,7 +9,7 @@ go, as do slices that keep every element in order; tiles that only repeat size-1
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
-empty key cache) is that operand; a cast of a reshaped or expanded value comes first.
+empty key cache) is that operand; a cast of a reshaped or expanded boolean comes first.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -264,12 +264,14 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _cast_first(rw: Rewriter, node: Node) -> bool:
-    """A cast of a reshaped or expanded value that nothing else reads is the cast, then the
-    reshape or expand: one order for both (PyTorch's ``mask.unsqueeze(-1).to(dtype)``
+    """A cast of a reshaped or expanded boolean that nothing else reads is the cast, then
+    the reshape or expand: one order for both (PyTorch's ``mask.unsqueeze(-1).to(dtype)``
     against TF's ``expand_dims(cast(mask), -1)``, Flaubert's hidden-state mask); the
-    values are the same, element for element."""
+    values are the same, element for element. (Integer attention masks keep the order
+    they are written in: the mask forms ``input_masks`` reads are written so.)"""
     view = rw.producer(node.inputs[0])
-    if view is None or view.op not in ("reshape", "expand") or rw.uses(node.inputs[0]) != 1:
+    if view is None or view.op not in ("reshape", "expand") or rw.uses(node.inputs[0]) != 1 \
+            or view.inputs[0].dtype != "bool":
         return False
     source, out = view.inputs[0], node.outputs[0]
     cast = rw.emit("cast", [source], dict(node.attrs), like=node, shape=source.shape,
