@@ -842,3 +842,81 @@ def test_an_attention_mask_from_lengths_is_one_mask_in_torch_and_tf() -> None:
     rhs = keras_side(model, ids, HIDDEN, name="tf_lengths")
     for a, b in ((lhs, rhs), (rhs, lhs)):
         _equivalent(a, b)
+
+
+# --- Speech2Text's subsampler, RoFormer's interleaved tables --------------------------------
+FEATURES = np.random.default_rng(6).standard_normal((2, 10, 4)).astype(np.float32)
+
+
+class TorchGluSubsampler(torch.nn.Module):
+    """Speech2Text's convolutional subsampler: a conv over time padded in the conv, then a
+    GLU over channels (axis 1, channels-first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv1d(4, 8, 5, stride=2, padding=2)
+
+    def forward(self, x):
+        return torch.nn.functional.glu(self.conv(x.transpose(1, 2)), dim=1).transpose(1, 2)
+
+
+def test_a_glu_after_a_conv_padded_by_concatenated_zeros_is_speech2texts_subsampler() -> None:
+    """TF's port pads time by concatenating zeros before a valid conv and splits the GLU
+    along its channels-last axis; ``F.glu`` was opaque. Seven findings and a numeric
+    divergence of 4.5 before; HF's Speech2Text now keeps only its true padding_idx."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFGluSubsampler(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = keras.layers.Conv1D(8, 5, strides=2)
+
+        def __call__(self, x):
+            zeros = tf.zeros((2, 2, 4))
+            a, b = tf.split(self.conv(tf.concat([zeros, x, zeros], axis=1)), 2, axis=-1)
+            return a * tf.math.sigmoid(b)
+
+    model = TFGluSubsampler()
+    model(tf.constant(FEATURES))
+    lhs = torch_side(TorchGluSubsampler(), FEATURES, name="torch_glu_subsampler")
+    rhs = keras_side(model, FEATURES, name="tf_glu_subsampler")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)
+
+
+class TorchInterleaved(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        s = self.fc(x)
+        return x * torch.stack([s, s], dim=-1).reshape_as(x)
+
+
+def test_a_table_interleaved_with_itself_is_one_expand() -> None:
+    """RoFormer interleaves its sine table with itself: ``stack([s, s], -1)`` in PyTorch,
+    ``tf.repeat(s, 2, -1)`` in TF (a concat against an expand, left standing in the real
+    model)."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFInterleaved(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = keras.layers.Dense(4)
+
+        def __call__(self, x):
+            return x * tf.repeat(self.fc(x), 2, axis=-1)
+
+    x = HIDDEN[:, :5]
+    model = TFInterleaved()
+    model(tf.constant(x))
+    lhs = torch_side(TorchInterleaved(), x, name="torch_interleaved")
+    rhs = keras_side(model, x, name="tf_interleaved")
+    for side in (lhs, rhs):
+        assert "concat" not in [n.op for n in canonical(side).graph.nodes]
+    _equivalent(lhs, rhs)

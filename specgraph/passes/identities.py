@@ -9,7 +9,8 @@ go, as do slices that keep every element in order; tiles that only repeat size-1
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
-empty key cache) is that operand; a cast of a reshaped or expanded boolean comes first.
+empty key cache) is that operand, and a concat of copies of a value of size one along its
+axis is that value expanded, and one of a value between blocks of zeros is a pad; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -22,6 +23,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import FLOAT_DTYPES
 from specgraph.passes.regions import agrees, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -54,12 +56,19 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _transpose(rw, node)
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
+    if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1] and \
+            x.dtype in FLOAT_DTYPES:
+        # x·x is x², as pow(x, 2) computes it (exactly: libraries square by one product)
+        rw.replace(node.outputs[0], rw.emit("pow", [x, rw.constant(2.0, x.dtype)], like=node,
+                                            shape=node.outputs[0].shape))
+        return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node)
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
         return True
-    if node.op == "concat" and _one_nonempty(rw, node):
+    if node.op == "concat" and (_one_nonempty(rw, node) or _copies(rw, node)
+                                or _zeros_around(rw, node)):
         return True
     if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
         return True
@@ -261,6 +270,38 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
         raise ValueError("not a matrix product")
     return tuple(np.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-1])
+
+
+def _zeros_around(rw: Rewriter, node: Node) -> bool:
+    """A concat of one value between constant blocks of zeros is that value padded with
+    zeros (TF's Speech2Text pads its convolutions' inputs so; PyTorch's pads in the
+    conv)."""
+    ends = [v for v in node.inputs if rw.constant_value(v) is not None]
+    inner = [k for k, v in enumerate(node.inputs) if rw.constant_value(v) is None]
+    if len(inner) != 1 or not ends or not all(rw.uniform(v) == 0.0 for v in ends):
+        return False
+    (k,) = inner
+    x, out = node.inputs[k], node.outputs[0]
+    axis = node.attrs["axis"] % x.rank
+    before = sum(v.shape[axis] for v in node.inputs[:k])
+    after = sum(v.shape[axis] for v in node.inputs[k + 1:])
+    pads = [0] * (2 * x.rank)
+    pads[axis], pads[x.rank + axis] = before, after
+    rw.replace(out, rw.emit("pad", [x], {"pads": tuple(pads)}, like=node, shape=out.shape))
+    return True
+
+
+def _copies(rw: Rewriter, node: Node) -> bool:
+    """A concat of copies of one value of size one along its axis is that value expanded
+    (RoFormer's interleaved rotary tables: PyTorch's ``stack([s, s], -1)``, TF's
+    ``tf.repeat(s, 2, -1)``)."""
+    x, out = node.inputs[0], node.outputs[0]
+    axis = node.attrs["axis"] % max(1, x.rank)
+    if len(node.inputs) < 2 or any(v is not x for v in node.inputs) or not x.rank or \
+            x.shape[axis] != 1:
+        return False
+    rw.replace(out, rw.emit("expand", [x], {"shape": out.shape}, like=node, shape=out.shape))
+    return True
 
 
 def _cast_first(rw: Rewriter, node: Node) -> bool:

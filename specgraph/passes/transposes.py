@@ -31,6 +31,7 @@ transposes, nor reads a ``weight_norm``.
 from __future__ import annotations
 
 from math import prod
+from types import MappingProxyType
 
 import numpy as np
 
@@ -159,6 +160,31 @@ def _slice(rw: Rewriter, node: Node) -> bool:
     attrs = {**node.attrs, "axes": tuple(perm[a] for a in node.attrs["axes"])}
     inner = rw.emit("slice", [t.inputs[0]], attrs, like=node, shape=inner_shape)
     rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node, shape=out.shape))
+    return True
+
+
+def _split(rw: Rewriter, node: Node) -> bool:
+    """A split of a transposed value is the split of the value along the axis the transpose
+    moved there, each piece transposed (a GLU gate split along TF's channels-last axis, one
+    along PyTorch's channels-first one)."""
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None or len(node.inputs) != 1:
+        return False
+    perm, source = t.attrs["perm"], t.inputs[0]
+    axis = perm[node.attrs["axis"] % source.rank]
+    pieces = []
+    for out in node.outputs:
+        shape = [0] * out.rank
+        for j, p in enumerate(perm):
+            shape[p] = out.shape[j]
+        pieces.append(Value(tuple(shape), out.dtype))
+    attrs = get_spec("split").normalize_attrs({**node.attrs, "axis": axis})
+    rw.keep(Node("split", (source,), tuple(pieces), MappingProxyType(attrs), node.scope,
+                 node.source, node.origin))
+    rw.modified = True
+    for piece, out in zip(pieces, node.outputs):
+        rw.replace(out, rw.emit("transpose", [piece], {"perm": perm}, like=node,
+                                shape=out.shape))
     return True
 
 
@@ -381,6 +407,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _softmax(rw, node)
     if node.op == "slice":
         return _slice(rw, node)
+    if node.op == "split":
+        return _split(rw, node)
     if node.op == "rotary_embedding":
         return _rotary(rw, node)
     category = get_spec(node.op).category

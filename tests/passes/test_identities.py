@@ -107,3 +107,18 @@ def test_a_cast_of_a_viewed_boolean_comes_before_the_view(view: str):
         forms.append(_ops(c))
     assert forms[0] == forms[1] and forms[0].index("cast") < forms[0].index(view)
     assert _ops(canonicalize(_mask_graph(view, False, shape, shared=True)))[1] == view
+
+
+def test_a_product_of_a_value_with_itself_is_its_square():
+    """GroupViT and SwiftFormer square as ``x.pow(2)`` in PyTorch and ``x * x`` in TF."""
+    forms = []
+    for g in (B(2, 3), B(2, 3)):
+        x = g.x
+        square = g("mul", x, x) if not forms else g("pow", x, g.c(2.0))
+        graph = g.build(g("relu", square))
+        c = canonicalize(graph)
+        _same(graph, c)
+        forms.append(_ops(c))
+    assert forms[0] == forms[1] == ["pow", "relu"]
+    f = B(2, 3)  # two different operands stay a product
+    assert _ops(canonicalize(f.build(f("mul", f.x, f("relu", f.x))))) == ["relu", "mul"]
