@@ -920,3 +920,51 @@ def test_a_table_interleaved_with_itself_is_one_expand() -> None:
     for side in (lhs, rhs):
         assert "concat" not in [n.op for n in canonical(side).graph.nodes]
     _equivalent(lhs, rhs)
+
+
+# --- XLNet: relative attention scored in bnij (PyTorch) and in ijbn (TF) -------------------
+XQ = np.random.default_rng(7).standard_normal((6, 2, 2, 4)).astype(np.float32)  # i b n d
+XR = np.random.default_rng(8).standard_normal((12, 2, 2, 4)).astype(np.float32)  # j b n d
+
+
+class TorchRelativeShift(torch.nn.Module):
+    """XLNet's positional scores: ``einsum("ibnd,jbnd->bnij")``, then the relative shift
+    (the (i, j) block reshaped as (j, i), its first row dropped, back, and the first klen
+    columns kept with ``index_select(x, 3, arange(klen))``), then a softmax over j."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bias = torch.nn.Parameter(torch.randn(2, 4))
+
+    def forward(self, q, r):
+        x = torch.einsum("ibnd,jbnd->bnij", q + self.bias, r)
+        b, n, i, j = x.shape
+        x = x.reshape(b, n, j, i)[:, :, 1:, :].reshape(b, n, i, j - 1)
+        x = torch.index_select(x, 3, torch.arange(i, dtype=torch.long))
+        return torch.softmax(x, dim=3)
+
+
+def test_xlnets_relative_shift_in_two_layouts_is_one_graph() -> None:
+    """TF's port scores ``ijbn`` and shifts the block at the front; PyTorch's at the end.
+    The reshapes stopped the transposes, and the two layers' bias adds were paired
+    crosswise in HF's XLNet: a false numeric divergence of 5.2 of the values' scale."""
+    tf = pytest.importorskip("tensorflow")
+
+    class TFRelativeShift(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bias = tf.Variable(np.zeros((2, 4), np.float32), name="bias")
+
+        def __call__(self, q, r):
+            x = tf.einsum("ibnd,jbnd->ijbn", q + self.bias, r)
+            i, j, b, n = x.shape
+            x = tf.reshape(tf.reshape(x, (j, i, b, n))[1:], (i, j - 1, b, n))[:, :i]
+            return tf.transpose(tf.nn.softmax(x, axis=1), (2, 3, 0, 1))
+
+    lhs = torch_side(TorchRelativeShift(), XQ, XR, name="torch_relative_shift")
+    rhs = keras_side(TFRelativeShift(), XQ, XR, name="tf_relative_shift")
+    assert [n.op for n in canonical(lhs).graph.nodes] == \
+        [n.op for n in canonical(rhs).graph.nodes]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)

@@ -10,7 +10,8 @@ the reshapes around them, become one expand; an expand between reshapes loses th
 size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
 empty key cache) is that operand, and a concat of copies of a value of size one along its
-axis is that value expanded, and one of a value between blocks of zeros is a pad; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
+axis is that value expanded, and one of a value between blocks of zeros is a pad; a gather of evenly spaced
+constant indices is a slice; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -64,6 +65,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node)
+    if node.op == "gather" and _gather_range(rw, node):
+        return True
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
         return True
@@ -288,6 +291,28 @@ def _zeros_around(rw: Rewriter, node: Node) -> bool:
     pads = [0] * (2 * x.rank)
     pads[axis], pads[x.rank + axis] = before, after
     rw.replace(out, rw.emit("pad", [x], {"pads": tuple(pads)}, like=node, shape=out.shape))
+    return True
+
+
+def _gather_range(rw: Rewriter, node: Node) -> bool:
+    """A gather of an evenly spaced run of constant indices along an axis of a computed
+    value is a slice (XLNet's relative shift: ``index_select(x, 3, arange(klen))`` in
+    PyTorch, ``x[:, :klen]`` in TF); a parameter's rows are a lookup (``lookups``)."""
+    x, out = node.inputs[0], node.outputs[0]
+    data = rw.constant_value(node.inputs[1]) if len(node.inputs) == 2 else None
+    if data is None or rw.is_param(x) or np.ndim(data) != 1 or len(data) < 1 or \
+            np.asarray(data).dtype.kind not in "iu" or not x.rank:
+        return False
+    axis = node.attrs["axis"] % x.rank
+    ids = np.asarray(data, dtype=np.int64)
+    ids = np.where(ids < 0, ids + x.shape[axis], ids)
+    step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
+    if step < 1 or ids.min() < 0 or ids.max() >= x.shape[axis] or \
+            not np.array_equal(ids, ids[0] + step * np.arange(len(ids))):
+        return False
+    attrs = {"axes": (axis,), "starts": (int(ids[0]),), "ends": (int(ids[-1]) + 1,),
+             "steps": (step,)}
+    rw.replace(out, rw.emit("slice", [x], attrs, like=node, shape=out.shape))
     return True
 
 

@@ -277,6 +277,51 @@ def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _block_after_transpose(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(x, p), S), S regrouping only a run of consecutive axes that p
+    brought over whole and in order from elsewhere, otherwise than by merging or splitting
+    whole axes: that regrouping of x's run, then the transpose. XLNet's relative shift reshapes its scores' (i, j) block as (j, i): at the
+    end of ``bnij`` in PyTorch, at the front of ``ijbn`` in TF (the same values; the
+    transpose sinks on toward the softmax)."""
+    t = rw.producer(node.inputs[0])
+    if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
+        return False
+    x, p, out = t.inputs[0], tuple(t.attrs["perm"]), node.outputs[0]
+    shape, target = t.outputs[0].shape, out.shape
+    a = 0
+    while a < min(len(shape), len(target)) and shape[a] == target[a]:
+        a += 1
+    tail = 0
+    while tail < min(len(shape), len(target)) - a and shape[-1 - tail] == target[-1 - tail]:
+        tail += 1
+    k, m = len(shape) - tail - a, len(target) - tail - a
+    if k < 1 or m < 1:
+        return False
+    q, block = p[a], target[a:a + m]
+    if q == a or p[a:a + k] != tuple(range(q, q + k)):
+        return False  # a run left in place (a rotary's pairs) stays as written
+    if _merge_groups(shape[a:a + k], block) is not None or \
+            _merge_groups(block, shape[a:a + k]) is not None:
+        return False  # a merge or a split of whole axes: the rules above give its one form
+    split = x.shape[:q] + block + x.shape[q + k:]
+
+    def moved(axis: int) -> int:
+        return axis if axis < q else axis + m - k
+
+    perm = tuple(moved(i) for i in p[:a]) + tuple(range(q, q + m)) + tuple(
+        moved(i) for i in p[a + k:])
+    rw.keep(node)  # the region's root must be visible to the region walk
+    nodes = region(rw, out, [x])
+    if nodes is None or not agrees(
+            rw, nodes, out, [x],
+            lambda env: np.transpose(np.reshape(env[x], split), perm),
+            claim=("block-after-transpose", split, perm)):
+        return True
+    inner = rw.emit("reshape", [x], {"shape": split}, like=node, shape=split)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
+    return True
+
+
 def _concat(rw: Rewriter, node: Node) -> bool:
     """concat(transpose(a, p), transpose(b, p), ..., axis k) as transpose(concat(a, b, ...,
     axis p[k]), p): the same blocks joined in the layout they were made in (Keras joins two
@@ -398,7 +443,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "transpose":
         return _merge_after_transpose(rw, node) or _hoist(rw, node)
     if node.op == "reshape":
-        return _split_after_transpose(rw, node)
+        return _split_after_transpose(rw, node) or _block_after_transpose(rw, node)
     if node.op == "concat":
         return _concat(rw, node)
     if node.op in _REDUCTIONS:
