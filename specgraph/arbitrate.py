@@ -354,5 +354,10 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
 def _downstream(f: Finding) -> str:
     side = f.rhs or f.lhs
     stats = side.value if side is not None and isinstance(side.value, dict) else {}
-    size = f" by {stats['max_rel']:.2e} of their scale" if "max_rel" in stats else ""
+    size = ""
+    if stats.get("scale") == 0 and "max_abs" in stats:  # a mask of zeros, an integer count
+        size = (f" by {stats['max_abs']:.3g} in {stats.get('mismatch', 0.0):.0%} of their "
+                "elements")
+    elif "max_rel" in stats:
+        size = f" by {stats['max_rel']:.2e} of their scale"
     return f"values part at {f.op} at {side.scope if side else '<model>'}{size}"

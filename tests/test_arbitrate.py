@@ -135,3 +135,21 @@ def test_keras_batch_norms_added_into_a_residual_are_each_raised():
     graph = canonicalize_model(trace_tf(model, (pixels,))).graph
     ops = sorted(n.op for n in graph.nodes)
     assert ops == ["add", "batch_norm", "batch_norm", "conv", "conv", "relu"]
+
+
+def test_values_of_no_scale_are_said_to_part_by_how_much_and_where() -> None:
+    """A reshape of a mask of ones and zeros paired with the reshape of its complement read
+    "values part ... by 0.00e+00 of their scale": the scale is zero there, not the gap."""
+    from specgraph.arbitrate import _downstream
+    from specgraph.report import Finding, Side
+
+    def finding(stats):
+        return Finding("numeric-divergence", "", op="reshape",
+                       rhs=Side("encoder", "reshape", value=stats))
+
+    said = _downstream(finding({"max_abs": 1.0, "max_rel": 0.0, "mismatch": 0.25,
+                                "cosine": 0.0, "scale": 0.0}))
+    assert said == "values part at reshape at encoder by 1 in 25% of their elements"
+    said = _downstream(finding({"max_abs": 0.2, "max_rel": 0.1, "mismatch": 0.5,
+                                "cosine": 0.9, "scale": 2.0}))
+    assert said == "values part at reshape at encoder by 1.00e-01 of their scale"
