@@ -968,3 +968,41 @@ def test_xlnets_relative_shift_in_two_layouts_is_one_graph() -> None:
         [n.op for n in canonical(rhs).graph.nodes]
     for a, b in ((lhs, rhs), (rhs, lhs)):
         _equivalent(a, b)
+
+
+class TorchXLMPositions(torch.nn.Module):
+    """XLM adds ``position_embeddings(position_ids[:, :T]).expand_as(x)``: a lookup at ids
+    ``[1, T]`` sliced from a buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos = torch.nn.Embedding(32, LC)
+        self.register_buffer("position_ids", torch.arange(32).expand((1, -1)),
+                             persistent=False)
+
+    def forward(self, x):
+        return torch.relu(x + self.pos(self.position_ids[:, :LT]).expand_as(x))
+
+
+def test_xlms_position_lookup_at_ids_of_one_row_is_tfs_at_tiled_ids() -> None:
+    """TF's XLM looks up ``tile(expand_dims(range(T), 0), (B, 1))``: an edge-mismatch
+    between constants ``[1, T]`` and ``[T]`` before."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFXLMPositions(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos = keras.layers.Embedding(32, LC)
+
+        def __call__(self, x):
+            ids = tf.tile(tf.expand_dims(tf.range(LT), axis=0), (LB, 1))
+            return tf.nn.relu(x + self.pos(ids))
+
+    model = TFXLMPositions()
+    model(tf.constant(HIDDEN))
+    lhs = torch_side(TorchXLMPositions(), HIDDEN, name="torch_xlm_positions")
+    rhs = keras_side(model, HIDDEN, name="tf_xlm_positions")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)

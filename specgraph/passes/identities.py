@@ -11,7 +11,8 @@ size one it leaves alone; a select on a constant condition that is the
 same everywhere is the operand it picks; a concat of one operand beside empty ones (an
 empty key cache) is that operand, and a concat of copies of a value of size one along its
 axis is that value expanded, and one of a value between blocks of zeros is a pad; a gather of evenly spaced
-constant indices is a slice; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
+constant indices is a slice; an elementwise op reads the source of an expand it
+broadcasts anyway; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -65,6 +66,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node)
+    if node.op in _BROADCASTING and _expand_broadcast(rw, node):
+        return True
     if node.op == "gather" and _gather_range(rw, node):
         return True
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
@@ -291,6 +294,34 @@ def _zeros_around(rw: Rewriter, node: Node) -> bool:
     pads = [0] * (2 * x.rank)
     pads[axis], pads[x.rank + axis] = before, after
     rw.replace(out, rw.emit("pad", [x], {"pads": tuple(pads)}, like=node, shape=out.shape))
+    return True
+
+
+_BROADCASTING = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
+
+
+def _expand_broadcast(rw: Rewriter, node: Node) -> bool:
+    """An elementwise op reading an expand whose source its other operands broadcast to the
+    same shape reads the source (PyTorch XLM's ``x + emb.expand_as(x)``: TF adds the lookup
+    and lets the sum broadcast it)."""
+    out = node.outputs[0]
+    inputs = list(node.inputs)
+    changed = False
+    for k, v in enumerate(inputs):
+        producer = rw.producer(v)
+        if producer is None or producer.op != "expand":
+            continue
+        source = producer.inputs[0]
+        others = [u.shape for j, u in enumerate(inputs) if j != k]
+        try:
+            shape = np.broadcast_shapes(source.shape, *others)
+        except ValueError:
+            continue
+        if tuple(shape) == out.shape:
+            inputs[k], changed = source, True
+    if not changed:
+        return False
+    rw.replace(out, rw.emit(node.op, inputs, dict(node.attrs), like=node, shape=out.shape))
     return True
 
 

@@ -3,7 +3,8 @@
 ``table[ids]`` with constant ids (a gather along the rows), or ``embedding(ids, table)``
 (Flax's and TF's lookups) become ``embedding(ids, table)``; a lookup of every row in
 order is the table itself (TF's CLIP adds its position table whole, PyTorch and Flax look
-up ``arange(n)`` in it).
+up ``arange(n)`` in it); constant ids with leading axes of one lose them (the lookup's
+result reshaped).
 
 Requires: a verified graph. Ensures: no ``slice`` or axis-0 ``gather`` reads the rows of a
 two-dimensional parameter at constant positions; exact (the same rows, copied).
@@ -54,9 +55,30 @@ def _whole_table(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _unit_ids(rw: Rewriter, node: Node) -> bool:
+    """An embedding at constant ids with leading axes of one (PyTorch XLM's
+    ``position_ids[:, :T]``, ``[1, T]``) is the lookup at the ids without them, reshaped
+    (TF's port looks up ``range(T)``): one lookup for both, the reshape then a broadcast's
+    rank promotion."""
+    ids, table = node.inputs
+    data = rw.constant_value(ids)
+    if data is None or ids.rank < 2 or ids.shape[0] != 1:
+        return False
+    kept = tuple(ids.shape)
+    while len(kept) > 1 and kept[0] == 1:
+        kept = kept[1:]
+    squeezed = rw.constant(np.asarray(data).reshape(kept), ids.dtype)
+    out = node.outputs[0]
+    looked = rw.emit("embedding", [squeezed, table], dict(node.attrs), like=node,
+                     shape=kept + out.shape[ids.rank:])
+    rw.replace(out, rw.emit("reshape", [looked], {"shape": out.shape}, like=node,
+                            shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "embedding":
-        return _whole_table(rw, node)
+        return _whole_table(rw, node) or _unit_ids(rw, node)
     if node.op not in ("gather", "slice"):
         return False
     ids = _rows(rw, node)
