@@ -166,10 +166,15 @@ def _slice(rw: Rewriter, node: Node) -> bool:
 def _split(rw: Rewriter, node: Node) -> bool:
     """A split of a transposed value is the split of the value along the axis the transpose
     moved there, each piece transposed (a GLU gate split along TF's channels-last axis, one
-    along PyTorch's channels-first one)."""
+    along PyTorch's channels-first one), where every piece is read by elementwise ops only,
+    through which the transposes sink on (q, k and v split for attention keep the one
+    transpose above the split)."""
     t = _sinkable_transpose(rw, node.inputs[0])
-    if t is None or len(node.inputs) != 1:
-        return False
+    if t is None or len(node.inputs) != 1 or not all(
+            rw.graph.consumers(out) and all(get_spec(u.op).category in ELEMENTWISE
+                                            for u in rw.graph.consumers(out))
+            for out in node.outputs):
+        return False  # one transpose becomes one per piece: only where they sink on
     perm, source = t.attrs["perm"], t.inputs[0]
     axis = perm[node.attrs["axis"] % source.rank]
     pieces = []
