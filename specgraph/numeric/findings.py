@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from specgraph.ir import Graph, Node
-from specgraph.numeric.stats import Stats, Tolerance
+from specgraph.numeric.stats import UNDERFLOW, Stats, Tolerance
 from specgraph.diff import describe_node as describe
 from specgraph.diff import node_side
 from specgraph.report import DIFF, Finding, Voice
@@ -260,8 +260,6 @@ def underflow(where: Sequence[str], largest: float) -> str:
     """The note for values passed only by float32's least tolerance (``stats.UNDERFLOW``):
     ``where`` names them (layers, gradients, outputs), ``largest`` is the largest
     difference among them."""
-    from specgraph.numeric.stats import UNDERFLOW
-
     what = (f"the values of {where[0]}" if len(where) == 1 else
             f"values at {len(where)} places ({_named(list(where))})")
     return (f"{what} lie at float32's underflow, where frameworks that flush subnormal "

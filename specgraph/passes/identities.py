@@ -7,12 +7,12 @@ output joins the reshape); squeeze/unsqueeze become reshapes;
 chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
 go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
-size one it leaves alone; a select on a constant condition that is the
-same everywhere is the operand it picks; a concat of one operand beside empty ones (an
-empty key cache) is that operand, and a concat of copies of a value of size one along its
-axis is that value expanded, and one of a value between blocks of zeros is a pad; a gather of evenly spaced
-constant indices is a slice; an elementwise op reads the source of an expand it
-broadcasts anyway; a cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
+size one it leaves alone; a select on a constant condition that is the same everywhere is
+the operand it picks; a concat of one operand beside empty ones (an empty key cache) is that
+operand, a concat of copies of a value of size one along its axis is that value expanded,
+and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
+indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
+cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is

@@ -181,8 +181,8 @@ class Rewriter:
             new = self.resolve(old)
             if native is not None and new.shape == old.shape:
                 natives.setdefault(new, native)
-        later += [(self.resolve(old), n) for old, n in later
-                  if self.resolve(old).shape == old.shape]
+        later += [(new, n) for old, n in later
+                  if (new := self.resolve(old)) is not old and new.shape == old.shape]
         g = self.graph
         present = {*g.inputs, *g.params.values(), *(v for n in self.nodes for v in n.outputs)}
         out = complete_natives(self.nodes, {v: n for v, n in natives.items() if v in present})

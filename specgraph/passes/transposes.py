@@ -170,10 +170,9 @@ def _split(rw: Rewriter, node: Node) -> bool:
     through which the transposes sink on (q, k and v split for attention keep the one
     transpose above the split)."""
     t = _sinkable_transpose(rw, node.inputs[0])
+    readers = [rw.graph.consumers(out) for out in node.outputs]
     if t is None or len(node.inputs) != 1 or not all(
-            rw.graph.consumers(out) and all(get_spec(u.op).category in ELEMENTWISE
-                                            for u in rw.graph.consumers(out))
-            for out in node.outputs):
+            r and all(get_spec(u.op).category in ELEMENTWISE for u in r) for r in readers):
         return False  # one transpose becomes one per piece: only where they sink on
     perm, source = t.attrs["perm"], t.inputs[0]
     axis = perm[node.attrs["axis"] % source.rank]
@@ -270,12 +269,21 @@ def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
     split = tuple(s for axis in range(x.rank) for s in sizes[axis])
     starts = np.cumsum([0] + [len(sizes[axis]) for axis in range(x.rank)])
     perm = tuple(int(starts[p[i]]) + k for i in range(x.rank) for k in range(len(runs[i])))
+    return _reshaped_first(rw, node, t, split, perm, "split-after-transpose")
+
+
+def _reshaped_first(rw: Rewriter, node: Node, t: Node, split: tuple[int, ...],
+                    perm: tuple[int, ...], claim: str) -> bool:
+    """reshape ``node`` of transpose ``t`` written as ``t``'s input reshaped to ``split``,
+    then transposed by ``perm``, once that is proved on random values (the node is kept as
+    written where it is not)."""
+    x, out = t.inputs[0], node.outputs[0]
     rw.keep(node)  # the region's root must be visible to the region walk
     nodes = region(rw, out, [x])
     if nodes is None or not agrees(
             rw, nodes, out, [x],
             lambda env: np.transpose(np.reshape(env[x], split), perm),
-            claim=("split-after-transpose", split, perm)):
+            claim=(claim, split, perm)):
         return True
     inner = rw.emit("reshape", [x], {"shape": split}, like=node, shape=split)
     rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
@@ -285,14 +293,14 @@ def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
 def _block_after_transpose(rw: Rewriter, node: Node) -> bool:
     """reshape(transpose(x, p), S), S regrouping only a run of consecutive axes that p
     brought over whole and in order from elsewhere, otherwise than by merging or splitting
-    whole axes: that regrouping of x's run, then the transpose. XLNet's relative shift reshapes its scores' (i, j) block as (j, i): at the
-    end of ``bnij`` in PyTorch, at the front of ``ijbn`` in TF (the same values; the
-    transpose sinks on toward the softmax)."""
+    whole axes: that regrouping of x's run, then the transpose. XLNet's relative shift
+    reshapes its scores' (i, j) block as (j, i): at the end of ``bnij`` in PyTorch, at the
+    front of ``ijbn`` in TF (the same values; the transpose sinks on toward the softmax)."""
     t = rw.producer(node.inputs[0])
     if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
         return False
-    x, p, out = t.inputs[0], tuple(t.attrs["perm"]), node.outputs[0]
-    shape, target = t.outputs[0].shape, out.shape
+    x, p = t.inputs[0], tuple(t.attrs["perm"])
+    shape, target = t.outputs[0].shape, node.outputs[0].shape
     a = 0
     while a < min(len(shape), len(target)) and shape[a] == target[a]:
         a += 1
@@ -315,16 +323,7 @@ def _block_after_transpose(rw: Rewriter, node: Node) -> bool:
 
     perm = tuple(moved(i) for i in p[:a]) + tuple(range(q, q + m)) + tuple(
         moved(i) for i in p[a + k:])
-    rw.keep(node)  # the region's root must be visible to the region walk
-    nodes = region(rw, out, [x])
-    if nodes is None or not agrees(
-            rw, nodes, out, [x],
-            lambda env: np.transpose(np.reshape(env[x], split), perm),
-            claim=("block-after-transpose", split, perm)):
-        return True
-    inner = rw.emit("reshape", [x], {"shape": split}, like=node, shape=split)
-    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
-    return True
+    return _reshaped_first(rw, node, t, split, perm, "block-after-transpose")
 
 
 def _concat(rw: Rewriter, node: Node) -> bool:
