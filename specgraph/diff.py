@@ -366,12 +366,14 @@ class _Differ:
         if len(left) != len(right) or self._explained(a, b):
             return
         lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
+        scalars = all(k == "leaf" and x[0] == "const" and x[2] is not None
+                      for k, x in (lm, rm))  # the same op with another number in it
         self._add(i, Finding(
             "edge-mismatch",
             f"{a.op} at {a.scope or '<model>'} reads {self._say(lm, self.lhs)} in {self.v.lhs} "
-            f"but {self._say(rm, self.rhs)} in {self.v.rhs} ({b.scope or '<model>'}): the two "
-            "sides are "
-            "wired differently here",
+            f"but {self._say(rm, self.rhs)} in {self.v.rhs} ({b.scope or '<model>'})" +
+            (": the same op with another constant" if scalars else
+             ": the two sides are wired differently here"),
             op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
 
     def _constants(self, i: int, a: Node, b: Node) -> None:

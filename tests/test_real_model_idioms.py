@@ -1006,3 +1006,104 @@ def test_xlms_position_lookup_at_ids_of_one_row_is_tfs_at_tiled_ids() -> None:
     rhs = keras_side(model, HIDDEN, name="tf_xlm_positions")
     for a, b in ((lhs, rhs), (rhs, lhs)):
         _equivalent(a, b)
+
+
+# --- SwiftFormer: a layer scale [C, 1, 1] against TF's [C]; F.normalize's guard ------------
+class TorchLayerScale(torch.nn.Module):
+    """SwiftFormer's residual ``x + layer_scale * f(x)``, its scale a ``[C, 1, 1]``
+    parameter broadcast over channels-first maps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = torch.nn.Conv2d(4, 4, 1)
+        self.conv = torch.nn.Conv2d(4, 4, 1)
+        self.layer_scale = torch.nn.Parameter(torch.rand(4).unsqueeze(-1).unsqueeze(-1))
+
+    def forward(self, x):
+        x = self.stem(x)
+        return x + self.layer_scale * self.conv(x)
+
+
+def test_a_layer_scale_of_c_1_1_is_tfs_c_on_channels_last_maps() -> None:
+    """TF's SwiftFormer keeps its layer scale ``[C]`` and multiplies channels-last maps,
+    which canonical form makes a ``[1, C, 1, 1]`` view of it. HF's SwiftFormer in TF
+    against PyTorch could not move weights (``[C, 1, 1]`` vs ``[C]``) and said PyTorch
+    "holds as constants what rhs computes from its weights alone"."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    class KerasLayerScale(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = keras.layers.Conv2D(4, 1)
+            self.conv = keras.layers.Conv2D(4, 1)
+
+        def build(self, shape):
+            self.layer_scale = self.add_weight(name="layer_scale", shape=(4,),
+                                               initializer="ones")
+            self.stem.build(shape)
+            self.conv.build(shape)
+
+        def call(self, x):
+            x = self.stem(x)
+            return x + self.layer_scale * self.conv(x)
+
+    lhs = torch_side(TorchLayerScale().eval(), MAPS, name="torch_layer_scale")
+    rhs = keras_side(KerasLayerScale(), np.ascontiguousarray(MAPS.transpose(0, 2, 3, 1)),
+                     name="keras_layer_scale")
+    for side in (lhs, rhs):
+        graph = canonical(side).graph
+        assert [n.op for n in graph.nodes] == ["conv", "conv", "mul", "add"]
+        assert sorted(v.shape for v in graph.params.values()) == \
+            [(4,), (4,), (4, 1, 1), (4, 4, 1, 1), (4, 4, 1, 1)]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert not report.notes, report.notes
+        assert any(r.lhs.startswith("mul") for r in report.numeric.layers)
+
+
+class TorchNormalized(torch.nn.Module):
+    """SwiftFormer's attention normalizes queries with ``F.normalize``: ``x / max(‖x‖,
+    1e-12)``, the clamp ``clamp_min`` (opaque before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.query = torch.nn.Linear(C, C)
+
+    def forward(self, x):
+        return torch.nn.functional.normalize(self.query(x), dim=-1)
+
+
+def test_f_normalize_against_l2_normalize_differs_only_in_its_guard() -> None:
+    """TF's ``l2_normalize`` is ``x·rsqrt(max(Σx², 1e-12))``: the guard on the squared norm,
+    1e-6 on the norm. HF's SwiftFormer read three op-mismatches and an opaque op per
+    normalization; the one difference now left is the guard's number, which the numbers
+    settle as no difference on any input whose norms exceed 1e-6."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFNormalized(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.query = keras.layers.Dense(C)
+
+        def __call__(self, x):
+            return tf.math.l2_normalize(self.query(x), axis=-1)
+
+    model = TFNormalized()
+    model(tf.constant(X))
+    lhs = torch_side(TorchNormalized(), X, name="torch_normalize")
+    rhs = keras_side(model, X, name="tf_l2_normalize")
+    for side in (lhs, rhs):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert "opaque" not in ops and "rsqrt" not in ops
+        assert ops[-3:] == ["sqrt", "maximum", "div"], ops
+    structural = compare(lhs, rhs, mode="structure")
+    (finding,) = structural.findings
+    assert finding.code == "edge-mismatch"
+    assert "reads the constant 1e-12 in lhs but the constant 1e-06 in rhs" in finding.message
+    assert "the same op with another constant" in finding.message
+    report = _equivalent(lhs, rhs)
+    assert any("written differently, computes the same" in n for n in report.notes)

@@ -76,6 +76,9 @@ _BINARY = {
     "maximum": "maximum", "minimum": "minimum", "eq": "equal", "ne": "not_equal",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
     "logical_and": "logical_and", "logical_or": "logical_or",
+    # a clamp on one side is a maximum or a minimum (F.normalize's guard on the norm)
+    "clamp_min": "maximum", "clamp_min_": "maximum", "clamp_max": "minimum",
+    "clamp_max_": "minimum",
 }
 # bitwise ops on booleans are the logical ones; on integers they are not (kept opaque)
 _BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",

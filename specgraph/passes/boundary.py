@@ -178,11 +178,18 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
         if len(kinds) != 1:
             continue
         ((op, arg),) = kinds
+        shape = users[0].outputs[0].shape
         if op == "reshape" and len(arg) > v.rank and \
                 [d for d in arg if d != 1] == [d for d in v.shape if d != 1] and \
                 not _read_as_layer_params(graph, [u.outputs[0] for u in users]):
-            continue  # a broadcasting view ([C] read as [1, 1, C]): the layout is fine
-        new = Value(users[0].outputs[0].shape, v.dtype)
+            # a broadcasting view: [C] read as [1, 1, C] keeps its layout; [C] read as
+            # [1, C, 1, 1] is stored as the [C, 1, 1] that broadcasts alike (TF's layer
+            # scale on channels-last maps made channels-first, PyTorch's own shape for it)
+            shape = _broadcast_view(graph, [u.outputs[0] for u in users]) or v.shape
+            if shape == v.shape:
+                continue
+            arg = shape
+        new = Value(shape, v.dtype)
         params[name] = new
         for u in users:
             replaced[u.outputs[0]] = new
@@ -213,6 +220,13 @@ def _broadcast_alike(graph: Graph, v: Value, users: list[Node]) -> tuple[int, ..
                for u in users):
             return shape
     return None
+
+
+def _broadcast_view(graph: Graph, views: list[Value]) -> tuple[int, ...] | None:
+    """The one shape, without leading size-1 axes, in which every one of ``views`` (a
+    parameter's reshapes to one shape) is read alike, broadcast by elementwise ops."""
+    shapes = {_broadcast_alike(graph, v, graph.consumers(v)) for v in views}
+    return shapes.pop() if len(shapes) == 1 else None
 
 
 def _broadcast(shapes: Iterator[tuple[int, ...]]) -> tuple[int, ...] | None:

@@ -12,7 +12,9 @@ the operand it picks; a concat of one operand beside empty ones (an empty key ca
 operand, a concat of copies of a value of size one along its axis is that value expanded,
 and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
-cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2).
+cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2); a root of a sum of
+squares guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
+x / max(√s, √c)).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
 from specgraph.passes.regions import agrees, region
@@ -64,6 +66,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         rw.replace(node.outputs[0], rw.emit("pow", [x, rw.constant(2.0, x.dtype)], like=node,
                                             shape=node.outputs[0].shape))
         return True
+    if node.op in ("mul", "sqrt") and _guarded_root(rw, node):
+        return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node)
     if node.op in _BROADCASTING and _expand_broadcast(rw, node):
@@ -86,6 +90,64 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 
 
 _VIEWS = ("reshape", "expand", "tile")
+
+
+def _guarded_root(rw: Rewriter, node: Node) -> bool:
+    """A norm guarded against zero is one form: x·rsqrt(max(s, c)) is x / max(√s, √c), and
+    √max(s, c) is max(√s, √c), where s sums (or averages) squares and c is a constant at
+    or above zero. TF's ``l2_normalize`` guards the squared norm, PyTorch's ``F.normalize``
+    the norm itself: the same clamp then reads 1e-6 against 1e-12 where it differs (exact
+    in real arithmetic: the root is monotone and s is never negative)."""
+    if node.op == "sqrt":
+        guard = _guard(rw, node.inputs[0])
+        if guard is None:
+            return False
+        rw.replace(node.outputs[0], _rooted(rw, node, *guard))
+        return True
+    for x, r in (node.inputs, node.inputs[::-1]) if len(node.inputs) == 2 else ():
+        root = rw.producer(r)
+        if root is None or root.op != "rsqrt" or rw.uses(r) != 1 or \
+                (guard := _guard(rw, root.inputs[0])) is None:
+            continue
+        out = node.outputs[0]
+        rw.replace(out, rw.emit("div", [x, _rooted(rw, root, *guard)], like=node,
+                                shape=out.shape))
+        return True
+    return False
+
+
+def _guard(rw: Rewriter, v: Value) -> tuple[Value, np.ndarray, str] | None:
+    """(s, c, c's dtype) where ``v`` is max(s, c): s a sum or mean of squares, c a float
+    constant of one element, at or above zero."""
+    node = rw.producer(v)
+    if node is None or node.op != "maximum" or len(node.inputs) != 2 or \
+            v.dtype not in FLOAT_DTYPES:
+        return None
+    for s, c in (node.inputs, node.inputs[::-1]):
+        data = rw.constant_value(c)
+        if data is None or np.size(data) != 1 or not float(np.ravel(data)[0]) >= 0 or \
+                s.shape != v.shape or not _squares_summed(rw, s):
+            continue
+        return s, np.asarray(data), c.dtype
+    return None
+
+
+def _squares_summed(rw: Rewriter, s: Value) -> bool:
+    total = rw.producer(s)
+    if total is None or total.op not in ("reduce_sum", "reduce_mean"):
+        return False
+    square = rw.producer(total.inputs[0])
+    if square is None or square.op != "pow":
+        return False
+    exponent = rw.constant_value(square.inputs[1])
+    return exponent is not None and np.size(exponent) == 1 and float(np.ravel(exponent)[0]) == 2
+
+
+def _rooted(rw: Rewriter, like: Node, s: Value, c: np.ndarray, dtype: str) -> Value:
+    """max(√s, √c)."""
+    root = rw.emit("sqrt", [s], like=like, shape=s.shape)
+    bound = rw.constant(np.sqrt(c.astype(np.float64)).astype(c.dtype), dtype)
+    return rw.emit("maximum", [root, bound], like=like, shape=s.shape)
 
 
 def _expand_without_unit_axes(rw: Rewriter, node: Node) -> bool:
