@@ -94,6 +94,10 @@ def _label(node: Node) -> tuple[Any, ...]:
     return (node.op, tuple(sorted((k, value_key(v)) for k, v in node.attrs.items())))
 
 
+def _commutative(node: Node) -> bool:
+    return len(node.inputs) == 2 and get_spec(node.op).commutative
+
+
 def leaf_key(graph: Graph, value: Value, *, param_shape: bool = True) -> tuple[Any, ...]:
     """What an input, parameter or constant is, structurally (never its name): a constant
     by shape and scalar value, a parameter by shape (unless ``param_shape`` is false), an
@@ -118,6 +122,8 @@ def _up_hashes(graph: Graph, seeds: Mapping[int, int]) -> list[int]:
         else:
             parts = [hash(leaf_key(graph, v)) if v not in made else made[v]
                      for v in node.inputs]
+            if _commutative(node):  # x·c and c·x (Flax's quick GELU against PyTorch's)
+                parts.sort()
             h = hash((_label(node), tuple(parts)))
         out.append(h)
         for k, v in enumerate(node.outputs):
@@ -138,6 +144,8 @@ def _down_hashes(graph: Graph, output_keys: list[Any], seeds: Mapping[int, int])
         for k, v in enumerate(node.outputs):
             for user in graph.consumers(v):
                 slots = tuple(s for s, u in enumerate(user.inputs) if u is v)
+                if _commutative(user):  # read in any slot alike: how often counts
+                    slots = (len(slots),)
                 readers.append((k, out[graph.index(user)], slots))
             if v in outputs:
                 readers.append((k, "output", outputs[v]))

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from specgraph.diff import side_index
-from specgraph.interpreter import Interpreter
+from specgraph.errors import ExecutionError
+from specgraph.interpreter import Interpreter, last_uses
 from specgraph.ir import Graph, Node, Value
 from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, rhs_inputs
@@ -166,8 +167,11 @@ class _Proof:
             args = [self.rhs(v) for v in node.inputs]
             if any(a is None for a in args):
                 return None
-            with np.errstate(all="ignore"):
-                outs = interp.run_node(j, node, args)
+            try:
+                with np.errstate(all="ignore"):
+                    outs = interp.run_node(j, node, args)
+            except ExecutionError:  # an op the reference interpreter cannot run
+                return None
             self.rvalues.update(zip(node.outputs, outs))
         worst = 0.0
         for lhs_value, rhs_value in self._exits():
@@ -233,19 +237,29 @@ def _distance(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _lhs_values(model: TracedModel, seed: int, needed: set[Value]) -> dict[Value, np.ndarray]:
-    """lhs's values in ``needed`` on ``seed``'s inputs, computed in float64."""
+    """lhs's values in ``needed`` on ``seed``'s inputs, computed in float64; a value the
+    reference interpreter cannot compute (downstream of an op it cannot run: an opaque op)
+    is left out, and a region that needs it stays unsettled."""
     g = model.graph
     inputs = example_inputs(model, seed)
-    out: dict[Value, np.ndarray] = {}
-
-    def keep(node: Node, outs: tuple[Any, ...]) -> None:
-        out.update((v, o) for v, o in zip(node.outputs, outs) if v in needed)
-
-    interp = Interpreter(g, model.weights, on_node=keep)
+    interp = Interpreter(g, model.weights)
     env = interp.bind(interp.named_inputs(inputs))
-    out.update((v, x) for v, x in env.items() if v in needed)
+    out = {v: x for v, x in env.items() if v in needed}
+    last = last_uses(g)
     with np.errstate(all="ignore"):
-        interp.execute(env)
+        for index, node in enumerate(g.nodes):
+            if all(v in env for v in node.inputs):
+                try:
+                    outs = interp.run_node(index, node, [env[v] for v in node.inputs])
+                except ExecutionError:
+                    outs = ()
+                for v, data in zip(node.outputs, outs):
+                    env[v] = data
+                    if v in needed:
+                        out[v] = data
+            for v in node.inputs:
+                if last.get(v) == index:
+                    env.pop(v, None)
     return out
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from specgraph.align import Alignment, align, leaf_key
 from specgraph.folds import Fold, Folded
 from specgraph.grouping import group_repeated
-from specgraph.ir import Graph, Node, Value
+from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
 from specgraph.report import DIFF, Finding, Row, Side, Voice
@@ -265,7 +265,8 @@ class _Differ:
             if not inputs_differ:
                 self._params(i, a, b)
                 if len(self.findings) == before and any(
-                        va.shape != vb.shape for va, vb in zip(a.outputs, b.outputs)):
+                        va.shape != vb.shape for va, vb in zip(a.outputs, b.outputs)) and \
+                        not self._as_its_params(a, b):
                     self._add(i, Finding(
                         "shape-mismatch",
                         f"{a.op} produces {a.outputs[0].shape} in {self.v.lhs} "
@@ -277,6 +278,13 @@ class _Differ:
             if len(self.findings) > before:
                 self.flagged_l.add(i)
                 self.flagged_r.add(j)
+
+    @staticmethod
+    def _as_its_params(a: Node, b: Node) -> bool:
+        """Outputs that differ only in axes of size one, as a parameter read does (a scalar
+        gain against TF's [1]): the same numbers, no shape difference to report."""
+        return all(same_elements(va.shape, vb.shape) for va, vb in zip(a.outputs, b.outputs)) \
+            and any(va.shape != vb.shape for va, vb in zip(a.inputs, b.inputs))
 
     def _add(self, key: int, finding: Finding) -> None:
         self.findings.append((key, finding))
@@ -336,7 +344,8 @@ class _Differ:
         diffs = []
         for va, vb in zip(a.inputs, b.inputs):
             na, nb = self.lhs.param_name(va), self.rhs.param_name(vb)
-            if na is not None and nb is not None and va.shape != vb.shape:
+            if na is not None and nb is not None and va.shape != vb.shape and \
+                    not same_elements(va.shape, vb.shape):  # a scalar against [1]: alike
                 diffs.append((na, va.shape, nb, vb.shape))
         if not diffs:
             return

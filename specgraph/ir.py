@@ -33,7 +33,7 @@ from specgraph.ops import OPAQUE, get_spec, is_registered
 from specgraph.ops.dtypes import DTYPES
 
 __all__ = ["Value", "Node", "Graph", "GraphBuilder", "Native", "DTYPES", "prune",
-           "complete_natives"]
+           "complete_natives", "same_elements"]
 
 
 
@@ -93,6 +93,12 @@ class Native:
         None where the value is the native transposed (a reshape of a transposed array is
         no reshape of the native)."""
         return None if self.perm is not None else Native(self.key, None, tuple(shape))
+
+
+def same_elements(a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether two shapes hold the same elements in the same order, differing only in axes
+    of size one (a scalar gain ``[]`` and TF's ``[1]``): one is a reshape of the other."""
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
 
 
 def permuted(array: Any, perm: Sequence[int]) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from specgraph.align import Alignment
 from specgraph.errors import SpecgraphError
-from specgraph.ir import Node, Value
+from specgraph.ir import Node, Value, same_elements
 from specgraph.ops import get_spec
 
 __all__ = ["ParamPair", "TransferError", "pair_parameters"]
@@ -64,7 +64,7 @@ def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[Param
             na, nb = lhs.param_name(va), rhs.param_name(vb)
             if na is None or nb is None:
                 continue
-            if va.shape != vb.shape:
+            if va.shape != vb.shape and not same_elements(va.shape, vb.shape):
                 problems.append(f"{na} {list(va.shape)} vs {nb} {list(vb.shape)} "
                                 f"(input {slot} of {a.op} at {a.scope or '<model>'})")
             elif found.setdefault(na, nb) != nb:

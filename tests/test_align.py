@@ -125,3 +125,40 @@ def test_twins_pair_through_an_op_one_side_lacks() -> None:
     lhs = _encoder_decoder(TF_ORDER, None, None)
     rhs = _encoder_decoder(TORCH_ORDER, 1, "tanh")
     assert _crossed(lhs, rhs) == [] and _crossed(rhs, lhs) == []
+
+
+# the orders of HF's CLIP text attention in PyTorch and as Flax's jaxpr lists it
+CLIP_TORCH_ORDER = ("q", "k", "v", "q.reshape", "q.transpose", "k.reshape", "k.transpose",
+                    "v.reshape", "v.transpose")
+CLIP_FLAX_ORDER = ("q", "k", "v", "q.reshape", "k.reshape", "v.reshape", "q.transpose",
+                   "v.transpose", "k.transpose")
+
+
+def _quick_gelu_stack(order: tuple[str, ...], constant_first: bool, tail: str) -> Graph:
+    """Two layers of attention then an MLP with CLIP's quick GELU, x·sigmoid(1.702·x), the
+    constant written before x (Flax) or after it (PyTorch); the graph ends in ``tail``."""
+    b = GraphBuilder("quick_gelu_stack")
+    x = b.input("x", (B, T, D), F)
+    for i in range(2):
+        x = _attention(b, x, f"layers.{i}.attn", order)
+        h = _linear(b, x, f"layers.{i}.fc1")
+        c = b.constant(np.float32(1.702))
+        scaled = b.add("mul", [c, h] if constant_first else [h, c], shape=h.shape, dtype=F,
+                       scope=f"layers.{i}.mlp")
+        gate = b.add("sigmoid", [scaled], shape=h.shape, dtype=F, scope=f"layers.{i}.mlp")
+        h = b.add("mul", [h, gate], shape=h.shape, dtype=F, scope=f"layers.{i}.mlp")
+        x = b.add("add", [x, _linear(b, h, f"layers.{i}.fc2")], shape=x.shape, dtype=F,
+                  scope=f"layers.{i}")
+    b.output("y", b.add(tail, [x], shape=x.shape, dtype=F, scope="head"))
+    return b.build()
+
+
+def test_operands_of_a_commutative_op_in_either_order_keep_the_context_alike() -> None:
+    """Flax's CLIP writes quick GELU's ``1.702 * x`` where PyTorch writes ``x * 1.702``, and
+    its pooled text token differs in form at the end, so no node downstream matched by
+    context; every node after the first MLP hashed apart, the second layer's q, k and v
+    (written in another order) were paired by graph order, k with v, and the numbers
+    parted there by 4 times their scale."""
+    lhs = _quick_gelu_stack(CLIP_TORCH_ORDER, False, "tanh")
+    rhs = _quick_gelu_stack(CLIP_FLAX_ORDER, True, "relu")
+    assert _crossed(lhs, rhs) == [] and _crossed(rhs, lhs) == []

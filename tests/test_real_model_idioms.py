@@ -1009,7 +1009,7 @@ def test_xlms_position_lookup_at_ids_of_one_row_is_tfs_at_tiled_ids() -> None:
 
 
 # --- SwiftFormer: a layer scale [C, 1, 1] against TF's [C]; F.normalize's guard ------------
-class TorchLayerScale(torch.nn.Module):
+class TorchLayerScaleMap(torch.nn.Module):
     """SwiftFormer's residual ``x + layer_scale * f(x)``, its scale a ``[C, 1, 1]``
     parameter broadcast over channels-first maps."""
 
@@ -1049,7 +1049,7 @@ def test_a_layer_scale_of_c_1_1_is_tfs_c_on_channels_last_maps() -> None:
             x = self.stem(x)
             return x + self.layer_scale * self.conv(x)
 
-    lhs = torch_side(TorchLayerScale().eval(), MAPS, name="torch_layer_scale")
+    lhs = torch_side(TorchLayerScaleMap().eval(), MAPS, name="torch_layer_scale")
     rhs = keras_side(KerasLayerScale(), np.ascontiguousarray(MAPS.transpose(0, 2, 3, 1)),
                      name="keras_layer_scale")
     for side in (lhs, rhs):
@@ -1107,3 +1107,107 @@ def test_f_normalize_against_l2_normalize_differs_only_in_its_guard() -> None:
     assert "the same op with another constant" in finding.message
     report = _equivalent(lhs, rhs)
     assert any("written differently, computes the same" in n for n in report.notes)
+
+
+# --- CLIP, GroupViT: a logit scale held as a scalar against TF's [1] ----------------------
+class TorchLogitScale(torch.nn.Module):
+    """CLIP's similarity logits ``exp(logit_scale) · a bᵀ``, the scale a parameter of shape
+    ``[]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(C, C)
+        self.logit_scale = torch.nn.Parameter(torch.tensor(2.6592))
+
+    def forward(self, x):
+        a = self.proj(x[0])
+        return torch.exp(self.logit_scale) * (a @ x[1].T)
+
+
+def test_a_scalar_logit_scale_is_tfs_of_shape_one() -> None:
+    """TF's CLIP-style ports hold the logit scale as ``add_weight(shape=(1,))``, PyTorch's
+    as a scalar. HF's GroupViT read a param-mismatch (``[]`` vs ``[1]``) and its weights
+    could not be moved, so no numbers ran; then a shape-mismatch for the exp."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFLogitScale(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = keras.layers.Dense(C)
+            self.logit_scale = tf.Variable([2.6592], name="logit_scale")
+
+        def __call__(self, x):
+            a = self.proj(x[0])
+            return tf.exp(self.logit_scale) * tf.matmul(a, x[1], transpose_b=True)
+
+    model = TFLogitScale()
+    model(tf.constant(X))
+    lhs = torch_side(TorchLogitScale(), X, name="torch_logit_scale")
+    rhs = keras_side(model, X, name="tf_logit_scale")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert any(r.lhs.startswith("exp") for r in report.numeric.layers)
+        assert not any("not compared" in n for n in report.numeric.notes)
+
+
+# --- CLIP: the pooled token picked by (batch, position) pairs; the norm as pow(…, 0.5) -----
+class TorchPooled(torch.nn.Module):
+    """CLIP's text pooling ``h[arange(B), ids.argmax(-1)]`` and its features' L2 norm by
+    ``x.norm(dim=-1, keepdim=True)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(C, C)
+
+    def forward(self, x):
+        h = self.proj(x)
+        pooled = h[torch.arange(B), x.sum(-1).argmax(-1)]
+        return pooled / pooled.norm(dim=-1, keepdim=True)
+
+
+def test_a_token_picked_by_batch_and_position_is_one_gather_in_every_framework() -> None:
+    """TF's CLIP pools with ``gather_nd`` at stacked (batch, position) pairs and Flax's with
+    ``x[jnp.arange(B), ids]``, a general XLA gather: both were opaque, an op-mismatch
+    against PyTorch's flat gather in every port (GroupViT, CLIP). Each is now the flat
+    gather PyTorch's export writes, the index never wrapped where argmax made it."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFPooled(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = keras.layers.Dense(C)
+
+        def __call__(self, x):
+            h = self.proj(x)
+            at = tf.stack([tf.range(B, dtype=tf.int64),
+                           tf.math.argmax(tf.reduce_sum(x, -1), -1)], axis=1)
+            pooled = tf.gather_nd(h, at)
+            return pooled / tf.sqrt(tf.reduce_sum(tf.square(pooled), -1, keepdims=True))
+
+    class FlaxPooled(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            h = fnn.Dense(C, name="proj")(x)
+            pooled = h[jnp.arange(B), x.sum(-1).argmax(-1)]
+            return pooled / jnp.linalg.norm(pooled, axis=-1, keepdims=True)
+
+    model = TFPooled()
+    model(tf.constant(X))
+    flax_model = FlaxPooled()
+    lhs = torch_side(TorchPooled(), X, name="torch_pooled")
+    sides = [keras_side(model, X, name="tf_pooled"),
+             linen_side(flax_model, flax_model.init(jax.random.PRNGKey(0), X), X,
+                        name="flax_pooled")]
+    for side in [lhs] + sides:
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert "opaque" not in ops and "where" not in ops, ops
+        assert ops.count("gather") == 1 and ops[-4:] == ["pow", "reduce_sum", "sqrt", "div"]
+    for rhs in sides:
+        for a, b in ((lhs, rhs), (rhs, lhs)):
+            report = _equivalent(a, b)
+            assert not report.notes, report.notes
+            assert any(r.lhs.startswith("gather") for r in report.numeric.layers)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.frontends._common.points import emit_point_gather
 from specgraph.frontends._common.table import ConverterTable
 
 __all__ = ["CONVERTERS"]
@@ -207,6 +208,8 @@ def _gather(cx: Any, eqn: Any) -> Any:
     ``gather`` (``embedding`` for rows of a 2-D parameter); others stay opaque."""
     operand, indices = eqn.invars
     axis = _take_axis(eqn, _shape(operand), _shape(indices))
+    if axis is None and _points(eqn, _shape(operand), _shape(indices)):
+        return emit_point_gather(cx, cx.value(operand), cx.value(indices), cx.constant)
     if axis is None:
         return cx.opaque()
     batch = _shape(indices)[:-1]
@@ -214,6 +217,20 @@ def _gather(cx: Any, eqn: Any) -> Any:
     if cx.is_param(operand) and len(operand.aval.shape) == 2 and axis == 0:
         return cx.emit("embedding", [ids, cx.value(operand)])
     return cx.emit("gather", [cx.value(operand), ids], {"axis": axis})
+
+
+def _points(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -> bool:
+    """Whether the gather takes, at each index vector of k numbers, the whole slice of x
+    at those k leading positions (``x[jnp.arange(B), ids]``)."""
+    dn = eqn.params["dimension_numbers"]
+    k = index_shape[-1] if index_shape else 0
+    lead = tuple(range(k))
+    if k < 2 or k > len(shape) or dn.operand_batching_dims or \
+            tuple(dn.start_index_map) != lead or tuple(dn.collapsed_slice_dims) != lead:
+        return False
+    nb = len(index_shape) - 1
+    return tuple(int(s) for s in eqn.params["slice_sizes"]) == (1,) * k + shape[k:] and \
+        tuple(int(d) for d in dn.offset_dims) == tuple(range(nb, nb + len(shape) - k))
 
 
 def _take_axis(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -> int | None:

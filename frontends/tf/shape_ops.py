@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.frontends._common.converter import NATIVE
+from specgraph.frontends._common.points import emit_point_gather
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
@@ -340,6 +341,16 @@ def _gather(cx: Any, op: Any) -> Any:
         return cx.emit("gather", [table, indices], {"axis": axis})
     axis %= len(cx.shape(op.inputs[0]))
     return cx.emit("gather", [cx.value(op.inputs[0]), indices], {"axis": axis})
+
+
+@_reg("GatherNd")
+def _gather_nd(cx: Any, op: Any) -> Any:
+    """``gather_nd`` of whole slices at points (CLIP's pooled token) is a flat gather."""
+    x = cx.materialize(cx.value(op.inputs[0]))
+    indices = cx.materialize(cx.value(op.inputs[1]))
+    if not indices.shape or not 1 <= int(indices.shape[-1]) <= len(x.shape):
+        raise Unsupported("gather_nd")
+    return emit_point_gather(cx, x, indices, lambda a: a)
 
 
 # --- padding, tiling, broadcasting -------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from specgraph.ir import same_elements
 from specgraph.numeric.arrays import DeviceStore, HostArrays
 from specgraph.numeric.runner import Runner
 from specgraph.numeric.stats import (Stats, Tolerance, keep_square_sum, known_square_sum,
@@ -61,6 +62,8 @@ class DeviceArrays:
             # (an additive mask, small: its drowned keys are set aside on the host)
             return self._host.measure(self.host(lhs), self.host(rhs), tol, floor)
         a, b = self._pair(lhs, rhs)
+        if tuple(a.shape) != tuple(b.shape) and same_elements(a.shape, b.shape):
+            b = b.reshape(a.shape)  # a scalar against [1]: the same elements in order
         if tuple(a.shape) != tuple(b.shape):
             return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)
         if not a.numel():

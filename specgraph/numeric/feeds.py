@@ -92,7 +92,10 @@ def transfer_weights(pairing: Pairing, lhs_weights: Mapping[str, np.ndarray]
     (``specgraph.folds.fold_weights``), rhs's own where the pairing keeps them
     (``Pairing.own``). Raises TransferError naming every rhs parameter left without a
     value."""
-    out = {p.rhs: np.asarray(lhs_weights[p.lhs]) for p in pairing.params}
+    # (a shape that differs only in axes of size one, a scalar against [1], is reshaped)
+    out = {p.rhs: np.reshape(np.asarray(lhs_weights[p.lhs]),
+                              pairing.rhs.params[p.rhs].shape)
+           for p in pairing.params}
     out.update(fold_weights(pairing.lhs, pairing.rhs, list(pairing.folds.values()),
                             lhs_weights))
     for name, array in pairing.own.items():

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.ir import Node
+from specgraph.ir import Node, same_elements
 from specgraph.passes.drowned import DROWN
 
 __all__ = ["Stats", "Tolerance", "measure", "tolerance", "reduction_size", "BASE_RTOL",
@@ -223,6 +223,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
     difference of two float32 numbers is computed to within one rounding), sums in float64.
     """
     a, b = np.asarray(lhs), np.asarray(rhs)
+    if a.shape != b.shape and same_elements(a.shape, b.shape):
+        b = b.reshape(a.shape)  # a scalar against [1]: the same elements in the same order
     held = (a, b)  # the arrays as given: the ones a caller can give again
     if a.shape != b.shape:
         return Stats(math.inf, math.inf, 1.0, 0.0, 0.0, shape_differs=True)

@@ -12,7 +12,9 @@ the operand it picks; a concat of one operand beside empty ones (an empty key ca
 operand, a concat of copies of a value of size one along its axis is that value expanded,
 and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
-cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2); a root of a sum of
+cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 is √x; a slice
+of a concat within one operand is a slice of it; an index made by argmax is not wrapped
+(it is never negative); a root of a sum of
 squares guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
 x / max(√s, √c)).
 
@@ -54,7 +56,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
             all(step == 1 for step in node.attrs["steps"]):
         rw.replace(node.outputs[0], x)  # every element, in order (T5's bias[:, :, -T:])
         return True
-    if node.op == "slice" and _slice_chain(rw, node):
+    if node.op == "slice" and (_slice_chain(rw, node) or _slice_of_concat(rw, node)):
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
@@ -67,6 +69,11 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                                             shape=node.outputs[0].shape))
         return True
     if node.op in ("mul", "sqrt") and _guarded_root(rw, node):
+        return True
+    if node.op == "pow" and x.dtype in FLOAT_DTYPES and rw.scalar(node.inputs[1]) == 0.5:
+        # x^0.5 is √x (PyTorch's ``x.norm(dim=…)`` against a port's sqrt(Σx²))
+        rw.replace(node.outputs[0], rw.emit("sqrt", [x], like=node,
+                                            shape=node.outputs[0].shape))
         return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node)
@@ -494,6 +501,33 @@ def _slice_chain(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _slice_of_concat(rw: Rewriter, node: Node) -> bool:
+    """A slice along a concat's axis that falls within one of its operands is a slice of
+    that operand, or the operand itself (a point's k-th index read back from the index
+    vectors stacked for a ``gather_nd``)."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or inner.op != "concat" or len(node.attrs["axes"]) != 1 or \
+            node.attrs["steps"] != (1,):
+        return False
+    (axis,), (start,), (end,) = node.attrs["axes"], node.attrs["starts"], node.attrs["ends"]
+    if axis != inner.attrs["axis"] % inner.outputs[0].rank or start < 0 or end < 0:
+        return False
+    offset = 0
+    for part in inner.inputs:
+        size = part.shape[axis]
+        if offset <= start and min(end, inner.outputs[0].shape[axis]) <= offset + size:
+            out = node.outputs[0]
+            if out.shape == part.shape:
+                rw.replace(out, part)
+            else:
+                rw.replace(out, rw.emit("slice", [part], {
+                    "axes": (axis,), "starts": (start - offset,), "ends": (end - offset,),
+                    "steps": (1,)}, like=node, shape=out.shape))
+            return True
+        offset += size
+    return False
+
+
 def _constant_condition(rw: Rewriter, node: Node) -> bool:
     """where(c, a, b) with c a constant, true everywhere (false everywhere): a (b), where
     that already has the output's shape and dtype (Flax's wav2vec2 masks its features with
@@ -517,6 +551,10 @@ def _index_wrap(rw: Rewriter, node: Node) -> bool:
         return False
     if cmp_node.inputs[0] is not i or rw.scalar(cmp_node.inputs[1]) != 0:
         return False
+    made = rw.producer(i)
+    if made is not None and made.op in ("argmax", "argmin"):  # never negative: no wrap
+        rw.replace(node.outputs[0], i)
+        return True
     others = [v for v in add_node.inputs if v is not i]
     n = rw.scalar(others[0]) if len(others) == 1 else None
     users = rw.graph.consumers(node.outputs[0])

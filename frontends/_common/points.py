@@ -1,0 +1,41 @@
+"""A gather of points, ``x[i₀, …, i_{k-1}]`` with the k indices stacked on the last axis of
+one index tensor (TF's ``gather_nd``, JAX's ``x[jnp.arange(B), ids]``), as canonical ops:
+the indexed leading axes of x flattened into one, each point's flat position summed from
+its k indices times their strides, one ``gather`` along the flat axis. PyTorch's
+``x[torch.arange(B), ids]`` exports as that flat gather already (CLIP's pooled token), so
+the ports compare node for node; no canonical ``gather_nd`` op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import prod
+from typing import Any
+
+import numpy as np
+
+__all__ = ["emit_point_gather"]
+
+
+def emit_point_gather(cx: Any, x: Any, indices: Any, constant: Callable[[np.ndarray], Any]
+                      ) -> Any:
+    """``x`` gathered at the points ``indices`` (``[..., k]``, k at most ``x``'s rank) with
+    ``cx.emit``; ``constant`` makes an operand of an array. The result is shaped
+    ``indices.shape[:-1] + x.shape[k:]``."""
+    k = int(indices.shape[-1])
+    lead, rest = tuple(x.shape[:k]), tuple(x.shape[k:])
+    batch = tuple(indices.shape[:-1])
+    last = len(indices.shape) - 1
+    flat = cx.emit("reshape", [x], {"shape": (prod(lead),) + rest},
+                   out=((prod(lead),) + rest, x.dtype))
+    total = None
+    for j in range(k):
+        col = cx.emit("slice", [indices], {"axes": (last,), "starts": (j,), "ends": (j + 1,),
+                                           "steps": (1,)}, out=(batch + (1,), indices.dtype))
+        col = cx.emit("reshape", [col], {"shape": batch}, out=(batch, indices.dtype))
+        stride = prod(lead[j + 1:])
+        if stride != 1:
+            col = cx.emit("mul", [col, constant(np.asarray(stride, np.dtype(indices.dtype)))],
+                          out=(batch, indices.dtype))
+        total = col if total is None else cx.emit("add", [total, col],
+                                                  out=(batch, indices.dtype))
+    return cx.emit("gather", [flat, total], {"axis": 0}, out=(batch + rest, x.dtype))
