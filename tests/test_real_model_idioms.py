@@ -1211,3 +1211,63 @@ def test_a_token_picked_by_batch_and_position_is_one_gather_in_every_framework()
             report = _equivalent(a, b)
             assert not report.notes, report.notes
             assert any(r.lhs.startswith("gather") for r in report.numeric.layers)
+
+
+# --- GroupViT: a hard one-hot by scatter, by one_hot, by comparison ------------------------
+class TorchHardAssign(torch.nn.Module):
+    """GroupViT's straight-through hard assignment: the argmax along the groups scattered
+    as ones into zeros, ``y_hard - y_soft.detach() + y_soft``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(C, C)
+
+    def forward(self, x):
+        soft = torch.softmax(self.proj(x), dim=1)
+        index = soft.max(1, keepdim=True)[1]
+        hard = torch.zeros_like(soft).scatter_(1, index, 1.0)
+        return hard - soft.detach() + soft
+
+
+def test_a_hard_one_hot_by_scatter_is_tfs_and_jaxs_one_hot() -> None:
+    """HF's GroupViT: PyTorch scatters ones at ``max(keepdim=True)``'s index, TF calls
+    ``one_hot(argmax)``: an attr-mismatch on argmax's keepdims and opaque ``scatter_``
+    against opaque ``OneHot``. Both are now ``cast(index == arange)``, as JAX's
+    ``jax.nn.one_hot`` writes it."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFHardAssign(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = keras.layers.Dense(C)
+
+        def __call__(self, x):
+            soft = tf.nn.softmax(self.proj(x), axis=1)
+            hard = tf.one_hot(tf.argmax(soft, 1), T, axis=1)
+            return hard - tf.stop_gradient(soft) + soft
+
+    class FlaxHardAssign(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            soft = jax.nn.softmax(fnn.Dense(C, name="proj")(x), axis=1)
+            hard = jax.nn.one_hot(jnp.argmax(soft, 1), T, axis=1)
+            return hard - jax.lax.stop_gradient(soft) + soft
+
+    model = TFHardAssign()
+    model(tf.constant(X))
+    flax_model = FlaxHardAssign()
+    lhs = torch_side(TorchHardAssign(), X, name="torch_hard")
+    sides = [keras_side(model, X, name="tf_hard"),
+             linen_side(flax_model, flax_model.init(jax.random.PRNGKey(0), X), X,
+                        name="flax_hard")]
+    for side in [lhs] + sides:
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert "opaque" not in ops and "where" not in ops, ops
+        assert ops[ops.index("argmax"):ops.index("argmax") + 4] == \
+            ["argmax", "reshape", "equal", "cast"], ops
+    for rhs in sides:
+        for a, b in ((lhs, rhs), (rhs, lhs)):
+            report = _equivalent(a, b)
+            assert not report.notes, report.notes

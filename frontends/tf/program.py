@@ -5,8 +5,9 @@ library, unchanged) into a new ``tf.function``: the user inputs come in as argum
 captured variable reads a copy of that variable holding the given weights (the model's own
 variables are never written), and every observed tensor becomes an extra output. Gradients
 are TensorFlow's symbolic ones, built in the same function: ``tf.gradients`` of the outputs
-(weighted by the cotangents) with respect to the observed tensors and the copies, which is
-what ``tf.GradientTape`` over a ``tf.function`` call differentiates too. Eager mode runs
+(weighted by the cotangents) with respect to the observed tensors and the copies of the
+trainable variables, which is what ``tf.GradientTape`` over a ``tf.function`` call
+differentiates too. Eager mode runs
 that function as TensorFlow runs a ``tf.function`` (the graph executor, after grappler);
 compiled mode compiles it whole with XLA (``jit_compile=True``), forward and backward.
 
@@ -110,6 +111,9 @@ class TFProgram(NativeProgram):
                                if getattr(op, "_gradient_function", None) is not None}
         read = [variables[id(e)] for e in captures.values() if id(e) in variables]
         self.params = {name: tf_variable(v) for name, v in read}  # the variables it reads
+        # those training updates (a BatchNorm's moving statistics are not: no gradient, as
+        # PyTorch gives its running statistics, buffers, none)
+        self.trainable = {name for name, v in read if getattr(v, "trainable", True)}
         self.param_of = {id(e): variables[id(e)][0] for e in captures.values()
                          if id(e) in variables}
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs
@@ -161,7 +165,7 @@ class TFProgram(NativeProgram):
                 param = self.param_of.get(id(external))
                 if param is not None:
                     feeds[placeholder] = func_graph.capture(copies[param].handle)
-                    if copies[param].dtype.is_floating:
+                    if copies[param].dtype.is_floating and param in self.trainable:
                         handles[param] = feeds[placeholder]
                 else:
                     feeds[placeholder] = func_graph.capture(external)

@@ -353,6 +353,23 @@ def _gather_nd(cx: Any, op: Any) -> Any:
     return emit_point_gather(cx, x, indices, lambda a: a)
 
 
+@_reg("OneHot")
+def _one_hot(cx: Any, op: Any) -> Any:
+    """``one_hot(i, depth, on, off, axis)`` is ``where(expand(i) == arange(depth), on,
+    off)``: as PyTorch's scatter of ones at one index per row writes it."""
+    indices = cx.materialize(cx.value(op.inputs[0]))
+    shape, dtype = cx.out()
+    axis = int(cx.attr("axis", -1)) % len(shape)
+    depth = shape[axis]
+    keyed = tuple(1 if k == axis else n for k, n in enumerate(shape))
+    index = cx.emit("reshape", [indices], {"shape": keyed}, out=(keyed, indices.dtype))
+    positions = np.arange(depth).reshape(tuple(depth if k == axis else 1
+                                               for k in range(len(shape))))
+    hit = cx.emit("equal", [index, positions.astype(np.dtype(indices.dtype))],
+                  out=(tuple(shape), "bool"))
+    return cx.emit("where", [hit, cx.value(op.inputs[2]), cx.value(op.inputs[3])])
+
+
 # --- padding, tiling, broadcasting -------------------------------------------------------
 def _pads(cx: Any, t: Any) -> tuple[int, ...]:
     pairs = np.asarray(cx.const_ints(t)).reshape(-1, 2)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
 from specgraph.frontends._common.table import Converter, ConverterTable
+from specgraph.ops.dtypes import numpy_dtype
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register
@@ -573,6 +575,26 @@ def _argmax(cx: Any, node: Any) -> Any:
         dim = wrap_dim(a["dim"], x.rank)
     op = "argmax" if "argmax" in str(node.target) else "argmin"
     return cx.emit(op, [x], {"axis": dim, "keepdims": bool(a["keepdim"])})
+
+
+@_reg("aten.scatter.value", "aten.scatter_.value")
+def _scatter_value(cx: Any, node: Any) -> Any:
+    """``x.scatter(dim, index, v)`` with one index per row along ``dim`` (GroupViT's hard
+    one-hot, ``zeros.scatter_(dim, argmax(keepdim=True), 1.0)``) is
+    ``where(index == arange, v, x)``: as TF's ``one_hot`` and JAX's comparison write it.
+    Other scatters stay opaque."""
+    x, dim, index, value = node.args[:4]
+    xv, iv = cx.value(x), cx.value(index)
+    dim = wrap_dim(dim, xv.rank)
+    if node.kwargs.get("reduce") is not None or iv.rank != xv.rank or \
+            iv.shape[dim] != 1 or \
+            any(a != b for k, (a, b) in enumerate(zip(iv.shape, xv.shape)) if k != dim):
+        return cx.opaque(node)
+    positions = np.arange(xv.shape[dim]).reshape(
+        tuple(xv.shape[dim] if k == dim else 1 for k in range(xv.rank)))
+    line = cx.b.constant(positions.astype(numpy_dtype(iv.dtype)), iv.dtype)
+    hit = cx.emit("equal", [iv, line], out=(xv.shape, "bool"))
+    return cx.emit("where", [hit, cx.operand(value, xv.dtype), xv])
 
 
 @_reg("aten.var.correction", "aten.var.dim", "aten.var.default", "aten.std.correction",

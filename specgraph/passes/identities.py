@@ -14,7 +14,7 @@ and one of a value between blocks of zeros is a pad; a gather of evenly spaced c
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
 cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 is √x; a slice
 of a concat within one operand is a slice of it; an index made by argmax is not wrapped
-(it is never negative); a root of a sum of
+(it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c cast; a root of a sum of
 squares guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
 x / max(√s, √c)).
 
@@ -76,7 +76,16 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                                             shape=node.outputs[0].shape))
         return True
     if node.op == "where":
-        return _constant_condition(rw, node) or _index_wrap(rw, node)
+        return _constant_condition(rw, node) or _index_wrap(rw, node) or _indicator(rw, node)
+    if node.op in ("argmax", "argmin") and node.attrs["keepdims"]:
+        # the index with its axis kept is the index reshaped (PyTorch's max(keepdim=True))
+        out = node.outputs[0]
+        shape = tuple(d for k, d in enumerate(out.shape) if k != node.attrs["axis"])
+        index = rw.emit(node.op, [x], {"axis": node.attrs["axis"], "keepdims": False},
+                        like=node, shape=shape)
+        rw.replace(out, rw.emit("reshape", [index], {"shape": out.shape}, like=node,
+                                shape=out.shape))
+        return True
     if node.op in _BROADCASTING and _expand_broadcast(rw, node):
         return True
     if node.op == "gather" and _gather_range(rw, node):
@@ -539,6 +548,18 @@ def _constant_condition(rw: Rewriter, node: Node) -> bool:
     if pick.shape != out.shape or pick.dtype != out.dtype:
         return False
     rw.replace(out, pick)
+    return True
+
+
+def _indicator(rw: Rewriter, node: Node) -> bool:
+    """where(c, 1, 0) is c cast to numbers (a one-hot written as a select, TF's
+    ``one_hot``, against one written as a scatter of ones into zeros, PyTorch's)."""
+    cond, one, zero = node.inputs
+    out = node.outputs[0]
+    if cond.shape != out.shape or out.dtype == "bool" or rw.uniform(one) != 1 or \
+            rw.uniform(zero) != 0:
+        return False
+    rw.replace(out, rw.emit("cast", [cond], {"dtype": out.dtype}, like=node, shape=out.shape))
     return True
 
 

@@ -73,6 +73,21 @@ def linen_cnn():
     return CNN(), variables, (IMAGE.transpose(0, 2, 3, 1),)
 
 
+def keras_cnn():
+    import keras
+
+    inputs = keras.Input((8, 8, 3), batch_size=2)
+    h = keras.layers.Conv2D(4, 3, padding="same", use_bias=False, name="conv")(inputs)
+    h = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="bn")(h)
+    h = keras.layers.GlobalAveragePooling2D()(keras.layers.ReLU()(h))
+    out = keras.layers.Dense(3, use_bias=False, name="head")(h)
+    model = keras.Model(inputs, out)
+    model.get_layer("conv").set_weights([CONV.transpose(2, 3, 1, 0)])
+    model.get_layer("bn").set_weights([SCALE, SHIFT, MEAN, VAR])
+    model.get_layer("head").set_weights([HEAD.T])
+    return model, (IMAGE.transpose(0, 2, 3, 1),)
+
+
 def torch_tables():
     import torch
 
@@ -119,6 +134,20 @@ def test_batch_norm_running_statistics_are_not_trained_on_either_side(models, ca
     notes = json.dumps(report)
     assert "no gradient" not in notes
     assert "running_mean" not in notes and "batch_stats" not in notes
+
+
+def test_keras_moving_statistics_get_no_gradient_as_pytorchs_buffers_get_none(models, capsys):
+    """TensorFlow's program differentiated every variable it reads, a BatchNorm's moving
+    mean and variance too (non-trainable), so PyTorch against Keras noted "lhs's program
+    gives 2 parameters (running_var, running_mean) no gradient ... while rhs's trains
+    them" (HF's GroupViT). A training step trains neither."""
+    pytest.importorskip("tensorflow")
+    for a, b in (("torch_cnn", "keras_cnn"), ("keras_cnn", "torch_cnn")):
+        assert main(["diff", f"{models}:{a}", f"{models}:{b}", "--native",
+                     "--format", "json"]) == 0
+        report = _report(capsys)
+        assert report["findings"] == []
+        assert "no gradient" not in json.dumps(report)
 
 
 def test_flax_programs_differentiate_params_not_batch_statistics():
