@@ -144,8 +144,6 @@ def _down_hashes(graph: Graph, output_keys: list[Any], seeds: Mapping[int, int])
         for k, v in enumerate(node.outputs):
             for user in graph.consumers(v):
                 slots = tuple(s for s, u in enumerate(user.inputs) if u is v)
-                if _commutative(user):  # read in any slot alike: how often counts
-                    slots = (len(slots),)
                 readers.append((k, out[graph.index(user)], slots))
             if v in outputs:
                 readers.append((k, "output", outputs[v]))
