@@ -5,7 +5,8 @@ none of which looks at names (scopes and parameter names are not compared at all
 step only pairs nodes that are both unpaired, and ``node_match`` may veto any pair.
 
 1. **Anchors from whole-context hashes** (``anchors``). Each node gets an *upstream* hash
-   (its op, its attributes and the upstream hashes of its inputs, slot by slot) and a
+   (its op, its attributes and the upstream hashes of its inputs, slot by slot, in any
+   order for a commutative op: Flax's ``1.702·x`` is PyTorch's ``x·1.702``) and a
    *downstream* hash (its op and attributes and the downstream hashes of its readers, with
    the slot it feeds), one pass each over the topological order. A node whose upstream (or
    downstream) hash occurs exactly once in each graph is paired with its twin, unless the
