@@ -1271,3 +1271,103 @@ def test_a_hard_one_hot_by_scatter_is_tfs_and_jaxs_one_hot() -> None:
         for a, b in ((lhs, rhs), (rhs, lhs)):
             report = _equivalent(a, b)
             assert not report.notes, report.notes
+
+
+# --- Wav2Vec2 (feat_extract_norm="group"): GroupNorm(C, C) against moments per channel ----
+WAVE = np.random.default_rng(6).standard_normal((2, 400)).astype(np.float32)
+
+
+class TorchFeatureNorm(torch.nn.Module):
+    """Wav2Vec2's first feature layer: a strided conv, ``nn.GroupNorm(C, C)``, GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv1d(1, 16, 10, stride=5)
+        self.norm = torch.nn.GroupNorm(16, 16)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.norm(self.conv(x[:, None])))
+
+
+def test_moments_per_channel_over_time_are_a_group_norm_with_a_group_per_channel() -> None:
+    """TF's Wav2Vec2 normalizes its first features with ``tf.nn.moments`` over time and
+    ``tf.nn.batch_normalization`` on channels-last maps, PyTorch's with ``GroupNorm(C, C)``:
+    the default wav2vec2-base config read an op-mismatch ``group_norm`` against twelve ops,
+    and no weights moved. The moments are raised to the group norm."""
+    tf = pytest.importorskip("tensorflow")
+
+    class TFFeatureNorm(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            rng = np.random.default_rng(1)
+            self.kernel = tf.Variable(0.1 * rng.standard_normal((10, 1, 16)).astype(np.float32))
+            self.bias = tf.Variable(np.zeros(16, np.float32))
+            self.gamma = tf.Variable(np.ones(16, np.float32))
+            self.beta = tf.Variable(np.zeros(16, np.float32))
+
+        def __call__(self, x):
+            h = tf.nn.conv1d(x[:, :, None], self.kernel, stride=5, padding="VALID") + self.bias
+            mean, var = tf.nn.moments(h, [1], keepdims=True)
+            h = tf.nn.batch_normalization(h, mean, var, offset=tf.reshape(self.beta, [1, 1, 16]),
+                                          scale=tf.reshape(self.gamma, [1, 1, 16]),
+                                          variance_epsilon=1e-5)
+            return tf.transpose(tf.nn.gelu(h, approximate=False), [0, 2, 1])
+
+    lhs = torch_side(TorchFeatureNorm(), WAVE, name="torch_group_norm")
+    rhs = keras_side(TFFeatureNorm(), WAVE, name="tf_moments")
+    (norm,) = [n for n in canonical(rhs).graph.nodes if n.op == "group_norm"]
+    assert norm.attrs["num_groups"] == 16 and norm.inputs[0].shape == (2, 16, 79)
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert any(r.lhs.startswith("group_norm") for r in report.numeric.layers)
+
+
+# --- LayoutLMv3: relative positions clipped, their bias looked up by one-hot or by index ---
+BUCKETS, POSITIONS = 16, np.sort(np.random.default_rng(0).integers(0, 60, (2, 8)), -1)
+
+
+class TorchRelativeBias(torch.nn.Module):
+    """LayoutLMv3's relative-position bias: positions clipped with ``torch.clip`` and the
+    bias read as ``weight.t()[bucket]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.rel = torch.nn.Linear(BUCKETS, 4, bias=False)
+
+    def forward(self, p):
+        r = torch.clip(p[:, None, :] - p[:, :, None], -BUCKETS // 2, BUCKETS // 2 - 1) \
+            + BUCKETS // 2
+        return self.rel.weight.t()[r].permute(0, 3, 1, 2)
+
+
+def test_a_one_hot_times_a_weight_is_the_weights_rows_and_clip_by_value_a_clip() -> None:
+    """TF's LayoutLMv3 clips with ``clip_by_value`` (a minimum then a maximum) and reads
+    its bias as ``Dense(one_hot(bucket))``, PyTorch's with ``torch.clip`` and
+    ``weight.t()[bucket]``: op-mismatches, and no weights moved. Both are one clip and one
+    embedding lookup now."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFRelativeBias(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = keras.layers.Dense(4, use_bias=False)
+            self.dense.build([None, BUCKETS])
+
+        def __call__(self, p):
+            r = tf.clip_by_value(p[:, None, :] - p[:, :, None], -BUCKETS // 2,
+                                 BUCKETS // 2 - 1) + BUCKETS // 2
+            return tf.transpose(self.dense(tf.one_hot(r, BUCKETS)), [0, 3, 1, 2])
+
+    lhs = torch_side(TorchRelativeBias(), POSITIONS, name="torch_relative_bias")
+    rhs = keras_side(TFRelativeBias(), POSITIONS.astype(np.int32), name="tf_relative_bias")
+    for side in (lhs, rhs):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert ops.count("clip") == 1 and ops.count("embedding") == 1, ops
+        assert not {"minimum", "maximum", "linear", "gather", "equal"} & set(ops), ops
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert not report.notes, report.notes
+        assert any(r.lhs.startswith("embedding") for r in report.numeric.layers)

@@ -4,7 +4,8 @@
 (Flax's and TF's lookups) become ``embedding(ids, table)``; a lookup of every row in
 order is the table itself (TF's CLIP adds its position table whole, PyTorch and Flax look
 up ``arange(n)`` in it); constant ids with leading axes of one lose them (the lookup's
-result reshaped).
+result reshaped). The rows of a weight table at computed indices (``W.t()[ids]``) and a
+one-hot of indices times a weight (``Dense(one_hot(ids))``) are lookups too.
 
 Requires: a verified graph. Ensures: no ``slice`` or axis-0 ``gather`` reads the rows of a
 two-dimensional parameter at constant positions; exact (the same rows, copied).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["RaiseLookupsPass"]
@@ -76,9 +77,52 @@ def _unit_ids(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _table(rw: Rewriter, v: Value) -> bool:
+    """Whether ``v`` is a 2-D parameter, or one transposed (PyTorch's ``weight.t()``)."""
+    made = rw.producer(v)
+    if made is not None and made.op == "transpose":
+        v = made.inputs[0]
+    return v.rank == 2 and rw.is_param(v)
+
+
+def _one_hot_product(rw: Rewriter, node: Node) -> bool:
+    """``one_hot(i, n) · W`` with W an [n, h] weight, no bias, is the rows of W at i
+    (LayoutLMv3's relative-position bias: TF's ``Dense(one_hot(bucket))`` against
+    PyTorch's ``weight.t()[bucket]``); the one-hot as ``cast(i == arange(n))``."""
+    if node.attrs.get("bias") or len(node.inputs) != 2 or not _table(rw, node.inputs[1]):
+        return False
+    cast = rw.producer(node.inputs[0])
+    eq = rw.producer(cast.inputs[0]) if cast is not None and cast.op == "cast" else None
+    if eq is None or eq.op != "equal":
+        return False
+    n = node.inputs[1].shape[0]
+    for u, line in (eq.inputs, eq.inputs[::-1]):
+        positions = rw.constant_value(line)
+        if positions is None or line.shape != (1,) * (line.rank - 1) + (n,) or \
+                not np.array_equal(np.ravel(positions), np.arange(n)) or \
+                u.rank != line.rank or u.shape[-1] != 1 or u.dtype[:3] not in ("int", "uin"):
+            continue
+        ids = rw.emit("reshape", [u], {"shape": u.shape[:-1]}, like=node, shape=u.shape[:-1])
+        out = node.outputs[0]
+        rw.replace(out, rw.emit("embedding", [ids, node.inputs[1]], {}, like=node,
+                                shape=out.shape))
+        return True
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "embedding":
         return _whole_table(rw, node) or _unit_ids(rw, node)
+    if node.op == "linear":
+        return _one_hot_product(rw, node)
+    if node.op == "gather" and node.attrs["axis"] in (0, -2) and _table(rw, node.inputs[0]) \
+            and node.inputs[1].dtype[:3] in ("int", "uin"):
+        # the rows of a weight table at computed indices are a lookup (``W.t()[ids]``), as
+        # JAX's ``jnp.take(table, ids)`` traces to one
+        out = node.outputs[0]
+        rw.replace(out, rw.emit("embedding", [node.inputs[1], node.inputs[0]], {}, like=node,
+                                shape=out.shape))
+        return True
     if node.op not in ("gather", "slice"):
         return False
     ids = _rows(rw, node)

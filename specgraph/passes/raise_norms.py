@@ -1,6 +1,8 @@
 """Raise written-out normalizations: mean/var/rsqrt over trailing axes -> layer_norm (or
-rms_norm) with its eps, scale and bias; inference batch-norm arithmetic with per-channel
-mean, variance, scale and bias -> batch_norm with its eps (channels moved to axis 1).
+rms_norm) with its eps, scale and bias; moments over every axis but the batch and the
+channels -> group_norm with a group per channel; inference batch-norm arithmetic with
+per-channel mean, variance, scale and bias -> batch_norm with its eps (channels moved to
+axis 1).
 
 Requires: a verified graph. Ensures: each rewrite is proved on random inputs and random
 parameter values in float64 (``regions.agrees``); eps is the constant the model uses, so a
@@ -175,6 +177,57 @@ def _emit_batch_norm(rw, node, x, roles, eps, perm, inv) -> None:
     rw.replace(y, out)
 
 
+def _try_instance_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
+    """Moments over every axis but the batch and one channel axis, a per-channel scale and
+    bias: a group norm with a group per channel (TF's Wav2Vec2 writes it with
+    ``tf.nn.moments`` and ``tf.nn.batch_normalization`` on channels-last features where
+    PyTorch calls ``nn.GroupNorm(C, C)``), its channels moved to axis 1 for it."""
+    axes = {n.attrs["axes"] for n in nodes if n.op in ("reduce_mean", "reduce_var")}
+    if len(axes) != 1 or x.rank < 3:
+        return False
+    (reduced,) = axes
+    kept = [a for a in range(x.rank) if reduced is not None and a not in reduced]
+    if reduced is None or len(kept) != 2 or kept[0] != 0:
+        return False
+    axis = kept[1]
+    c = x.shape[axis]
+    params = params_in(rw, nodes)
+    if len(params) not in (0, 2) or any(_squeezed(p) not in ((c,), (c,) + (1,) * (
+            x.rank - 1 - axis)) for p in params):
+        return False
+    y = node.outputs[0]
+    perm = tuple([0, axis] + [i for i in range(1, x.rank) if i != axis])
+    inv = tuple(perm.index(i) for i in range(x.rank))
+    spec = get_spec("group_norm")
+    for eps in _eps_candidates(rw, nodes):
+        for roles in itertools.permutations(params):
+            attrs = spec.normalize_attrs({"num_groups": c, "eps": _nice(eps),
+                                          "scale": bool(roles), "bias": bool(roles)})
+
+            def candidate(env, roles=roles, attrs=attrs):
+                out = spec.reference(np.transpose(env[x], perm),
+                                     *[np.reshape(env[p], -1) for p in roles], **attrs)
+                return np.transpose(out, inv)
+
+            if not agrees(rw, nodes, y, [x, *roles], candidate,
+                          claim=("instance_norm", attrs, perm), batch={y: (0,), x: (0,)}):
+                continue
+            sources = []
+            for p in roles:
+                src = _param_source(rw, p)
+                sources.append(src if src.shape == (c,) else rw.emit(
+                    "reshape", [p], {"shape": (c,)}, like=node, shape=(c,)))
+            xt = x if perm == tuple(range(x.rank)) else rw.emit(
+                "transpose", [x], {"perm": perm}, like=node,
+                shape=tuple(x.shape[i] for i in perm))
+            out = rw.emit("group_norm", [xt, *sources], attrs, like=node, shape=xt.shape)
+            if xt is not x:
+                out = rw.emit("transpose", [out], {"perm": inv}, like=node, shape=y.shape)
+            rw.replace(y, out)
+            return True
+    return False
+
+
 def _broadcast_axes(other: Value, rank: int) -> tuple[int, ...]:
     """Axes of a rank-``rank`` tensor that ``other`` varies along when broadcast to it."""
     full = (1,) * (rank - other.rank) + other.shape
@@ -238,7 +291,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         if inner is None or len(inner) < 3:
             continue
         if any(n.op in ("reduce_mean", "reduce_var") for n in inner):
-            if _try_layer_norm(rw, node, x, inner):
+            if _try_layer_norm(rw, node, x, inner) or _try_instance_norm(rw, node, x, inner):
                 return True
         elif _try_batch_norm(rw, node, x, inner):
             return True
