@@ -193,3 +193,52 @@ def test_show_flax_models(tmp_path: Path, capsys, repo_root, factory: str) -> No
     code, out, err = _show(capsys, f"{path}:{factory}")
     assert code == 0, err
     assert "(flax, 5 nodes" in out and "relu(x·W_" in out
+
+
+PADDED = '''
+import numpy as np
+
+IDS = np.zeros((2, 5), np.int64)
+
+
+def torch_padded():
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(6, 4, padding_idx=0)
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, i):
+            return self.fc(self.emb(i))
+
+    return M(), (torch.from_numpy(IDS),)
+
+
+def jax_plain():
+    import jax.numpy as jnp
+
+    def apply(p, i):
+        return jnp.take(p["emb"], i, axis=0) @ p["w"] + p["b"]
+
+    r = np.random.default_rng(0)
+    return apply, {"emb": r.standard_normal((6, 4)).astype(np.float32),
+                   "w": r.standard_normal((4, 3)).astype(np.float32),
+                   "b": np.zeros(3, np.float32)}, (IDS,)
+'''
+
+
+def test_the_summary_names_the_parameter_whose_gradients_part(tmp_path, capsys) -> None:
+    """Lxmert against TF read "parameter gradients inf" and nothing said which parameter:
+    PyTorch's padding rows get no gradient. The summary names the worst parameter when its
+    gradients part beyond rounding."""
+    pytest.importorskip("jax")
+    models = tmp_path / "padded.py"
+    models.write_text(PADDED)
+    assert main(["diff", f"{models}:torch_padded", f"{models}:jax_plain"]) == 1
+    out = capsys.readouterr().out
+    (line,) = [s for s in out.splitlines() if s.strip().startswith("backward")]
+    assert line.endswith("(at emb.weight)"), line
+    assert "padding_idx is 0 in lhs" in out
