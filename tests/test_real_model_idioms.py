@@ -1371,3 +1371,66 @@ def test_a_one_hot_times_a_weight_is_the_weights_rows_and_clip_by_value_a_clip()
         report = _equivalent(a, b)
         assert not report.notes, report.notes
         assert any(r.lhs.startswith("embedding") for r in report.numeric.layers)
+
+
+# --- Marian, Pegasus: a frozen sine table looked up under no_grad, a constant in Flax ------
+def _sines(n: int = 32, d: int = 32) -> np.ndarray:
+    p = np.array([[pos / np.power(10000, 2 * (j // 2) / d) for j in range(d)]
+                  for pos in range(n)])
+    out = np.zeros_like(p)
+    out[:, :d // 2], out[:, d // 2:] = np.sin(p[:, 0::2]), np.cos(p[:, 1::2])
+    return out.astype(np.float32)
+
+
+TOKENS_IDS = np.random.default_rng(0).integers(1, 50, (2, 8))
+
+
+class TorchSinePositions(torch.nn.Module):
+    """Pegasus's embeddings: tokens with a padding row, plus a frozen sine table read by an
+    ``nn.Embedding`` under ``@torch.no_grad``."""
+
+    class Positions(torch.nn.Embedding):
+        @torch.no_grad()
+        def forward(self, n):
+            return super().forward(torch.arange(n))
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok = torch.nn.Embedding(50, 32, padding_idx=0)
+        self.pos = self.Positions(32, 32)
+        self.pos.weight = torch.nn.Parameter(torch.from_numpy(_sines()), requires_grad=False)
+        self.ln = torch.nn.LayerNorm(32)
+
+    def forward(self, ids):
+        return self.ln(self.tok(ids) + self.pos(ids.shape[1]))
+
+
+def test_a_token_lookup_with_a_padding_row_keeps_its_place_beside_a_folded_table() -> None:
+    """Flax's Pegasus and Marian hold the sine table as a NumPy constant (its lookup folds),
+    PyTorch reads a frozen parameter through a lookup, and the token embeddings differ in
+    ``padding_idx``. The two lookups the add reads are told apart by the slot each feeds:
+    a downstream hash that read a commutative op's operands in any order paired PyTorch's
+    position lookup with Flax's token lookup (a missing-op and an edge-mismatch, and for
+    Pegasus no numbers). The padding row is the one finding."""
+
+    class FlaxSinePositions(fnn.Module):
+        def setup(self):
+            self.tok = fnn.Embed(50, 32)
+            self.pos = _sines()
+            self.ln = fnn.LayerNorm(epsilon=1e-5)
+
+        def __call__(self, ids):
+            at = jnp.broadcast_to(jnp.arange(ids.shape[1])[None], ids.shape)
+            return self.ln(self.tok(ids) + jnp.take(self.pos, at, axis=0))
+
+    ids = TOKENS_IDS.astype(np.int32)
+    module = FlaxSinePositions()
+    lhs = torch_side(TorchSinePositions().eval(), TOKENS_IDS, name="torch_sines")
+    rhs = linen_side(module, module.init(jax.random.PRNGKey(0), ids), ids, name="flax_sines")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = compare(a, b)
+        assert [f.code for f in report.findings] == ["attr-mismatch"], \
+            [f.message for f in report.findings]
+        assert "padding_idx" in report.findings[0].message
+        assert report.numeric is not None
