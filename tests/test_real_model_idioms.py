@@ -1434,3 +1434,49 @@ def test_a_token_lookup_with_a_padding_row_keeps_its_place_beside_a_folded_table
             [f.message for f in report.findings]
         assert "padding_idx" in report.findings[0].message
         assert report.numeric is not None
+
+
+class TorchConstantBias(torch.nn.Module):
+    """LayoutLMv3's 1-D relative bias on text alone: the buckets are constant, read as
+    ``weight.t()[bucket]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.rel = torch.nn.Linear(BUCKETS, 4, bias=False)
+
+    def forward(self, x):
+        p = torch.arange(8)[None].expand(2, 8)
+        r = torch.clip(p[:, None, :] - p[:, :, None], -BUCKETS // 2, BUCKETS // 2 - 1) \
+            + BUCKETS // 2
+        return x[:, None] + self.rel.weight.t()[r].permute(0, 3, 1, 2)
+
+
+def test_a_one_hot_of_constant_buckets_times_a_weight_is_a_lookup() -> None:
+    """Where the buckets are constant, TF's ``Dense(one_hot(bucket))`` folds to a constant
+    matrix of one-hot rows times the kernel, between reshapes: an op-mismatch against
+    PyTorch's lookup, and no weights moved. It is the lookup at the ones' positions."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFConstantBias(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = keras.layers.Dense(4, use_bias=False)
+            self.dense.build([None, BUCKETS])
+
+        def __call__(self, x):
+            p = tf.broadcast_to(tf.range(8)[None], (2, 8))
+            r = tf.clip_by_value(p[:, None, :] - p[:, :, None], -BUCKETS // 2,
+                                 BUCKETS // 2 - 1) + BUCKETS // 2
+            return x[:, None] + tf.transpose(self.dense(tf.one_hot(r, BUCKETS)), [0, 3, 1, 2])
+
+    scores = np.random.default_rng(9).standard_normal((2, 8, 8)).astype(np.float32)
+    lhs = torch_side(TorchConstantBias(), scores, name="torch_constant_bias")
+    rhs = keras_side(TFConstantBias(), scores, name="tf_constant_bias")
+    for side in (lhs, rhs):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert ops.count("embedding") == 1 and "matmul" not in ops and "linear" not in ops, ops
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert any(r.lhs.startswith("embedding") for r in report.numeric.layers)

@@ -5,7 +5,9 @@
 order is the table itself (TF's CLIP adds its position table whole, PyTorch and Flax look
 up ``arange(n)`` in it); constant ids with leading axes of one lose them (the lookup's
 result reshaped). The rows of a weight table at computed indices (``W.t()[ids]``) and a
-one-hot of indices times a weight (``Dense(one_hot(ids))``) are lookups too.
+one-hot of indices times a weight (``Dense(one_hot(ids))``, or a constant matrix of one-hot
+rows where the buckets fold) are lookups too; a lookup at constant ids reshaped along its
+leading axes is the lookup at the ids reshaped.
 
 Requires: a verified graph. Ensures: no ``slice`` or axis-0 ``gather`` reads the rows of a
 two-dimensional parameter at constant positions; exact (the same rows, copied).
@@ -110,11 +112,51 @@ def _one_hot_product(rw: Rewriter, node: Node) -> bool:
     return False
 
 
+def _one_hot_rows(rw: Rewriter, node: Node) -> bool:
+    """A constant matrix of one-hot rows times a weight [n, h] is the weight's rows at the
+    ones' positions (TF's one-hot buckets folded to a constant before its Dense)."""
+    onehot, w = node.inputs
+    data = rw.constant_value(onehot)
+    if data is None or onehot.rank != 2 or not _table(rw, w) or \
+            onehot.shape[1] != w.shape[0] or not np.all((data == 0) | (data == 1)) or \
+            not np.all(np.sum(data, axis=1) == 1):
+        return False
+    ids = rw.constant(np.argmax(data, axis=1).astype(np.int64), "int64")
+    out = node.outputs[0]
+    rw.replace(out, rw.emit("embedding", [ids, w], {}, like=node, shape=out.shape))
+    return True
+
+
+def _reshaped_lookup(rw: Rewriter, node: Node) -> bool:
+    """A lookup at constant ids reshaped along its leading axes is the lookup at the ids
+    reshaped."""
+    look = rw.producer(node.inputs[0])
+    out = node.outputs[0]
+    if look is None or look.op != "embedding" or rw.uses(node.inputs[0]) != 1 or \
+            look.attrs.get("padding_idx") is not None or out.rank < 1 or \
+            out.shape[-1] != look.outputs[0].shape[-1]:
+        return False
+    ids = rw.constant_value(look.inputs[0])
+    lead = out.shape[:-1]
+    while lead and lead[0] == 1:
+        lead = lead[1:]
+    if ids is None or lead == tuple(np.shape(ids)):
+        return False  # only leading axes of one added: the form ``_unit_ids`` leaves
+    index = rw.constant(np.reshape(ids, out.shape[:-1]).astype(ids.dtype), look.inputs[0].dtype)
+    rw.replace(out, rw.emit("embedding", [index, look.inputs[1]], dict(look.attrs),
+                            like=look, shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "embedding":
         return _whole_table(rw, node) or _unit_ids(rw, node)
     if node.op == "linear":
         return _one_hot_product(rw, node)
+    if node.op == "matmul" and len(node.inputs) == 2 and _one_hot_rows(rw, node):
+        return True
+    if node.op == "reshape" and _reshaped_lookup(rw, node):
+        return True
     if node.op == "gather" and node.attrs["axis"] in (0, -2) and _table(rw, node.inputs[0]) \
             and node.inputs[1].dtype[:3] in ("int", "uin"):
         # the rows of a weight table at computed indices are a lookup (``W.t()[ids]``), as
