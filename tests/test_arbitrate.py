@@ -153,3 +153,34 @@ def test_values_of_no_scale_are_said_to_part_by_how_much_and_where() -> None:
     said = _downstream(finding({"max_abs": 0.2, "max_rel": 0.1, "mismatch": 0.5,
                                 "cosine": 0.9, "scale": 2.0}))
     assert said == "values part at reshape at encoder by 1.00e-01 of their scale"
+
+
+class _Picked(nn.Module):
+    """A ReLU beside ones scattered at the two largest of each row (``topk``: opaque to the
+    reference interpreter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return torch.relu(h), torch.zeros_like(h).scatter_(-1, h.topk(2, -1).indices, 1.0)
+
+
+def test_an_op_the_reference_cannot_run_leaves_its_values_out_not_the_run():
+    """Once the numbers ran (GroupViT's logit scale moved), the arbitration ran lhs's graph
+    in float64 and stopped at the first opaque op: exit 2 for the whole diff. The values
+    downstream of such an op are left out (a region that needs them stays as its findings
+    say), the others computed."""
+    from specgraph.arbitrate import _lhs_values
+
+    model = _traced(_Picked(), 2, 8, name="picked")
+    g = model.graph
+    relu = next(n for n in g.nodes if n.op == "relu")
+    opaque = [n for n in g.nodes if n.op == "opaque"]
+    assert opaque
+    needed = {relu.outputs[0], *g.outputs, *(v for n in opaque for v in n.outputs)}
+    values = _lhs_values(model, 0, needed)
+    assert relu.outputs[0] in values and not any(v in values for n in opaque
+                                                 for v in n.outputs)
