@@ -249,16 +249,16 @@ def _worst(values: Any) -> float:
                 and not getattr(v, "underflow", False)), default=0.0)
 
 
-def _worst_named(gradients: Any) -> str:
-    """Which parameter's gradient is the worst, where it is far beyond rounding (1e-2 of
-    its scale): `` (at NAME)``, or `` (at NAME, zero on lhs)`` where lhs gives it none (a
+def _gradients(gradients: Any) -> str:
+    """The parameter gradients' worst error, with the parameter named where it is far
+    beyond rounding (1e-2 of its scale), ``zero on lhs`` where lhs gives it none (a
     padding row's, which a finding names)."""
     worst = _worst(gradients.values())
     if not worst > 1e-2:
-        return ""
+        return f"{worst:.2e}"
     name, stats = next((k, v) for k, v in sorted(gradients.items())
                        if v is not None and v.max_rel == worst)
-    return f" (at {name}, zero on lhs)" if stats.scale == 0 else f" (at {name})"
+    return f"{worst:.2e} (at {name}{', zero on lhs' if stats.scale == 0 else ''})"
 
 
 def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]:
@@ -278,7 +278,7 @@ def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]
                f"scale; outputs {_worst(n.outputs.values()):.2e}")
     if bwd:
         out.append(f"  backward  {len(bwd)} layers, worst error {_worst(bwd):.2e}; parameter "
-                   f"gradients {_worst(n.gradients.values()):.2e}{_worst_named(n.gradients)}")
+                   f"gradients {_gradients(n.gradients)}")
     if parted:
         rows = [[layer.lhs, layer.rhs,
                  f"{layer.forward.max_rel:.2e}" if layer.forward else "",

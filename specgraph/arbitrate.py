@@ -32,7 +32,7 @@ import numpy as np
 
 from specgraph.diff import side_index
 from specgraph.errors import ExecutionError
-from specgraph.interpreter import Interpreter, last_uses
+from specgraph.interpreter import Interpreter
 from specgraph.ir import Graph, Node, Value
 from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, rhs_inputs
@@ -236,30 +236,39 @@ def _distance(a: np.ndarray, b: np.ndarray) -> float:
     return err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
 
 
+_MISSING = object()  # a value the reference interpreter could not compute
+
+
+class _Partial(Interpreter):
+    """The reference interpreter, leaving out what it cannot compute: the outputs of an op
+    it cannot run (an opaque op) and of every op downstream of one are ``_MISSING``."""
+
+    def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
+        if not any(a is _MISSING for a in args):
+            try:
+                return super().run_node(index, node, args)
+            except ExecutionError:
+                pass
+        return (_MISSING,) * len(node.outputs)
+
+
 def _lhs_values(model: TracedModel, seed: int, needed: set[Value]) -> dict[Value, np.ndarray]:
     """lhs's values in ``needed`` on ``seed``'s inputs, computed in float64; a value the
     reference interpreter cannot compute (downstream of an op it cannot run: an opaque op)
     is left out, and a region that needs it stays unsettled."""
     g = model.graph
     inputs = example_inputs(model, seed)
-    interp = Interpreter(g, model.weights)
+    out: dict[Value, np.ndarray] = {}
+
+    def keep(node: Node, outs: tuple[Any, ...]) -> None:
+        out.update((v, o) for v, o in zip(node.outputs, outs)
+                   if v in needed and o is not _MISSING)
+
+    interp = _Partial(g, model.weights, on_node=keep)
     env = interp.bind(interp.named_inputs(inputs))
-    out = {v: x for v, x in env.items() if v in needed}
-    last = last_uses(g)
+    out.update((v, x) for v, x in env.items() if v in needed)
     with np.errstate(all="ignore"):
-        for index, node in enumerate(g.nodes):
-            if all(v in env for v in node.inputs):
-                try:
-                    outs = interp.run_node(index, node, [env[v] for v in node.inputs])
-                except ExecutionError:
-                    outs = ()
-                for v, data in zip(node.outputs, outs):
-                    env[v] = data
-                    if v in needed:
-                        out[v] = data
-            for v in node.inputs:
-                if last.get(v) == index:
-                    env.pop(v, None)
+        interp.execute(env)
     return out
 
 

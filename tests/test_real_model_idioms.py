@@ -1152,6 +1152,20 @@ def test_a_scalar_logit_scale_is_tfs_of_shape_one() -> None:
         assert not any("not compared" in n for n in report.numeric.notes)
 
 
+def _three_ports(torch_module, tf_module, flax_module, name: str) -> list:
+    """One model written for PyTorch, TF and Flax, each traced on ``X``."""
+    return [torch_side(torch_module, X, name=f"torch_{name}"),
+            keras_side(tf_module, X, name=f"tf_{name}"),
+            linen_side(flax_module, flax_module.init(jax.random.PRNGKey(0), X), X,
+                       name=f"flax_{name}")]
+
+
+def _equivalent_to_the_first(sides: list) -> list:
+    """The reports of the first side against each other, both ways, each equivalent."""
+    return [_equivalent(a, b) for rhs in sides[1:] for a, b in ((sides[0], rhs),
+                                                                 (rhs, sides[0]))]
+
+
 # --- CLIP: the pooled token picked by (batch, position) pairs; the norm as pow(…, 0.5) -----
 class TorchPooled(torch.nn.Module):
     """CLIP's text pooling ``h[arange(B), ids.argmax(-1)]`` and its features' L2 norm by
@@ -1195,22 +1209,14 @@ def test_a_token_picked_by_batch_and_position_is_one_gather_in_every_framework()
             pooled = h[jnp.arange(B), x.sum(-1).argmax(-1)]
             return pooled / jnp.linalg.norm(pooled, axis=-1, keepdims=True)
 
-    model = TFPooled()
-    model(tf.constant(X))
-    flax_model = FlaxPooled()
-    lhs = torch_side(TorchPooled(), X, name="torch_pooled")
-    sides = [keras_side(model, X, name="tf_pooled"),
-             linen_side(flax_model, flax_model.init(jax.random.PRNGKey(0), X), X,
-                        name="flax_pooled")]
-    for side in [lhs] + sides:
+    sides = _three_ports(TorchPooled(), TFPooled(), FlaxPooled(), "pooled")
+    for side in sides:
         ops = [n.op for n in canonical(side).graph.nodes]
         assert "opaque" not in ops and "where" not in ops, ops
         assert ops.count("gather") == 1 and ops[-4:] == ["pow", "reduce_sum", "sqrt", "div"]
-    for rhs in sides:
-        for a, b in ((lhs, rhs), (rhs, lhs)):
-            report = _equivalent(a, b)
-            assert not report.notes, report.notes
-            assert any(r.lhs.startswith("gather") for r in report.numeric.layers)
+    for report in _equivalent_to_the_first(sides):
+        assert not report.notes, report.notes
+        assert any(r.lhs.startswith("gather") for r in report.numeric.layers)
 
 
 # --- GroupViT: a hard one-hot by scatter, by one_hot, by comparison ------------------------
@@ -1255,22 +1261,14 @@ def test_a_hard_one_hot_by_scatter_is_tfs_and_jaxs_one_hot() -> None:
             hard = jax.nn.one_hot(jnp.argmax(soft, 1), T, axis=1)
             return hard - jax.lax.stop_gradient(soft) + soft
 
-    model = TFHardAssign()
-    model(tf.constant(X))
-    flax_model = FlaxHardAssign()
-    lhs = torch_side(TorchHardAssign(), X, name="torch_hard")
-    sides = [keras_side(model, X, name="tf_hard"),
-             linen_side(flax_model, flax_model.init(jax.random.PRNGKey(0), X), X,
-                        name="flax_hard")]
-    for side in [lhs] + sides:
+    sides = _three_ports(TorchHardAssign(), TFHardAssign(), FlaxHardAssign(), "hard")
+    for side in sides:
         ops = [n.op for n in canonical(side).graph.nodes]
         assert "opaque" not in ops and "where" not in ops, ops
         assert ops[ops.index("argmax"):ops.index("argmax") + 4] == \
             ["argmax", "reshape", "equal", "cast"], ops
-    for rhs in sides:
-        for a, b in ((lhs, rhs), (rhs, lhs)):
-            report = _equivalent(a, b)
-            assert not report.notes, report.notes
+    for report in _equivalent_to_the_first(sides):
+        assert not report.notes, report.notes
 
 
 # --- Wav2Vec2 (feat_extract_norm="group"): GroupNorm(C, C) against moments per channel ----

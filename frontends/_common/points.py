@@ -3,7 +3,9 @@ one index tensor (TF's ``gather_nd``, JAX's ``x[jnp.arange(B), ids]``), as canon
 the indexed leading axes of x flattened into one, each point's flat position summed from
 its k indices times their strides, one ``gather`` along the flat axis. PyTorch's
 ``x[torch.arange(B), ids]`` exports as that flat gather already (CLIP's pooled token), so
-the ports compare node for node; no canonical ``gather_nd`` op."""
+the ports compare node for node; no canonical ``gather_nd`` op. A one-hot, TF's ``one_hot``
+and PyTorch's scatter of ones at one index per row, compares the index with the positions
+laid along its axis (``positions``), as ``jax.nn.one_hot`` writes it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["emit_point_gather"]
+__all__ = ["emit_point_gather", "positions"]
+
+
+def positions(n: int, axis: int, rank: int, dtype: Any) -> np.ndarray:
+    """0, 1, … n - 1 laid along ``axis`` of a rank-``rank`` array, size one elsewhere."""
+    return np.arange(n, dtype=dtype).reshape(tuple(n if k == axis else 1
+                                                   for k in range(rank)))
 
 
 def emit_point_gather(cx: Any, x: Any, indices: Any, constant: Callable[[np.ndarray], Any]

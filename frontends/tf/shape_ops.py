@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.frontends._common.converter import NATIVE
-from specgraph.frontends._common.points import emit_point_gather
+from specgraph.frontends._common.points import emit_point_gather, positions
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
@@ -363,10 +363,8 @@ def _one_hot(cx: Any, op: Any) -> Any:
     depth = shape[axis]
     keyed = tuple(1 if k == axis else n for k, n in enumerate(shape))
     index = cx.emit("reshape", [indices], {"shape": keyed}, out=(keyed, indices.dtype))
-    positions = np.arange(depth).reshape(tuple(depth if k == axis else 1
-                                               for k in range(len(shape))))
-    hit = cx.emit("equal", [index, positions.astype(np.dtype(indices.dtype))],
-                  out=(tuple(shape), "bool"))
+    line = positions(depth, axis, len(shape), np.dtype(indices.dtype))
+    hit = cx.emit("equal", [index, line], out=(tuple(shape), "bool"))
     return cx.emit("where", [hit, cx.value(op.inputs[2]), cx.value(op.inputs[3])])
 
 

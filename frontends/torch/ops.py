@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
+from specgraph.frontends._common.points import positions
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.ops.dtypes import numpy_dtype
 
@@ -590,9 +590,8 @@ def _scatter_value(cx: Any, node: Any) -> Any:
             iv.shape[dim] != 1 or \
             any(a != b for k, (a, b) in enumerate(zip(iv.shape, xv.shape)) if k != dim):
         return cx.opaque(node)
-    positions = np.arange(xv.shape[dim]).reshape(
-        tuple(xv.shape[dim] if k == dim else 1 for k in range(xv.rank)))
-    line = cx.b.constant(positions.astype(numpy_dtype(iv.dtype)), iv.dtype)
+    line = cx.b.constant(positions(xv.shape[dim], dim, xv.rank, numpy_dtype(iv.dtype)),
+                         iv.dtype)
     hit = cx.emit("equal", [iv, line], out=(xv.shape, "bool"))
     return cx.emit("where", [hit, cx.operand(value, xv.dtype), xv])
 

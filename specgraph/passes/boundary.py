@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
 
-from specgraph.ir import Graph, Node, Value, prune
+from specgraph.ir import Graph, Node, Value, prune, same_elements
 from specgraph.model import LazyOutputs, TracedModel
 from specgraph.ops import get_spec
 from specgraph.passes.layer_attrs import with_layer_attrs
@@ -179,8 +179,7 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
             continue
         ((op, arg),) = kinds
         shape = users[0].outputs[0].shape
-        if op == "reshape" and len(arg) > v.rank and \
-                [d for d in arg if d != 1] == [d for d in v.shape if d != 1] and \
+        if op == "reshape" and len(arg) > v.rank and same_elements(arg, v.shape) and \
                 not _read_as_layer_params(graph, [u.outputs[0] for u in users]):
             # a broadcasting view: [C] read as [1, 1, C] keeps its layout; [C] read as
             # [1, C, 1, 1] is stored as the [C, 1, 1] that broadcasts alike (TF's layer

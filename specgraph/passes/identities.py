@@ -12,11 +12,11 @@ the operand it picks; a concat of one operand beside empty ones (an empty key ca
 operand, a concat of copies of a value of size one along its axis is that value expanded,
 and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
-cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 is √x; a slice
-of a concat within one operand is a slice of it; an index made by argmax is not wrapped
-(it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c cast; a minimum
-of a maximum with constant bounds is a clip; a root of a sum of
-squares guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
+cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 is √x; a
+slice of a concat within one operand is a slice of it; an index made by argmax is not
+wrapped (it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c
+cast; a minimum of a maximum with constant bounds is a clip; a root of a sum of squares
+guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
 x / max(√s, √c)).
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
@@ -166,7 +166,7 @@ def _clip(rw: Rewriter, node: Node) -> bool:
     return False
 
 
-def _guard(rw: Rewriter, v: Value) -> tuple[Value, np.ndarray, str] | None:
+def _guard(rw: Rewriter, v: Value) -> tuple[Value, float, str] | None:
     """(s, c, c's dtype) where ``v`` is max(s, c): s a sum or mean of squares, c a float
     constant of one element, at or above zero."""
     node = rw.producer(v)
@@ -174,11 +174,10 @@ def _guard(rw: Rewriter, v: Value) -> tuple[Value, np.ndarray, str] | None:
             v.dtype not in FLOAT_DTYPES:
         return None
     for s, c in (node.inputs, node.inputs[::-1]):
-        data = rw.constant_value(c)
-        if data is None or np.size(data) != 1 or not float(np.ravel(data)[0]) >= 0 or \
-                s.shape != v.shape or not _squares_summed(rw, s):
-            continue
-        return s, np.asarray(data), c.dtype
+        bound = rw.scalar(c)
+        if bound is not None and bound >= 0 and s.shape == v.shape and \
+                _squares_summed(rw, s):
+            return s, bound, c.dtype
     return None
 
 
@@ -187,17 +186,14 @@ def _squares_summed(rw: Rewriter, s: Value) -> bool:
     if total is None or total.op not in ("reduce_sum", "reduce_mean"):
         return False
     square = rw.producer(total.inputs[0])
-    if square is None or square.op != "pow":
-        return False
-    exponent = rw.constant_value(square.inputs[1])
-    return exponent is not None and np.size(exponent) == 1 and float(np.ravel(exponent)[0]) == 2
+    return square is not None and square.op == "pow" and rw.scalar(square.inputs[1]) == 2
 
 
-def _rooted(rw: Rewriter, like: Node, s: Value, c: np.ndarray, dtype: str) -> Value:
+def _rooted(rw: Rewriter, like: Node, s: Value, c: float, dtype: str) -> Value:
     """max(√s, √c)."""
     root = rw.emit("sqrt", [s], like=like, shape=s.shape)
-    bound = rw.constant(np.sqrt(c.astype(np.float64)).astype(c.dtype), dtype)
-    return rw.emit("maximum", [root, bound], like=like, shape=s.shape)
+    return rw.emit("maximum", [root, rw.constant(np.sqrt(c), dtype)], like=like,
+                   shape=s.shape)
 
 
 def _expand_without_unit_axes(rw: Rewriter, node: Node) -> bool:
