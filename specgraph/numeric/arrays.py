@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -38,6 +38,9 @@ class KeptStore(Protocol):
     def deferred(self) -> AbstractContextManager[None]:
         """A block whose puts do not wait on the store's own work (values held elsewhere
         until it ends)."""
+
+    def after_writes(self, then: Callable[[], object]) -> None:
+        """Call ``then`` once the store's own work on what was put is done."""
 
     def close(self) -> None: ...
 
@@ -123,6 +126,9 @@ class DeviceStore:
 
     def deferred(self) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    def after_writes(self, then: Callable[[], object]) -> None:
+        then()  # nothing is written
 
     def close(self) -> None:
         self._items.clear()

@@ -86,7 +86,9 @@ class PairedRun:
                                           self.s.options.rhs_context)
             with remembering():  # a pair measured twice (under two tolerances) is read once
                 self._run_lhs()
-                return_freed_memory()  # lhs's program is gone: its memory serves rhs's
+                # lhs's program is gone: its memory serves rhs's, given back to the system
+                # once the values it spills are on file (rhs starts meanwhile)
+                self.lhs.store.after_writes(return_freed_memory)
                 self._run_rhs()
             self._note_underflow()
         finally:

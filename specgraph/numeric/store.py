@@ -155,15 +155,24 @@ class Store:
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
         """Within, ``put`` never waits for the writer: for values held elsewhere anyway
-        until the block ends (a program's observations while they are walked); at its end
-        the writer is waited for down to the budget, so that what the block's owner lets go
-        of is freed before its next work needs the memory."""
+        until the block ends (a program's observations while they are walked). Nor does
+        the block's end: the writer goes on while the caller's next work starts, and what
+        the block's owner lets go of is freed value by value as it reaches the file (the
+        other side's program starts small; waiting here held up a BERT-sized comparison by
+        a tenth of its time). ``after_writes`` runs something once it is all written."""
         self._deferred = True
         try:
             yield
         finally:
             self._deferred = False
-            self._wait(self.budget)
+
+    def after_writes(self, then: Callable[[], object]) -> None:
+        """Call ``then`` once what was handed to the writer is on file (on the writer's
+        thread; at once, on this one, when nothing was ever spilled)."""
+        if self._writer is None:
+            then()
+        else:
+            self._writer.submit(then)
 
     def get(self, key: Hashable) -> np.ndarray:
         if key in self._memory:

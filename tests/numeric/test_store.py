@@ -3,9 +3,12 @@ bit for bit, whatever their layout; values within it are kept as they are."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
+from specgraph.numeric import store as store_module
 from specgraph.numeric.store import Store
 
 
@@ -98,16 +101,43 @@ def test_a_new_array_where_a_dead_one_lay_is_not_taken_for_it() -> None:
         assert [float(store.get(i)[5, 5]) for i in range(50)] == [float(i) for i in range(50)]
 
 
-def test_deferred_puts_let_the_writer_lag_until_the_block_ends(monkeypatch) -> None:
+def test_deferred_puts_let_the_writer_lag_past_the_block(monkeypatch) -> None:
+    """Neither the puts of a deferred block nor its end wait for the writer (the other
+    side's program starts meanwhile); ``after_writes`` runs once every value is on file,
+    on the writer's thread."""
     monkeypatch.setattr(Store, "LAG", 1 << 16)
+    events: list[str] = []
+    real_write = store_module._write
+
+    def write(*args: object) -> None:
+        real_write(*args)
+        events.append("written")
+
+    monkeypatch.setattr(store_module, "_write", write)
     arrays = [np.full((128, 128), float(i), np.float32) for i in range(32)]  # 64 KiB each
     with Store(0) as store:
         with store.deferred():
             for i, a in enumerate(arrays):
                 store.put(i, a)
-            assert store.lagging() == 32 * arrays[0].nbytes  # nothing waited for
-        assert store.lagging() <= store.budget
+        assert store.lagging() == 32 * arrays[0].nbytes  # nothing waited for
+        done = threading.Event()
+
+        def then() -> None:
+            events.append(threading.current_thread().name.split("_")[0])
+            done.set()
+
+        store.after_writes(then)
+        assert done.wait(30)
+        assert events == ["written"] * 32 + ["specgraph-store"]
         assert [float(store.get(i)[0, 0]) for i in range(32)] == [float(i) for i in range(32)]
+
+
+def test_after_writes_of_a_store_that_spilled_nothing_runs_at_once() -> None:
+    ran: list[str] = []
+    with Store(1 << 20) as store:
+        store.put("a", np.ones(16, np.float32))
+        store.after_writes(lambda: ran.append(threading.current_thread().name))
+        assert ran == [threading.current_thread().name]
 
 
 def test_values_read_in_any_order_are_their_own() -> None:
