@@ -1478,3 +1478,65 @@ def test_a_one_hot_of_constant_buckets_times_a_weight_is_a_lookup() -> None:
     for a, b in ((lhs, rhs), (rhs, lhs)):
         report = _equivalent(a, b)
         assert any(r.lhs.startswith("embedding") for r in report.numeric.layers)
+
+
+# --- RoBERTa-style position ids: a mask's count narrowed and widened again ------------------
+PAD, IDS = 1, np.array([[5, 7, 9, 1, 1], [4, 1, 6, 8, 3]], np.int64)
+
+
+class TorchCountedPositions(torch.nn.Module):
+    """HF's ``create_position_ids_from_input_ids`` (RoBERTa, CamemBERT, LayoutLMv3): the
+    mask counted as int32, the count cast back with ``type_as``, then ``.long()``; a
+    second integer cast of the ids' own (int64 → int32, range unknown) must stay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos = torch.nn.Embedding(16, 4)
+
+    def forward(self, ids):
+        mask = ids.ne(PAD).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + PAD
+        return torch.tanh(self.pos(positions))
+
+
+def test_a_mask_counted_through_integer_casts_is_tfs_count_in_one_type() -> None:
+    """The two extra casts PyTorch writes (int64 → int32 of a count of at most T ones, and
+    back) hold every value: dropped, so the count pairs with TF's, which a cast of the
+    ids elsewhere in the graph no longer takes (LayoutLMv3's encoder: an edge-mismatch and
+    a numeric divergence between miswired values before). A cast of the ids themselves,
+    whose range is not known, stays."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFCountedPositions(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos = keras.layers.Embedding(16, 4)
+
+        def __call__(self, ids):
+            mask = tf.cast(tf.not_equal(ids, PAD), ids.dtype)
+            return tf.tanh(self.pos(tf.cumsum(mask, axis=1) * mask + PAD))
+
+    model = TFCountedPositions()
+    model(tf.constant(IDS))
+    lhs = torch_side(TorchCountedPositions(), IDS, name="torch_counted_positions")
+    rhs = keras_side(model, tf.constant(IDS), name="tf_counted_positions")
+    graph = canonical(lhs).graph
+    casts = [n for n in graph.nodes if n.op == "cast"]
+    assert [(n.inputs[0].dtype, n.attrs["dtype"]) for n in casts] == [("bool", "int32")]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b, mode="both")
+        assert not [n for n in report.notes if "cast" in n], report.notes
+
+    class TorchNarrowedIds(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos = torch.nn.Embedding(16, 4)
+
+        def forward(self, ids):
+            return self.pos((ids.int() * 2).long() % 16)
+
+    narrowed = canonical(torch_side(TorchNarrowedIds(), IDS, name="torch_narrowed_ids"))
+    assert [n.attrs["dtype"] for n in narrowed.graph.nodes if n.op == "cast"] == \
+        ["int32", "int64"]

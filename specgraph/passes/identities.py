@@ -17,7 +17,8 @@ slice of a concat within one operand is a slice of it; an index made by argmax i
 wrapped (it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c
 cast; a minimum of a maximum with constant bounds is a clip; a root of a sum of squares
 guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
-x / max(√s, √c)).
+x / max(√s, √c)); a cast between integer types that holds every value its input can take
+(a count of a boolean mask narrowed and widened again) goes.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
 computation identical (every rewrite here is exact, not approximate; the tile rewrite is
@@ -46,6 +47,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         rw.replace(node.outputs[0], x)
         return True
     if node.op == "cast" and _cast_first(rw, node):
+        return True
+    if node.op == "cast" and _exact_integer_cast(rw, node):
         return True
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
@@ -466,6 +469,85 @@ def _copies(rw: Rewriter, node: Node) -> bool:
         return False
     rw.replace(out, rw.emit("expand", [x], {"shape": out.shape}, like=node, shape=out.shape))
     return True
+
+
+# the least and the greatest value of each integer type (bool counts 0 and 1)
+_INT_RANGE = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127),
+              "int16": (-(1 << 15), (1 << 15) - 1), "int32": (-(1 << 31), (1 << 31) - 1),
+              "int64": (-(1 << 63), (1 << 63) - 1)}
+_INT_VIEWS = ("reshape", "transpose", "expand", "slice", "squeeze", "unsqueeze", "tile")
+
+
+def _exact_integer_cast(rw: Rewriter, node: Node) -> bool:
+    """A cast from one integer type to another that holds every value its input can take
+    (proved from the ops that compute it: ``_int_range``) changes no value: it is dropped.
+    Position ids are counted through such casts in one framework and not in another
+    (PyTorch's RoBERTa-style ``cumsum(mask.int()).type_as(mask) * mask`` then ``.long()``,
+    against TF's one integer type throughout). A cast whose input's range is not known (token
+    ids, read from an input) stays."""
+    x, out = node.inputs[0], node.outputs[0]
+    if x.dtype == "bool" or x.dtype not in _INT_RANGE or out.dtype not in _INT_RANGE:
+        return False
+    known = _int_range(rw, x)
+    least, most = _INT_RANGE[out.dtype]
+    if known is None or known[0] < least or known[1] > most:
+        return False
+    rw.replace(out, x)
+    return True
+
+
+def _int_range(rw: Rewriter, value: Value, depth: int = 12) -> tuple[int, int] | None:
+    """The least and the greatest value an integer ``value`` can take, from the ops that
+    compute it (booleans, constants, casts, counts, sums, products, bounds and views); None
+    where one of them is not bounded so (an input)."""
+    if value.dtype == "bool":
+        return 0, 1
+    if value.dtype not in _INT_RANGE or depth == 0:
+        return None
+    data = rw.constant_value(value)
+    if data is not None:
+        return (int(data.min()), int(data.max())) if data.size else None
+    node = rw.producer(value)
+    if node is None:
+        return None
+    ranges = [_int_range(rw, v, depth - 1) if v.dtype in _INT_RANGE else None
+              for v in node.inputs]
+    first = ranges[0] if ranges else None
+    op = node.op
+    if op == "cast" or op in _INT_VIEWS:
+        found = first
+    elif op == "cumsum" and first is not None:
+        n = node.inputs[0].shape[node.attrs["axis"]] if node.inputs[0].rank else 1
+        found = min(first[0], n * first[0]), max(first[1], n * first[1])
+    elif op in ("add", "sub", "mul", "minimum", "maximum") and len(ranges) == 2 and \
+            None not in ranges:
+        (a, b), (c, d) = ranges  # type: ignore[misc]
+        if op == "add":
+            found = a + c, b + d
+        elif op == "sub":
+            found = a - d, b - c
+        elif op == "mul":
+            corners = (a * c, a * d, b * c, b * d)
+            found = min(corners), max(corners)
+        elif op == "minimum":
+            found = min(a, c), min(b, d)
+        else:
+            found = max(a, c), max(b, d)
+    elif op == "neg" and first is not None:
+        found = -first[1], -first[0]
+    elif op == "abs" and first is not None:
+        low = 0 if first[0] <= 0 <= first[1] else min(abs(first[0]), abs(first[1]))
+        found = low, max(abs(first[0]), abs(first[1]))
+    elif op == "where" and len(ranges) == 3 and None not in ranges[1:]:
+        found = min(ranges[1][0], ranges[2][0]), max(ranges[1][1], ranges[2][1])  # type: ignore[index]
+    elif op == "concat" and ranges and None not in ranges:
+        found = min(r[0] for r in ranges), max(r[1] for r in ranges)  # type: ignore[index]
+    else:
+        return None
+    if found is None:
+        return None
+    least, most = _INT_RANGE[value.dtype]  # the op's own type holds it, or it wraps
+    return found if least <= found[0] and found[1] <= most else None
 
 
 def _cast_first(rw: Rewriter, node: Node) -> bool:
