@@ -1540,3 +1540,59 @@ def test_a_mask_counted_through_integer_casts_is_tfs_count_in_one_type() -> None
     narrowed = canonical(torch_side(TorchNarrowedIds(), IDS, name="torch_narrowed_ids"))
     assert [n.attrs["dtype"] for n in narrowed.graph.nodes if n.op == "cast"] == \
         ["int32", "int64"]
+
+
+# --- DPR: the key-padding mask from ``input_ids != pad``, in PyTorch's SDPA form -----------
+class TorchPadMaskSdpa(torch.nn.Module):
+    """DPR's encoders make the mask from the ids (``input_ids != pad``) and BERT's SDPA path
+    turns it into a float mask: expanded over the queries, inverted, the inverse cast to
+    bool again and filled with the lowest float (``_prepare_4d_attention_mask_for_sdpa``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok = torch.nn.Embedding(16, LC)  # the ids are tokens, not only a mask
+        self.q, self.k, self.v = (torch.nn.Linear(LC, LC) for _ in range(3))
+
+    def forward(self, ids, x):
+        x = x + self.tok(ids)
+        mask = (ids != LPAD).to(x.dtype)[:, None, None, :].expand(LB, 1, LT, LT)
+        inverted = 1.0 - mask
+        mask = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(x.dtype).min)
+        heads = lambda t: t.view(LB, LT, LHEADS, LC // LHEADS).transpose(1, 2)  # noqa: E731
+        out = torch.nn.functional.scaled_dot_product_attention(
+            heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), attn_mask=mask)
+        return out.transpose(1, 2).reshape(LB, LT, LC)
+
+
+def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask() -> None:
+    """Stopping at the inner cast to bool found two boolean sources, so PyTorch's mask was
+    not read and a missing-op (``expand·sub·cast·where``) stood against TF's additive
+    ``(1 - m)·-10000`` though the numbers agreed (HF's DPR). The comparison is the
+    mask's source; the casts after it are walked through."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFPadMaskAdditive(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok = keras.layers.Embedding(16, LC)
+            self.q, self.k, self.v = (keras.layers.Dense(LC) for _ in range(3))
+
+        def __call__(self, ids, x):
+            x = x + self.tok(ids)
+            mask = tf.cast(tf.reshape(ids != LPAD, (LB, 1, 1, LT)), x.dtype)
+            heads = lambda t: tf.transpose(tf.reshape(t, (LB, LT, LHEADS, LC // LHEADS)),  # noqa
+                                           (0, 2, 1, 3))
+            q = heads(self.q(x)) / float(LC // LHEADS) ** 0.5
+            scores = tf.matmul(q, heads(self.k(x)), transpose_b=True) + (1.0 - mask) * -10000.0
+            out = tf.nn.softmax(scores, axis=-1) @ heads(self.v(x))
+            return tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (LB, LT, LC))
+
+    model = TFPadMaskAdditive()
+    model(tf.constant(LENGTH_IDS), tf.constant(HIDDEN))
+    lhs = torch_side(TorchPadMaskSdpa().eval(), LENGTH_IDS, HIDDEN, name="torch_pad_mask")
+    rhs = keras_side(model, LENGTH_IDS, HIDDEN, name="tf_pad_mask")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b, mode="both")
+        assert not [n for n in report.notes if "written differently" in n], report.notes

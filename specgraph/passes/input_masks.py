@@ -85,17 +85,23 @@ def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
     constants; else the one boolean comparison of other values it is computed from (a
     mask built from lengths, as XLM's and Flaubert's ``arange(T) < lengths[:, None]``,
     holds ones and zeros by its dtype); None for anything else."""
-    return _cone_from(rw, value, False) or _cone_from(rw, value, True)
+    # a comparison first, casts walked through: PyTorch's SDPA mask over DPR's
+    # ``input_ids != pad`` casts it to float, inverts it and casts that to bool again,
+    # and stopping at that last cast found two sources
+    return (_cone_from(rw, value, False) or _cone_from(rw, value, True, casts=False)
+            or _cone_from(rw, value, True))
 
 
-def _made_boolean(rw: Rewriter, v: Value) -> bool:
-    """Whether ``v`` is a boolean that a comparison made from values that are not."""
+def _made_boolean(rw: Rewriter, v: Value, casts: bool = True) -> bool:
+    """Whether ``v`` is a boolean that a comparison (or, with ``casts``, a cast) made from
+    values that are not."""
     node = rw.producer(v)
     return (v.dtype == "bool" and node is not None and node.op in _ELEMENTWISE
+            and (casts or node.op != "cast")
             and not any(u.dtype == "bool" for u in node.inputs))
 
 
-def _cone_from(rw: Rewriter, value: Value, at_booleans: bool
+def _cone_from(rw: Rewriter, value: Value, at_booleans: bool, casts: bool = True
                ) -> tuple[Value, list[Node]] | None:
     sources: set[Value] = set()
     found: dict[int, Node] = {}
@@ -106,7 +112,7 @@ def _cone_from(rw: Rewriter, value: Value, at_booleans: bool
             continue
         seen.add(v)
         node = rw.producer(v)
-        if at_booleans and _made_boolean(rw, v):
+        if at_booleans and _made_boolean(rw, v, casts):
             sources.add(v)
             continue
         if node is None:
