@@ -5,8 +5,10 @@ demand, so that comparing two models needs little more memory than running the l
 Writes happen on a thread of their own while the comparison goes on (the file's bytes are
 written with ``pwrite`` at offsets fixed when a value is put), lagging by ``Store.LAG`` at
 most (unless told otherwise: ``Store.deferred``); a read of a value still being written
-waits for it. An array put under several keys is kept once. Reads go through ordinary file
-I/O (no memory map), so spilled values do not count against the process's memory. A value
+waits for it. An array put under several keys is kept once. A large value is read back as
+a view of the file's own pages, mapped for as long as it is in use (a smaller one is read
+into memory of its own), so spilled values count against the process's memory only while
+they are compared. A value
 put with a memory ``order`` other than its own (the order the value it will be measured
 against lies in: ``specgraph.numeric.layouts``) is copied into that order on a thread of
 its own, or written to disk in it.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import mmap
 import os
 import sys
 import tempfile
@@ -73,6 +76,8 @@ class Store:
         self._mover: ThreadPoolExecutor | None = None
         self._moving: dict[Hashable, Future[np.ndarray]] = {}  # being copied into an order
         self.spilled = 0
+        # the file's pages mapped for values still in use: the file is not reused while any is
+        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._memory or key in self._moving or key in self._index
@@ -189,13 +194,46 @@ class Store:
         if ahead is not None:
             out = ahead.result()
         else:
-            out = _read(self._fd, offset, self._empty(offset),  # type: ignore[arg-type]
-                        self._pending.get(offset))
+            out = self._mapped(offset)
+            if out is None:
+                out = _read(self._fd, offset, self._empty(offset),  # type: ignore[arg-type]
+                            self._pending.get(offset))
         self._pending.pop(offset, None)
         self._read[offset] = out
         following = offset + out.nbytes  # the next value written lies right after it
-        self._read_ahead(following if following in self._entries else None)
+        self._read_ahead(following if following in self._entries
+                         and self._nbytes(following) < self.MAPPED else None)
         return out
+
+    MAPPED = 1 << 20  # bytes from which a spilled value is mapped, not read
+
+    def _nbytes(self, offset: int) -> int:
+        dtype, shape, _ = self._entries[offset]
+        return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+    def _mapped(self, offset: int) -> np.ndarray | None:
+        """The large value at ``offset`` as a read-only view of the spill file's pages
+        (mapped whole, the page cache's own pages: nothing is copied or zeroed, where a
+        read fills new memory page by page), once its write is done; None for a small
+        value, or where the file cannot be mapped (it is read then)."""
+        size = self._nbytes(offset)
+        if size < self.MAPPED or self._fd is None or _MAP_FLAGS is None:
+            return None
+        written = self._pending.get(offset)
+        if written is not None:
+            written.result()
+        dtype, shape, order = self._entries[offset]
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        try:
+            pages = mmap.mmap(self._fd, offset + size - start, flags=_MAP_FLAGS,
+                              prot=mmap.PROT_READ, offset=start)
+        except (OSError, ValueError):
+            return None
+        self._maps.add(pages)
+        flat = np.frombuffer(pages, dtype, size // dtype.itemsize, offset - start)
+        if order is None:
+            return flat.reshape(shape)
+        return flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
 
     def _empty(self, offset: int) -> np.ndarray:
         """An array, on the calling thread, to read the value at ``offset`` into: C-contiguous
@@ -231,7 +269,10 @@ class Store:
         self._queue.clear()
         self._lag = 0
         if self._fd is not None:
-            _spare(self._fd, self.folder)
+            if len(self._maps):  # a value mapped from it lives on: its bytes must stay
+                os.close(self._fd)  # (the unlinked file goes once its pages are unmapped)
+            else:
+                _spare(self._fd, self.folder)
             self._fd = None
         self._memory.clear()
         self._index.clear()
@@ -252,6 +293,11 @@ class Store:
 # many seeds spills about as much for each)
 _SPARE: dict[str | None, int] = {}
 _SPARE_LOCK = threading.Lock()
+
+
+# populated at once where the system can (Linux): one call maps every page, not a fault each
+_MAP_FLAGS = (mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+              if hasattr(mmap, "MAP_SHARED") else None)  # (None: Windows, values are read)
 
 
 def _spill_file(folder: str | None) -> int:

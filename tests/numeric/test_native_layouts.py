@@ -96,3 +96,33 @@ def test_every_pair_is_read_in_one_memory_order(monkeypatch):
     assert findings == []
     assert len(measured) >= 6  # the conv's and the tanh's values and gradients, the kernels'
     assert two_orders == []
+
+
+def test_values_spilled_and_mapped_back_measure_as_values_kept_in_memory(monkeypatch):
+    """With no memory budget every lhs value goes to the spill file, laid out as rhs's; the
+    large ones (the head's 4 MiB weight gradient) come back as the file's own pages. Every
+    layer, output and gradient measures as when lhs's values are kept in memory."""
+    from specgraph.check import backends
+
+    lhs = canonicalize_model(torch_frontend.trace(*_torch(), reference="torch"))
+    rhs = canonicalize_model(jax_frontend.trace_linen(*_flax(), reference="flax"))
+    pairing = pair(align(lhs.graph, rhs.graph))
+    mapped = []
+    real_mapped = Store._mapped
+
+    def spy(self, offset):
+        out = real_mapped(self, offset)
+        if out is not None:
+            mapped.append(out.shape)
+        return out
+
+    monkeypatch.setattr(Store, "_mapped", spy)
+    seen = []
+    for budget in (64 << 20, 0):
+        options = NumericOptions(native=True, store_budget=budget)
+        findings, result = compare_numeric(lhs, rhs, pairing, backends(lhs, rhs, options),
+                                           options)
+        assert findings == []
+        seen.append(result.to_dict())
+    assert (8192, 128) in mapped or (128, 8192) in mapped
+    assert seen[0] == seen[1]

@@ -215,3 +215,23 @@ def test_memory_orders_of_views_and_layout_steps() -> None:
     assert memory_order((4, 6), [("transpose", (1, 0)), ("reshape", (24,))]) == (0,)
     # axes of one element stay where C order has them
     assert array_order(np.zeros((1, 4, 1, 3)).transpose(0, 3, 2, 1)) == (0, 3, 2, 1)
+
+
+def test_a_large_spilled_value_is_the_files_pages_and_outlives_its_store() -> None:
+    """A value of a MiB or more comes back as a read-only view of the spill file's pages
+    (a transposed one in its own axis order); held past its store's end, its bytes stay
+    its own: the next store does not write over a file a live value maps."""
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((512, 1024)).astype(np.float32)  # 2 MiB
+    with Store(0) as store:
+        store.put("big", big)
+        store.put("t", big.T)
+        store.put("small", big[:4])
+        kept, turned = store.get("big"), store.get("t")
+        assert np.array_equal(kept, big) and np.array_equal(turned, big.T)
+        assert not kept.flags.writeable  # the file's pages, not a copy
+        assert np.array_equal(store.get("small"), big[:4])
+    with Store(0) as other:
+        other.put("big", np.zeros_like(big))
+        assert not other.get("big").any()
+    assert np.array_equal(kept, big) and np.array_equal(turned, big.T)
