@@ -656,23 +656,23 @@ def reduction_size(node: Node) -> int:
         # matmul's contracted axis: a vector's only axis, else the second to last (NumPy's)
         return int(ins[1].shape[0] if ins[1].rank == 1 else ins[1].shape[-2])
     if op in ("conv", "conv_transpose") and len(ins) >= 2:
-        return int(np.prod(ins[1].shape[1:]))
+        return int(math.prod(ins[1].shape[1:]))
     if op == "attention" and ins:
         return int(ins[0].shape[-1] + ins[1].shape[-2])
     if op in ("layer_norm", "rms_norm", "softmax", "log_softmax"):
         axes = node.attrs.get("axis", -1)
         axes = axes if isinstance(axes, tuple) else (axes,)
-        return int(np.prod([ins[0].shape[a] for a in axes]))
+        return int(math.prod([ins[0].shape[a] for a in axes]))
     if op == "group_norm" and ins:
-        return int(np.prod(ins[0].shape[1:])) // max(1, int(node.attrs["num_groups"]))
+        return int(math.prod(ins[0].shape[1:])) // max(1, int(node.attrs["num_groups"]))
     if op == "avg_pool":
-        return int(np.prod(node.attrs["kernel"]))
+        return int(math.prod(node.attrs["kernel"]))
     if op == "adaptive_avg_pool" and ins:
-        return max(1, int(np.prod(ins[0].shape[2:])) // max(1, int(np.prod(
+        return max(1, int(math.prod(ins[0].shape[2:])) // max(1, int(math.prod(
             node.attrs["output_size"]))))
     if op.startswith("reduce_") and ins:
         axes = node.attrs.get("axes") or tuple(range(ins[0].rank))
-        return int(np.prod([ins[0].shape[a] for a in axes]))
+        return int(math.prod([ins[0].shape[a] for a in axes]))
     return 1
 
 
