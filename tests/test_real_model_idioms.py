@@ -1596,3 +1596,115 @@ def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask() 
     for a, b in ((lhs, rhs), (rhs, lhs)):
         report = _equivalent(a, b, mode="both")
         assert not [n for n in report.notes if "written differently" in n], report.notes
+
+
+# --- BEiT / Data2VecVision: a learned bias handed to SDPA, or added to the scores ------------
+BH = 2  # heads (of C = 8 features: 4 each)
+
+
+class TorchBiasedAttention(torch.nn.Module):
+    """BEiT's self-attention: the relative-position bias goes to SDPA as its float
+    ``attn_mask``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.k, self.v = (torch.nn.Linear(C, C) for _ in range(3))
+        self.bias = torch.nn.Parameter(0.1 * torch.randn(BH, T, T))
+
+    def forward(self, x):
+        heads = lambda t: t.view(B, T, BH, C // BH).transpose(1, 2)  # noqa: E731
+        out = torch.nn.functional.scaled_dot_product_attention(
+            heads(self.q(x)), heads(self.k(x)), heads(self.v(x)),
+            attn_mask=self.bias.unsqueeze(0), scale=(C // BH) ** -0.5)
+        return out.transpose(1, 2).reshape(B, T, C)
+
+
+class LinenBiasedAttention(fnn.Module):
+    """Flax BEiT's: ``dot_product_attention_weights(q, k, bias=...)``, then the values."""
+
+    @fnn.compact
+    def __call__(self, x):
+        from flax.linen.attention import dot_product_attention_weights
+
+        bias = self.param("bias", fnn.initializers.zeros, (BH, T, T))
+        heads = lambda t: t.reshape(B, T, BH, C // BH)  # noqa: E731
+        q, k, v = (heads(fnn.Dense(C, name=n)(x)) for n in ("q", "k", "v"))
+        weights = dot_product_attention_weights(q, k, bias=bias[None])
+        return jnp.einsum("...hqk,...khd->...qhd", weights, v).reshape(B, T, C)
+
+
+def test_a_learned_bias_handed_to_sdpa_is_the_bias_added_to_the_scores() -> None:
+    """TF's Data2VecVision adds the bias to ``q·kᵀ/√d`` before its softmax, Flax's BEiT
+    through ``dot_product_attention_weights``; PyTorch hands it to SDPA. An op-mismatch
+    before, and q, k and v paired crosswise, so weights moved wrongly (outputs 6e-3 apart)
+    or, without moving them, a false numeric divergence of 5× the values' scale. The
+    attention is raised on both sides with the bias as its additive mask."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TFBiasedAttention(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k, self.v = (keras.layers.Dense(C) for _ in range(3))
+            self.bias = tf.Variable(tf.zeros((BH, T, T)))
+
+        def __call__(self, x):
+            heads = lambda t: tf.transpose(tf.reshape(t, (B, T, BH, C // BH)),  # noqa: E731
+                                           (0, 2, 1, 3))
+            scores = tf.matmul(heads(self.q(x)), heads(self.k(x)), transpose_b=True)
+            probs = tf.nn.softmax(scores / (C // BH) ** 0.5 + self.bias[None], axis=-1)
+            out = tf.matmul(probs, heads(self.v(x)))
+            return tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (B, T, C))
+
+    sides = _three_ports(TorchBiasedAttention(), TFBiasedAttention(), LinenBiasedAttention(),
+                         "biased_attention")
+    for side in sides:
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert "attention" in ops and "softmax" not in ops, (side.reference, ops)
+    _equivalent_to_the_first(sides)
+
+
+N_REL, REL_ROWS = 5, 9 + 3  # tokens (a class token and a 2x2 window); table rows
+REL_INDEX = np.random.default_rng(7).integers(0, REL_ROWS, (N_REL, N_REL)).astype(np.int64)
+REL_SCORES = np.random.default_rng(8).standard_normal((B, BH, N_REL, N_REL)).astype(np.float32)
+
+
+class TorchJoinedTable(torch.nn.Module):
+    """BEiT's ``RelativePositionBias``: the table's distances and its three special rows
+    sliced apart and concatenated again, then read at the position index."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Parameter(0.1 * torch.randn(REL_ROWS, BH))
+        self.register_buffer("index", torch.from_numpy(REL_INDEX), persistent=False)
+
+    def forward(self, scores):
+        table = torch.cat([self.table[:REL_ROWS - 3], self.table[REL_ROWS - 3:]])
+        bias = table[self.index.view(-1)].view(N_REL, N_REL, -1).permute(2, 0, 1)
+        return torch.softmax(scores + bias.unsqueeze(0), dim=-1)
+
+
+class LinenDirectTable(fnn.Module):
+    """Flax BEiT's: the table read at the index directly."""
+
+    @fnn.compact
+    def __call__(self, scores):
+        table = self.param("table", fnn.initializers.zeros, (REL_ROWS, BH))
+        bias = table[jnp.asarray(REL_INDEX).reshape(-1)].reshape(N_REL, N_REL, -1)
+        return jax.nn.softmax(scores + jnp.transpose(bias, (2, 0, 1))[None], axis=-1)
+
+
+def test_a_table_split_and_joined_again_then_read_is_the_table_read() -> None:
+    """Lookups of one table at constant ids, concatenated, are one lookup; rows of it at
+    constant indices are the lookup at those ids. Three findings and no weights moved in
+    HF's BEiT (PyTorch against Flax) and Data2VecVision (against TF) before."""
+    module = LinenDirectTable()
+    lhs = torch_side(TorchJoinedTable(), REL_SCORES, name="torch_joined_table")
+    rhs = linen_side(module, module.init(jax.random.PRNGKey(0), REL_SCORES), REL_SCORES,
+                     name="flax_direct_table")
+    lookups = [n for n in canonical(lhs).graph.nodes if n.op == "embedding"]
+    assert len(lookups) == 1 and lookups[0].inputs[0].shape == (N_REL, N_REL)
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        _equivalent(a, b)

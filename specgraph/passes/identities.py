@@ -350,8 +350,8 @@ def _select(rw: Rewriter, node: Node) -> bool:
 
 def _rank_promotion(rw: Rewriter, node: Node) -> bool:
     """reshape(x, [1, ..., 1, *x.shape]) read only by elementwise ops or matrix products that
-    broadcast it to their own shape anyway: NumPy broadcasting prepends those size-1 axes
-    itself."""
+    broadcast it to their own shape anyway, or as an attention's mask (which broadcasts to
+    the scores): NumPy broadcasting prepends those size-1 axes itself."""
     x, out = node.inputs[0], node.outputs[0]
     lead = out.rank - x.rank
     if lead < 1 or out.shape != (1,) * lead + x.shape:
@@ -360,6 +360,12 @@ def _rank_promotion(rw: Rewriter, node: Node) -> bool:
     if not users or rw.uses(out) != len(users):
         return False  # unread, or a graph output: its shape is visible
     for user in users:
+        if user.op == "attention":  # its mask operand broadcasts to the scores alike
+            scores = user.outputs[0].shape[:-1] + (user.inputs[1].shape[-2],)
+            if any(v is out for v in user.inputs[:3]) or x.rank > len(scores) or \
+                    np.broadcast_shapes(x.shape, scores) != scores:
+                return False
+            continue
         shapes = [x.shape if v is out else v.shape for v in user.inputs]
         shape_of = _matmul_shape if user.op == "matmul" else (
             np.broadcast_shapes if get_spec(user.op).category in ("elementwise", "activation")

@@ -148,7 +148,57 @@ def _reshaped_lookup(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _constant_lookup(rw: Rewriter, v: Value) -> tuple[Node, np.ndarray] | None:
+    """The lookup (no padding row) at constant ids that alone makes ``v``, and its ids."""
+    look = rw.producer(v)
+    if look is None or look.op != "embedding" or rw.uses(v) != 1 or \
+            look.attrs.get("padding_idx") is not None:
+        return None
+    ids = rw.constant_value(look.inputs[0])
+    return None if ids is None else (look, np.asarray(ids))
+
+
+def _joined_lookups(rw: Rewriter, node: Node) -> bool:
+    """Lookups of one table at constant ids, concatenated along their rows, are the lookup
+    at the ids concatenated (BEiT's relative-position table split and joined again)."""
+    out = node.outputs[0]
+    if node.attrs["axis"] % max(1, out.rank) != 0 or len(node.inputs) < 2:
+        return False
+    found = [_constant_lookup(rw, v) for v in node.inputs]
+    if any(f is None or f[1].ndim != 1 for f in found):
+        return False
+    table = found[0][0].inputs[1]  # type: ignore[index]
+    if any(f[0].inputs[1] is not table for f in found):  # type: ignore[index]
+        return False
+    ids = np.concatenate([f[1] for f in found])  # type: ignore[index]
+    first = found[0][0]  # type: ignore[index]
+    index = rw.constant(ids, first.inputs[0].dtype)
+    rw.replace(out, rw.emit("embedding", [index, table], dict(first.attrs), like=first,
+                            shape=out.shape))
+    return True
+
+
+def _lookup_of_lookup(rw: Rewriter, node: Node) -> bool:
+    """Rows at constant indices of a lookup at constant ids are the lookup at those ids'
+    entries (the table's rows read twice over: BEiT's joined table at its position
+    index)."""
+    found = _constant_lookup(rw, node.inputs[0])
+    where = rw.constant_value(node.inputs[1])
+    if found is None or where is None or found[1].ndim != 1:
+        return False
+    look, ids = found
+    out = node.outputs[0]
+    index = rw.constant(np.take(ids, np.asarray(where), axis=0), look.inputs[0].dtype)
+    rw.replace(out, rw.emit("embedding", [index, look.inputs[1]], dict(look.attrs),
+                            like=look, shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "concat" and _joined_lookups(rw, node):
+        return True
+    if node.op == "gather" and node.attrs["axis"] == 0 and _lookup_of_lookup(rw, node):
+        return True
     if node.op == "embedding":
         return _whole_table(rw, node) or _unit_ids(rw, node)
     if node.op == "linear":

@@ -36,20 +36,24 @@ from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 __all__ = ["RaiseAttentionPass"]
 
 
-def _peel_scores(rw: Rewriter, s: Value
-                 ) -> tuple[Value, list[float], list[tuple[Node, Value]], list[FedMask]] | None:
+def _peel_scores(rw: Rewriter, s: Value, steps: int = 8
+                 ) -> tuple[Value, list[float], list[tuple[Node, Value]], list[FedMask],
+                            list[Value]] | None:
     """Walk back from the softmax input to the q·kᵀ product: its scalar scales, the nodes
     masking it with constants (added, subtracted, multiplied in, or selected), last first,
-    and those masking it with a mask built from an input (``fed_mask``)."""
+    those masking it with a mask built from an input (``fed_mask``), and the computed
+    tensors added to it (a learned relative-position bias, as BEiT's and Data2Vec's ports
+    add it where PyTorch hands it to SDPA as ``attn_mask``)."""
     scales: list[float] = []
     masks: list[tuple[Node, Value]] = []  # each with the scores it reads
     fed: list[FedMask] = []
-    for _ in range(8):
+    biases: list[Value] = []
+    for step in range(steps):
         node = rw.producer(s)
         if node is None:
             return None
         if node.op == "matmul":
-            return s, scales, masks, fed
+            return s, scales, masks, fed, biases
         consts = [rw.constant_value(v) is not None for v in node.inputs]
         scalar = [rw.scalar(v) is not None for v in node.inputs]
         if node.op == "maximum" and any(scalar) and \
@@ -73,6 +77,16 @@ def _peel_scores(rw: Rewriter, s: Value
         elif (found := fed_mask(rw, node)) is not None:
             fed.append(found)
             s = found.scores
+        elif node.op == "add" and not any(consts) and len(node.inputs) == 2:
+            # a computed term added to the scores: the operand the walk goes on through to
+            # q·kᵀ is the scores, the other the bias
+            for j in (0, 1):
+                rest = _peel_scores(rw, node.inputs[j], steps - step - 1)
+                if rest is not None:
+                    product, more_scales, more_masks, more_fed, more_biases = rest
+                    return (product, scales + more_scales, masks + more_masks,
+                            fed + more_fed, biases + [node.inputs[1 - j]] + more_biases)
+            return None
         else:
             return None
     return None
@@ -159,6 +173,7 @@ class _Match:
     zeroing: tuple[tuple[Value, InputMask], ...] = ()
     after: bool = False
     mask: np.ndarray | None = None
+    bias: Value | None = None
 
 
 def _zeroed_softmax(rw: Rewriter, p: Value
@@ -192,9 +207,9 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     peeled = _peel_scores(rw, sm.inputs[0])
     if peeled is None:
         return None
-    product, scales, masks, fed = peeled
-    if len(fed) > 1:
-        return None
+    product, scales, masks, fed, biases = peeled
+    if len(fed) > 1 or len(biases) > 1 or (biases and (fed or masks or zeroed)):
+        return None  # a bias beside other masks: kept as written
     # what the constant masks make of zero scores (read once, for both uses below)
     effect = _mask_effect(rw, product.shape, masks) if masks or (zeroed and not fed) else None
     if zeroed and not fed:  # constant masks alone: no NaN to zero unless a row keeps no key
@@ -216,7 +231,8 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
             if mask is None or fed:
                 return None  # with a mask built from an input too: kept as written
     return _Match(q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal,
-                  fed[0] if fed else None, zeroed, zeroing, found is not None, mask)
+                  fed[0] if fed else None, zeroed, zeroing, found is not None, mask,
+                  biases[0] if biases else None)
 
 
 def _fixed_causal(fixed: np.ndarray, shape: tuple[int, ...]) -> bool:
@@ -446,6 +462,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if found.fed is not None:
         _raise_masked(rw, node, found)
         return True
+    if found.bias is not None:
+        _raise_biased(rw, node, found)
+        return True
     q, q_perm, kt, kt_perm, v = found.q, found.q_perm, found.kt, found.kt_perm, found.v
     y = node.outputs[0]
     nodes = region(rw, y, [q, kt, v])
@@ -483,6 +502,39 @@ def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -
         k = rw.emit("transpose", [kt], {"perm": k_perm}, like=node,
                     shape=tuple(kt.shape[i] for i in k_perm))
     rw.replace(y, rw.emit("attention", [q, k, m.v, *mask], attrs, like=node, shape=y.shape))
+
+
+def _raise_biased(rw: Rewriter, node: Node, m: _Match) -> None:
+    """Attention with a computed tensor added to its scaled scores: attention with that
+    tensor as its additive mask operand (SDPA's float ``attn_mask``), proved on random q,
+    k, v and random values for the bias."""
+    bias, y = m.bias, node.outputs[0]
+    assert bias is not None
+    scores = y.shape[:-1] + (m.v.shape[-2],)  # [..., queries, keys]
+    if bias.rank > y.rank or bias.dtype not in LOWEST:
+        return
+    try:
+        if np.broadcast_shapes(bias.shape, scores) != scores:
+            return
+    except ValueError:
+        return
+    free = list(dict.fromkeys([m.q, m.kt, m.v, bias]))
+    if len(free) != 4:
+        return
+    nodes = region(rw, y, free)
+    if nodes is None:
+        return
+    spec = get_spec("attention")
+    attrs = spec.normalize_attrs({"scale": float(f"{m.scale:.9g}"), "causal": m.causal,
+                                  "has_mask": True})
+
+    def candidate(env):
+        kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
+        return spec.reference(_apply(env[m.q], m.q_perm), kk, env[m.v], env[bias], **attrs)
+
+    if agrees(rw, nodes, y, free, candidate,
+              claim=("attention-bias", attrs, m.q_perm, m.kt_perm, bias.shape)):
+        _emit(rw, node, m, attrs, [bias])
 
 
 def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
