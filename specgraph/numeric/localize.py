@@ -144,6 +144,17 @@ class Localizer:
         a, b = self._nodes(j)
         verdict = self._rerun(j, a, b, tol)
         upstream = [] if self.record.inputs_agree.get(j, True) else self._upstream(a, b)
+        own = [p.rhs.param_name(v) for v in b.inputs if p.rhs.param_name(v) is not None
+               and not s.param_agree.get(v, True)]
+        if own and verdict.reason == "inherited" and not upstream:
+            # fed lhs's inputs, lhs's weights included, the two agree: what parts them is
+            # the weights rhs holds of its own (not moved: --no-transfer, or no counterpart)
+            v = s.options.voice
+            reason = (f"fed {v.lhs}'s inputs and weights the two layers agree: {v.rhs} holds "
+                      f"weights of its own here ({', '.join(sorted(own))}), not {v.lhs}'s")
+            return self._add_forward(words.numeric_divergence(
+                p.lhs, a, p.rhs, b, stats, tol, words.Verdict("rhs", reason), [],
+                s.lrun.framework, s.rrun.framework, self.seed, v))
         if verdict.reason in ("inherited", "no inputs to re-run it on") and not upstream:
             crossed = self._rewired(a, b)
             if crossed:

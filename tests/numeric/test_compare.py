@@ -81,6 +81,29 @@ def test_onnx_export_agrees_with_shared_weights() -> None:
     assert any("gradients not compared" in n for n in report.numeric.notes)
 
 
+def test_weights_not_moved_that_differ_are_a_divergence_at_their_layer() -> None:
+    """Without moving weights (``--no-transfer``), two copies of one network that hold other
+    weights part at their first layer; fed lhs's inputs and weights the layer agrees, and
+    that must not read as rounding that accumulated (it did: EQUIVALENT, with a note per
+    layer about values 3x their scale apart)."""
+    from specgraph.frontends import torch as torch_frontend
+
+    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+
+    def copy(seed: int) -> TracedModel:
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(),
+                                  torch.nn.Linear(8, 4))
+        return torch_frontend.trace(net, (torch.from_numpy(x),), reference=f"copy{seed}")
+
+    report = compare(copy(0), copy(1), options=NumericOptions(transfer=False))
+    assert not report.equivalent
+    (finding,) = report.findings
+    assert finding.code == "numeric-divergence" and "linear" in finding.message
+    assert "rhs holds weights of its own here (0.bias, 0.weight)" in finding.message
+    assert compare(copy(0), copy(0), options=NumericOptions(transfer=False)).equivalent
+
+
 # --- planted framework faults ------------------------------------------------------------
 
 
