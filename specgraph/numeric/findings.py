@@ -132,9 +132,14 @@ def subtle_definition(lg: Graph, a: Node, rg: Graph, b: Node, gap: float, seen_a
     """A layer whose two definitions differ by less than float32 noise shows, while the
     difference grows until a later layer parts."""
     where = _where(a, b, seed, v)
+    if gap <= tol.rtol:
+        apart = (f"{gap:.2e} of the values' scale apart in float64, too little to stand "
+                 "out at the layer itself")
+    else:  # (a gap past the tolerance the layer's own values did not show: say only that)
+        apart = (f"{gap:.2e} of the values' scale apart in float64" if math.isfinite(gap)
+                 else "their float64 values part")
     message = (f"values part at {where}: fed the same inputs, the two layers are "
-               f"defined differently ({gap:.2e} of the values' scale apart in float64, too "
-               f"little to stand out at the layer itself); the difference grows until "
+               f"defined differently ({apart}); the difference grows until "
                f"{describe(seen_b)} parts: {_measure(stats, tol)}")
     return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
                    rhs=node_side(rg, b, stats.to_dict()), blame="unknown")

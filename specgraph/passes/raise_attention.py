@@ -504,12 +504,39 @@ def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -
     rw.replace(y, rw.emit("attention", [q, k, m.v, *mask], attrs, like=node, shape=y.shape))
 
 
+def _learned_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
+    """Whether ``bias`` is computed from weights and integer constants (indices) alone: a
+    learned bias (BEiT's relative positions), not a mask. A mask (a causal fill, a
+    key-padding mask from an input, zeros from an all-ones one, or any of them added to a
+    bias, as T5's ports do) keeps the forms ``input_masks`` and the mask passes give it."""
+    seen: set[Value] = set()
+    stack = [bias]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if len(seen) > limit or v in rw.graph.inputs:
+            return False
+        data = rw.constant_value(v)
+        if data is not None:
+            if data.dtype.kind == "f":  # a fill, or a mask of zeros T5's TF port adds
+                return False
+            continue
+        node = rw.producer(v)
+        if node is not None:
+            stack.extend(node.inputs)
+    return True
+
+
 def _raise_biased(rw: Rewriter, node: Node, m: _Match) -> None:
-    """Attention with a computed tensor added to its scaled scores: attention with that
+    """Attention with a learned tensor added to its scaled scores: attention with that
     tensor as its additive mask operand (SDPA's float ``attn_mask``), proved on random q,
     k, v and random values for the bias."""
     bias, y = m.bias, node.outputs[0]
     assert bias is not None
+    if not _learned_bias(rw, bias):
+        return
     scores = y.shape[:-1] + (m.v.shape[-2],)  # [..., queries, keys]
     if bias.rank > y.rank or bias.dtype not in LOWEST:
         return

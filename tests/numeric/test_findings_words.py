@@ -63,3 +63,29 @@ def test_a_nan_difference_is_the_largest() -> None:
     (note,) = passed_notes([Passed("kink", "relu at a", 1e-3, 0),
                             Passed("kink", "relu at b", float("nan"), 0)])
     assert "differ by up to nan" in note
+
+
+def test_a_definition_gap_says_it_is_too_small_to_show_only_where_it_is() -> None:
+    """An upstream layer whose two definitions part by less than the tolerance (an epsilon)
+    is "too little to stand out"; a gap past it, or no number at all, is not said to be."""
+    import math
+
+    from specgraph.ir import GraphBuilder
+    from specgraph.numeric.findings import subtle_definition
+    from specgraph.numeric.stats import Stats, Tolerance
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 4), "float32")
+    h = b.add("tanh", [x], shape=(2, 4), dtype="float32", scope="ln")
+    b.add("relu", [h], shape=(2, 4), dtype="float32", scope="out")
+    g = b.build()
+    first, later = g.nodes
+    stats = Stats(1.0, 0.5, 1.0, 0.9, 2.0)
+    tol = Tolerance(2e-5, 2e-5)
+    words = [subtle_definition(g, first, g, first, gap, later, later, stats, tol, 0).message
+             for gap in (1e-6, 3.0, math.inf)]
+    assert "1.00e-06 of the values' scale apart in float64, too little to stand out" in \
+        words[0]
+    assert "(3.00e+00 of the values' scale apart in float64)" in words[1]
+    assert "(their float64 values part)" in words[2]
+    assert not any("too little" in w for w in words[1:])
