@@ -203,27 +203,28 @@ class Store:
         self._read[offset] = out
         following = offset + out.nbytes  # the next value written lies right after it
         self._read_ahead(following if following in self._entries
-                         and self._nbytes(following) < self.MAPPED else None)
+                         and not self._maps_at(following) else None)
         return out
 
     MAPPED = 1 << 20  # bytes from which a spilled value is mapped, not read
 
-    def _nbytes(self, offset: int) -> int:
+    def _maps_at(self, offset: int) -> bool:
+        """Whether the value at ``offset`` is mapped back (large, and the system maps)."""
         dtype, shape, _ = self._entries[offset]
-        return math.prod(shape) * dtype.itemsize
+        return _MAP_FLAGS is not None and math.prod(shape) * dtype.itemsize >= self.MAPPED
 
     def _mapped(self, offset: int) -> np.ndarray | None:
         """The large value at ``offset`` as a read-only view of the spill file's pages
         (mapped whole, the page cache's own pages: nothing is copied or zeroed, where a
         read fills new memory page by page), once its write is done; None for a small
         value, or where the file cannot be mapped (it is read then)."""
-        size = self._nbytes(offset)
-        if size < self.MAPPED or self._fd is None or _MAP_FLAGS is None:
+        if self._fd is None or not self._maps_at(offset):
             return None
         written = self._pending.get(offset)
         if written is not None:
             written.result()
         dtype, shape, order = self._entries[offset]
+        size = math.prod(shape) * dtype.itemsize
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
         try:
             pages = mmap.mmap(self._fd, offset + size - start, flags=_MAP_FLAGS,
@@ -232,17 +233,13 @@ class Store:
             return None
         self._maps.add(pages)
         flat = np.frombuffer(pages, dtype, size // dtype.itemsize, offset - start)
-        if order is None:
-            return flat.reshape(shape)
-        return flat.reshape(tuple(shape[k] for k in order)).transpose(_inverse(order))
+        return _own_axes(lambda laid: flat.reshape(laid), shape, order)
 
     def _empty(self, offset: int) -> np.ndarray:
         """An array, on the calling thread, to read the value at ``offset`` into: C-contiguous
         in the memory order the value was written in, seen in the value's own axis order."""
         dtype, shape, order = self._entries[offset]
-        if order is None:
-            return np.empty(shape, dtype)
-        return np.empty(tuple(shape[k] for k in order), dtype).transpose(_inverse(order))
+        return _own_axes(lambda laid: np.empty(laid, dtype), shape, order)
 
     def _read_ahead(self, offset: int | None) -> None:
         """Read the value at ``offset`` on the reader thread while the caller works on this
@@ -322,6 +319,15 @@ def _spare(fd: int, folder: str | None) -> None:
     os.close(fd)
 
 
+def _own_axes(make: Callable[[tuple[int, ...]], np.ndarray], shape: tuple[int, ...],
+              order: tuple[int, ...] | None) -> np.ndarray:
+    """An array of ``shape`` made C-contiguous in memory ``order`` (``make`` gives one of the
+    shape laid out so), seen in its own axis order."""
+    if order is None:
+        return make(shape)
+    return make(tuple(shape[k] for k in order)).transpose(_inverse(order))
+
+
 def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
     """The permutation that undoes ``order`` (``np.argsort`` of a few axes, without NumPy's
     cost per call)."""
@@ -331,7 +337,7 @@ def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
 def _in_order(data: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
     """``data``'s values in a new array laid out in ``order`` (axes from the slowest), seen
     in ``data``'s own axis order."""
-    return np.ascontiguousarray(data.transpose(order)).transpose(np.argsort(order))
+    return np.ascontiguousarray(data.transpose(order)).transpose(_inverse(order))
 
 
 def _transposed_order(data: np.ndarray) -> tuple[int, ...] | None:

@@ -478,9 +478,8 @@ def _copies(rw: Rewriter, node: Node) -> bool:
 
 
 # the least and the greatest value of each integer type (bool counts 0 and 1)
-_INT_RANGE = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127),
-              "int16": (-(1 << 15), (1 << 15) - 1), "int32": (-(1 << 31), (1 << 31) - 1),
-              "int64": (-(1 << 63), (1 << 63) - 1)}
+_INT_RANGE = {"bool": (0, 1), **{name: (int(np.iinfo(name).min), int(np.iinfo(name).max))
+                                 for name in ("uint8", "int8", "int16", "int32", "int64")}}
 _INT_VIEWS = ("reshape", "transpose", "expand", "slice", "squeeze", "unsqueeze", "tile")
 
 

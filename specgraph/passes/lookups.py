@@ -127,27 +127,6 @@ def _one_hot_rows(rw: Rewriter, node: Node) -> bool:
     return True
 
 
-def _reshaped_lookup(rw: Rewriter, node: Node) -> bool:
-    """A lookup at constant ids reshaped along its leading axes is the lookup at the ids
-    reshaped."""
-    look = rw.producer(node.inputs[0])
-    out = node.outputs[0]
-    if look is None or look.op != "embedding" or rw.uses(node.inputs[0]) != 1 or \
-            look.attrs.get("padding_idx") is not None or out.rank < 1 or \
-            out.shape[-1] != look.outputs[0].shape[-1]:
-        return False
-    ids = rw.constant_value(look.inputs[0])
-    lead = out.shape[:-1]
-    while lead and lead[0] == 1:
-        lead = lead[1:]
-    if ids is None or lead == tuple(np.shape(ids)):
-        return False  # only leading axes of one added: the form ``_unit_ids`` leaves
-    index = rw.constant(np.reshape(ids, out.shape[:-1]).astype(ids.dtype), look.inputs[0].dtype)
-    rw.replace(out, rw.emit("embedding", [index, look.inputs[1]], dict(look.attrs),
-                            like=look, shape=out.shape))
-    return True
-
-
 def _constant_lookup(rw: Rewriter, v: Value) -> tuple[Node, np.ndarray] | None:
     """The lookup (no padding row) at constant ids that alone makes ``v``, and its ids."""
     look = rw.producer(v)
@@ -156,6 +135,25 @@ def _constant_lookup(rw: Rewriter, v: Value) -> tuple[Node, np.ndarray] | None:
         return None
     ids = rw.constant_value(look.inputs[0])
     return None if ids is None else (look, np.asarray(ids))
+
+
+def _reshaped_lookup(rw: Rewriter, node: Node) -> bool:
+    """A lookup at constant ids reshaped along its leading axes is the lookup at the ids
+    reshaped."""
+    found = _constant_lookup(rw, node.inputs[0])
+    out = node.outputs[0]
+    if found is None or out.rank < 1 or out.shape[-1] != found[0].outputs[0].shape[-1]:
+        return False
+    look, ids = found
+    lead = out.shape[:-1]
+    while lead and lead[0] == 1:
+        lead = lead[1:]
+    if lead == tuple(np.shape(ids)):
+        return False  # only leading axes of one added: the form ``_unit_ids`` leaves
+    index = rw.constant(np.reshape(ids, out.shape[:-1]).astype(ids.dtype), look.inputs[0].dtype)
+    rw.replace(out, rw.emit("embedding", [index, look.inputs[1]], dict(look.attrs),
+                            like=look, shape=out.shape))
+    return True
 
 
 def _joined_lookups(rw: Rewriter, node: Node) -> bool:

@@ -20,6 +20,7 @@ on random ones and zeros for it); a different scale, mask or fill does not match
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -470,14 +471,11 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     nodes = region(rw, y, [q, kt, v])
     if nodes is None:
         return True
-    spec = get_spec("attention")
     mask = found.mask
-    attrs = spec.normalize_attrs({"scale": float(f"{found.scale:.9g}"),
-                                  "causal": found.causal, "has_mask": mask is not None})
+    attrs = _attrs(found, mask is not None)
 
     def candidate(env):
-        kk = np.swapaxes(_apply(env[kt], kt_perm), -1, -2)
-        return spec.reference(_apply(env[q], q_perm), kk, env[v], mask, **attrs)
+        return _reference(found, env, mask, attrs)
 
     claim = ("attention", attrs, q_perm, kt_perm,
              None if mask is None else (mask.tobytes(), mask.shape))
@@ -486,6 +484,20 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         _emit(rw, node, found, attrs, [] if mask is None else
               [rw.constant(mask.astype(y.dtype), y.dtype)])
     return True
+
+
+def _attrs(m: _Match, has_mask: bool) -> dict:
+    """The raised attention's attributes: the match's scale and causality."""
+    return get_spec("attention").normalize_attrs(
+        {"scale": float(f"{m.scale:.9g}"), "causal": m.causal, "has_mask": has_mask})
+
+
+def _reference(m: _Match, env: Mapping[Value, np.ndarray], mask: np.ndarray | None,
+               attrs: dict) -> np.ndarray:
+    """The fp64 reference of the raised attention on the region's random values."""
+    kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
+    return get_spec("attention").reference(_apply(env[m.q], m.q_perm), kk, env[m.v], mask,
+                                           **attrs)
 
 
 def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -> None:
@@ -551,13 +563,10 @@ def _raise_biased(rw: Rewriter, node: Node, m: _Match) -> None:
     nodes = region(rw, y, free)
     if nodes is None:
         return
-    spec = get_spec("attention")
-    attrs = spec.normalize_attrs({"scale": float(f"{m.scale:.9g}"), "causal": m.causal,
-                                  "has_mask": True})
+    attrs = _attrs(m, True)
 
     def candidate(env):
-        kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
-        return spec.reference(_apply(env[m.q], m.q_perm), kk, env[m.v], env[bias], **attrs)
+        return _reference(m, env, env[bias], attrs)
 
     if agrees(rw, nodes, y, free, candidate,
               claim=("attention-bias", attrs, m.q_perm, m.kt_perm, bias.shape)):
@@ -577,15 +586,12 @@ def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
     nodes = region(rw, y, free)
     if nodes is None:
         return
-    spec = get_spec("attention")
-    attrs = spec.normalize_attrs({"scale": float(f"{m.scale:.9g}"), "causal": m.causal,
-                                  "has_mask": True})
+    attrs = _attrs(m, True)
     boolean = m.zeroed or drowns(fed.on, fed.off)  # -1e4, -1e9, finfo.min and -inf alike
 
     def candidate(env, keep):
-        mask = keep if boolean else np.where(keep, fed.on, fed.off)
-        kk = np.swapaxes(_apply(env[m.kt], m.kt_perm), -1, -2)
-        return spec.reference(_apply(env[m.q], m.q_perm), kk, env[m.v], mask, **attrs)
+        return _reference(m, env, keep if boolean else np.where(keep, fed.on, fed.off),
+                          attrs)
 
     # a row that keeps no key is proved only where the zeros there are what is raised
     if not proved(rw, nodes, y, free, masks, candidate,
