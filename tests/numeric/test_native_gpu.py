@@ -119,3 +119,21 @@ def test_flax_fast_variance_is_blamed_on_the_gpu(tmp_path, capsys) -> None:
         "numeric-divergence", "layer_norm", "rhs")
     assert main(["diff", f"{path}:torch_model", f"{path}:flax_two_pass", "--device", "cuda",
                  "--seed", "0-4", "--format", "json"]) == 0
+
+
+def test_inductors_wrong_avg_pool_gradient_is_caught_on_the_gpu(tmp_path, capsys) -> None:
+    """Inductor's GPU code has the CPU's bug: a CNN with ``avg_pool2d(ceil_mode=True,
+    count_include_pad=True)`` against its own compiled self on the GPU parts in the pool's
+    gradient alone, blamed on the compiled side."""
+    from tests.numeric.test_native_torch import POOL
+
+    path = tmp_path / "pool.py"
+    path.write_text(POOL)
+    model = f"{path}:make"
+    code = main(["diff", model, model, "--device", "cuda", "--rhs-context", "cuda,compiled",
+                 "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["rhs"]["scope"], finding["blame"]) == (
+        "gradient-divergence", "pool", "rhs")
