@@ -253,10 +253,28 @@ class _Matcher:
         a = [self.lhs.nodes[i].op for i in left]
         b = [self.rhs.nodes[j].op for j in right]
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        made = []
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-                for i, j in zip(left[i1:i2], right[j1:j2]):
-                    self.pair(i, j)
+                made += [(i, j) for i, j in zip(left[i1:i2], right[j1:j2]) if self.pair(i, j)]
+        for i, j in made:  # by op name alone, in order: kept where the graphs bear it out
+            if not self._supported(i, j):
+                del self.l2r[i], self.r2l[j]
+
+    def _adjacent(self, graph: Graph, k: int) -> set[int]:
+        node = graph.nodes[k]
+        out = {graph.index(p) for v in node.inputs if (p := graph.producer(v)) is not None}
+        return out | {graph.index(c) for v in node.outputs for c in graph.consumers(v)}
+
+    def _supported(self, i: int, j: int) -> bool:
+        """Whether a pair made by op name alone is borne out by its neighbours: where both
+        nodes have paired neighbours, one of ``i``'s is paired with one of ``j``'s. Twin
+        runs written in another order (LayoutLMv3's bucket truncated before its offset is
+        added in PyTorch, after it in TF, twice) otherwise pair the first cast of one side
+        with the second of the other."""
+        mine = {self.l2r[k] for k in self._adjacent(self.lhs, i) if k in self.l2r}
+        theirs = {k for k in self._adjacent(self.rhs, j) if k in self.r2l}
+        return not mine or not theirs or bool(mine & theirs)
 
     def relabel(self) -> None:
         """Where the layers of one op are paired across attributes but a pairing by
@@ -355,6 +373,31 @@ class _Matcher:
             return True
         return False
 
+    def moved_across(self) -> None:
+        """Pair an op one side applies before an aligned node with the same op the other
+        applies after it (a cast to an integer before an offset is added, or after): each
+        reads or feeds that node where the other feeds or reads it."""
+        left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
+        right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
+        for i in left:
+            a = self.lhs.nodes[i]
+            if len(a.outputs) != 1:
+                continue
+            up = {self.l2r[self.lhs.index(p)] for v in a.inputs
+                  if (p := self.lhs.producer(v)) is not None and self.lhs.index(p) in self.l2r}
+            down = {self.l2r[self.lhs.index(c)] for c in self.lhs.consumers(a.outputs[0])
+                    if self.lhs.index(c) in self.l2r}
+            for j in right:
+                b = self.rhs.nodes[j]
+                if j in self.r2l or b.op != a.op or len(b.outputs) != 1:
+                    continue
+                b_up = {self.rhs.index(p) for v in b.inputs
+                        if (p := self.rhs.producer(v)) is not None}
+                b_down = {self.rhs.index(c) for c in self.rhs.consumers(b.outputs[0])}
+                if (down & b_up) or (up & b_down):
+                    self.pair(i, j)
+                    break
+
     def moved(self) -> None:
         left = [i for i in range(len(self.lhs.nodes)) if i not in self.l2r]
         right = [j for j in range(len(self.rhs.nodes)) if j not in self.r2l]
@@ -429,6 +472,7 @@ def align(lhs: Graph, rhs: Graph, *,
     m.propagate()
     m.relabel()
     m.moved()
+    m.moved_across()
     m.untangle()
     m.untangle_down()
     pairs = tuple(sorted(m.l2r.items()))

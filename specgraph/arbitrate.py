@@ -38,9 +38,10 @@ from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, rhs_inputs
 from specgraph.numeric.pairing import Pairing
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import INT_DTYPES
 from specgraph.report import Finding
 
-__all__ = ["Region", "regions", "arbitrate", "confirm", "SAME"]
+__all__ = ["Region", "regions", "arbitrate", "confirm", "inside", "SAME"]
 
 SAME = 1e-6  # largest difference, relative to the values' scale, that is "the same" in fp64
 
@@ -195,7 +196,7 @@ class _Proof:
             if get_spec(a.op).commutative and len(a.inputs) == 2 == len(b.inputs):
                 out.extend(self._commutative(a, b))
                 continue
-            out.extend((self.lhs(a.inputs[s]), self.rhs(b.inputs[s])) for s in touched)
+            out.extend(self._selected(a, b, s) for s in touched)
         lnames = dict(zip(lg.output_names, lg.outputs))
         for name, v in zip(rg.output_names, rg.outputs):
             if _made_in(rg, v, rin) and name in lnames:
@@ -205,6 +206,31 @@ class _Proof:
                 v = dict(zip(rg.output_names, rg.outputs))[name]
                 out.append((self.lhs(u), self.rhs(v)))
         return out
+
+    def _selected(self, a: Node, b: Node, slot: int) -> tuple[Any, Any]:
+        """The values exit slot ``slot`` of aligned nodes ``a``/``b`` reads on each side; for
+        a branch of a ``where`` whose condition comes from outside the region and agrees,
+        only the elements it selects (what it discards reaches nothing: LayoutLMv3's
+        bucket for large distances, truncated before or after adding its offset, differs
+        only at the small distances the ``where`` takes from the other branch)."""
+        x, y = self.lhs(a.inputs[slot]), self.rhs(b.inputs[slot])
+        if a.op != "where" or b.op != "where" or slot == 0 or x is None or y is None:
+            return x, y
+        ca, cb = a.inputs[0], b.inputs[0]
+        if _made_in(self.p.lhs, ca, self.region.lhs) or _made_in(self.p.rhs, cb,
+                                                                   self.region.rhs):
+            return x, y
+        c, d = self.lhs(ca), self.rhs(cb)
+        if c is None or d is None or np.shape(c) != np.shape(d) or \
+                not np.array_equal(np.asarray(c, bool), np.asarray(d, bool)):
+            return x, y
+        try:
+            keep = np.broadcast_to(np.asarray(c, bool) == (slot == 1), a.outputs[0].shape)
+            x = np.broadcast_to(x, a.outputs[0].shape)[keep]
+            y = np.broadcast_to(y, b.outputs[0].shape)[keep]
+        except ValueError:  # shapes the where does not broadcast alike: compared whole
+            return self.lhs(a.inputs[slot]), self.rhs(b.inputs[slot])
+        return x, y
 
     def _commutative(self, a: Node, b: Node) -> list[tuple[Any, Any]]:
         la = [self.lhs(v) for v in a.inputs]
@@ -294,8 +320,9 @@ def _needed(pairing: Pairing, region: Region) -> set[Value]:
 
 def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
               rhs: TracedModel, rweights: Mapping[str, Any], seeds: Sequence[int]
-              ) -> tuple[list[Finding], list[str]]:
-    """The findings that stand, and a note for each region that computes the same.
+              ) -> tuple[list[Finding], list[str], list[Region]]:
+    """The findings that stand, a note for each region that computes the same, and those
+    regions.
 
     Args:
         findings: the structural findings of ``diff``.
@@ -305,10 +332,11 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
         seeds: the input seeds the numbers ran on.
     """
     pending = [r for r in regions(pairing, findings)
-               if not any(f.affects is not None or f.code == "attr-mismatch"
+               if not any(f.affects is not None or (f.code == "attr-mismatch"
+                                                    and not _representation(f))
                           for f in r.findings)]
     if not pending:
-        return list(findings), []
+        return list(findings), [], []
     needed: set[Value] = set()
     for region in pending:
         needed |= _needed(pairing, region)
@@ -323,11 +351,51 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
             worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
     settled: set[int] = set()
     notes: list[str] = []
-    for region in pending:
-        if worst[id(region)] <= SAME:
-            settled.update(id(f) for f in region.findings)
-            notes.append(_note(region, worst[id(region)], seeds))
-    return [f for f in findings if id(f) not in settled], notes
+    same = [region for region in pending if worst[id(region)] <= SAME]
+    for region in same:
+        settled.update(id(f) for f in region.findings)
+        notes.append(_note(region, worst[id(region)], seeds))
+    return [f for f in findings if id(f) not in settled], notes, same
+
+
+def inside(numeric: Sequence[Finding], same: Sequence[Region], outputs_agree: bool
+           ) -> tuple[list[Finding], list[str]]:
+    """The numeric findings that stand, and a note for each one left out: a divergence at
+    a layer of a region that computes the same (on either side, or whose causes all lie in
+    it), while every output agrees, is the region written differently (LayoutLMv3's bucket
+    index truncated before its offset is added or after: the two part where a ``where``
+    throws the values away, and -inf cast to an integer differs there)."""
+    if not same or not outputs_agree:
+        return list(numeric), []
+    where: dict[tuple[str, int], Region] = {}
+    for region in same:
+        where.update((("lhs", i), region) for i in region.lhs)
+        where.update((("rhs", j), region) for j in region.rhs)
+    def owner(places: list[tuple[str, int | None]]) -> Region | None:
+        owners = [where.get(p) for p in places]
+        return owners[0] if owners and all(o is owners[0] for o in owners) else None
+
+    kept, notes = [], []
+    for f in numeric:
+        own = [(side, side_index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
+               if s is not None]
+        causes = [(str(c.value), side_index(c)) for c in f.causes]
+        if f.code != "numeric-divergence" or (owner(own) is None and owner(causes) is None):
+            kept.append(f)
+            continue
+        notes.append(f"inside a region written differently that computes the same: "
+                     f"{_downstream(f)}, and the outputs agree")
+    return kept, notes
+
+
+def _representation(f: Finding) -> bool:
+    """Whether an attribute finding is about how values are held, not what is computed: a
+    cast into one integer type against a cast into another (int64 in PyTorch, int32 in TF,
+    of a truncated bucket index) computes the same wherever the values fit both, which the
+    numbers show."""
+    if f.op != "cast" or f.attr != "dtype" or f.lhs is None or f.rhs is None:
+        return False
+    return {f.lhs.value, f.rhs.value} <= INT_DTYPES
 
 
 def _note(region: Region, gap: float, seeds: Sequence[int]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.align import Alignment, align
-from specgraph.arbitrate import arbitrate, confirm
+from specgraph.arbitrate import arbitrate, confirm, inside
 from specgraph.diff import diff, side_index
 from specgraph.errors import SpecgraphError
 from specgraph.folds import (Fold, Folded, find_folded, find_folds, fold_notes,
@@ -173,10 +173,13 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                          "--no-transfer")
         elif findings:
             say("holding the structural findings against the numbers")
-            findings, settled = arbitrate(findings, pairing, left, right,
-                                          _rhs_weights(pairing, left, right, opts),
-                                          result.seeds)
+            findings, settled, same = arbitrate(findings, pairing, left, right,
+                                                _rhs_weights(pairing, left, right, opts),
+                                                result.seeds)
             notes.extend(settled)
+            numeric, quiet = inside(numeric, same, not any(
+                st.diverges for st in result.outputs.values()))
+            notes.extend(quiet)
             findings, numeric = confirm(findings, numeric, pairing)
         findings = [*group_repeated(findings, alignment, voice), *numeric]
     else:

@@ -578,7 +578,8 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
     first = wiring[0]
     others = ", ".join(f"{f.op} at {f.lhs.scope}" for f in wiring[1:] if f.lhs)
     merged = Finding("edge-mismatch", f"{first.message}; so are {others}", op=first.op,
-                     lhs=first.lhs, rhs=first.rhs)
+                     lhs=first.lhs, rhs=first.rhs,
+                     places=tuple((f.lhs, f.rhs) for f in wiring))  # one region, numbers say
     return [merged if f is first else f for f in findings if f.code != "edge-mismatch"
             or f is first]
 

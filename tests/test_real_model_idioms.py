@@ -3,6 +3,7 @@ Pegasus, BERT and their exports), each once a crash or a false alarm, as small m
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -1708,3 +1709,198 @@ def test_a_table_split_and_joined_again_then_read_is_the_table_read() -> None:
     assert len(lookups) == 1 and lookups[0].inputs[0].shape == (N_REL, N_REL)
     for a, b in ((lhs, rhs), (rhs, lhs)):
         _equivalent(a, b)
+
+
+# --- DeBERTa-v2: relative positions read by take_along_axis; a normalized position table ----
+SPAN = 4
+REL = np.random.default_rng(9).integers(0, 2 * SPAN, (B, T, T))  # a position bucket per pair
+
+
+class TorchDisentangled(torch.nn.Module):
+    """DeBERTa-v2's disentangled attention bias, reduced: the relative-position table
+    normalized as a whole (``rel_embeddings = LayerNorm(table)``), unsqueezed again in each
+    of two layers and projected by both layers' query and key linears; the content-to-position
+    scores read at each pair's bucket with ``torch.gather(s, -1, index)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Parameter(torch.randn(2 * SPAN, C))
+        self.norm = torch.nn.LayerNorm(C)
+        self.query = torch.nn.ModuleList(torch.nn.Linear(C, C) for _ in range(2))
+        self.key = torch.nn.ModuleList(torch.nn.Linear(C, C) for _ in range(2))
+
+    def forward(self, x, rel):
+        table = self.norm(self.table)
+        for query, key in zip(self.query, self.key):
+            pos = table.unsqueeze(0)  # in every layer, as DisentangledSelfAttention does
+            c2p = query(x) @ key(pos).transpose(-1, -2)  # [B, T, 2·SPAN]
+            p2c = query(pos) @ key(x).transpose(-1, -2)  # [B, 2·SPAN, T]
+            x = x + torch.gather(c2p, -1, rel) @ x + \
+                torch.gather(p2c.transpose(-1, -2), -1, rel) @ x
+        return x
+
+
+def _tf_disentangled():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFDisentangled(keras.Model):
+        """The same in TF as HF writes it: a Keras LayerNormalization of the table variable,
+        Dense projections (Tensordot: a matmul of the flattened table, the bias added after
+        the reshape back to [1, 2·SPAN, C]) and ``tf.gather(s, index, batch_dims=2)`` for
+        take_along_axis."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self.query = [keras.layers.Dense(C) for _ in range(2)]
+            self.key = [keras.layers.Dense(C) for _ in range(2)]
+            self.table = self.add_weight(name="table", shape=(2 * SPAN, C))
+
+        def call(self, inputs):
+            x, rel = inputs
+            table = self.norm(self.table)
+            for query, key in zip(self.query, self.key):
+                pos = tf.expand_dims(table, 0)  # in every layer, as disentangled_att_bias does
+                c2p = tf.matmul(query(x), key(pos), transpose_b=True)
+                p2c = tf.matmul(query(pos), key(x), transpose_b=True)
+                x = x + tf.matmul(tf.gather(c2p, rel, batch_dims=2), x) + tf.matmul(
+                    tf.gather(tf.transpose(p2c, [0, 2, 1]), rel, batch_dims=2), x)
+            return x
+
+    return TFDisentangled()
+
+
+def test_deberta_take_along_axis_and_normalized_position_table_agree_in_torch_and_tf() -> None:
+    """HF's DeBERTa-v2 in PyTorch and TF read as different models on four counts: the two
+    take_along_axis gathers were opaque ops with different targets; TF's LayerNorm of the
+    position table (a weight, no activation) was not raised, nor its Dense projections
+    (a matmul of a weights-only tensor, its bias added after the expand_dims); and PyTorch's
+    per-layer unsqueezes, merged into one view, kept layer 0's own gradient there. Both are
+    now one graph, every gradient compared whole, and ONNX's GatherElements is the same
+    gather."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    rel = REL.astype(np.int64)
+    lhs = torch_side(TorchDisentangled(), X, rel, name="torch_deberta")
+    model = _tf_disentangled()
+    model([X, rel.astype(np.int32)])
+    from specgraph.frontends import tf as tf_frontend
+
+    rhs = tf_frontend.trace(model, ([X, rel.astype(np.int32)],), reference="tf_deberta")
+    for side in (lhs, rhs):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert "opaque" not in ops and ops.count("layer_norm") == 1, ops
+        assert ops.count("linear") == 8 and ops.count("gather") == 4, ops
+    report = _equivalent(lhs, rhs, mode="both")
+    assert not report.findings and report.numeric is not None
+    worst = max(layer.backward.max_rel for layer in report.numeric.layers
+                if layer.backward is not None)
+    assert worst < 1e-4, worst  # the merged view's gradient is the whole one on both sides
+    assert any(r.lhs.startswith("layer_norm") for r in report.numeric.layers)
+
+
+def test_torch_gather_is_onnx_gather_elements() -> None:
+    """``torch.gather`` as PyTorch runs it and as its ONNX export (GatherElements) writes
+    it: one flat gather each, the same numbers."""
+
+    class Gather(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(C, 2 * SPAN)
+
+        def forward(self, x, rel):
+            return torch.gather(self.fc(x), 2, rel)
+
+    rel = REL.astype(np.int64)
+    lhs = torch_side(Gather(), X, rel, name="torch_gather")
+    rhs = onnx_side(Gather(), X, rel, name="gather_export", optimize=False)
+    for side in (lhs, rhs):
+        assert "opaque" not in [n.op for n in canonical(side).graph.nodes]
+    _equivalent(lhs, rhs)
+
+
+# --- LayoutLMv3: a relative-position bucket truncated before or after adding its offset -----
+BUCKETS, FAR, POS_T = 8, 16, 8
+POSITIONS = np.tile(np.arange(POS_T), (B, 1))
+HIDDEN_POS = np.random.default_rng(10).standard_normal((B, POS_T, C)).astype(np.float32)
+
+
+class TorchBuckets(torch.nn.Module):
+    """LayoutLMv3's ``relative_position_bucket`` as HF's PyTorch port writes it: the log
+    offset truncated to an integer, then ``max_exact`` added; a bias per bucket added to
+    the mean-pooled scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bias = torch.nn.Embedding(BUCKETS, 1)
+        self.fc = torch.nn.Linear(C, C)
+
+    def forward(self, x, pos):
+        rel = pos.unsqueeze(-2) - pos.unsqueeze(-1)
+        half = BUCKETS // 2
+        ret = (rel > 0).long() * half
+        n = torch.abs(rel)
+        max_exact = half // 2
+        is_small = n < max_exact
+        large = max_exact + (torch.log(n.float() / max_exact) / math.log(FAR / max_exact)
+                             * (half - max_exact)).to(torch.long)
+        large = torch.min(large, torch.full_like(large, half - 1))
+        ret = ret + torch.where(is_small, n, large)
+        scores = self.bias(ret).squeeze(-1)  # [B, T, T]
+        return torch.softmax(scores, -1) @ self.fc(x)
+
+
+def _tf_buckets():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFBuckets(keras.Model):
+        """The TF port's: ``max_exact`` added to the float offset, then one cast."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bias = keras.layers.Embedding(BUCKETS, 1)
+            self.fc = keras.layers.Dense(C)
+
+        def call(self, inputs):
+            x, pos = inputs
+            rel = tf.expand_dims(pos, -2) - tf.expand_dims(pos, -1)
+            half = BUCKETS // 2
+            n = tf.abs(rel)
+            max_exact = half // 2
+            is_small = n < max_exact
+            offset = tf.math.log(tf.cast(n, tf.float32) / max_exact) / math.log(
+                FAR / max_exact) * (half - max_exact)
+            large = tf.minimum(tf.cast(max_exact + offset, n.dtype), half - 1)
+            ret = tf.cast(rel > 0, n.dtype) * half + tf.where(is_small, n, large)
+            scores = tf.squeeze(self.bias(ret), -1)
+            return tf.matmul(tf.nn.softmax(scores, -1), self.fc(x))
+
+    return TFBuckets()
+
+
+def test_a_bucket_truncated_before_or_after_its_offset_is_written_differently() -> None:
+    """HF's LayoutLMv3: PyTorch truncates the log offset, then adds ``max_exact``; TF adds
+    it to the float, then casts (to int32, PyTorch to int64). The two differ only where
+    the offset is negative (distances below ``max_exact``, -inf at distance 0), which the
+    ``where(is_small, …)`` throws away. Four findings came of it: the two casts paired
+    crosswise between the bucket's two copies, the region's exit taken before the
+    ``where``, the integer types held against each other, and the values parting inside.
+    The region now pairs each cast with its own, is proved the same where the ``where``
+    reads it, and its numbers are a note: the pair is equivalent."""
+    pytest.importorskip("tf_keras")
+    from specgraph.frontends import tf as tf_frontend
+
+    lhs = torch_side(TorchBuckets(), HIDDEN_POS, POSITIONS, name="torch_buckets")
+    model = _tf_buckets()
+    args = [HIDDEN_POS, POSITIONS.astype(np.int32)]
+    model(args)
+    rhs = tf_frontend.trace(model, (args,), reference="tf_buckets")
+    report = _equivalent(lhs, rhs, mode="both")
+    notes = " ".join(report.notes)
+    assert "written differently, computes the same" in notes and "wired differently" in notes
+    assert "inside a region written differently that computes the same" in notes

@@ -5,7 +5,11 @@ its k indices times their strides, one ``gather`` along the flat axis. PyTorch's
 ``x[torch.arange(B), ids]`` exports as that flat gather already (CLIP's pooled token), so
 the ports compare node for node; no canonical ``gather_nd`` op. A one-hot, TF's ``one_hot``
 and PyTorch's scatter of ones at one index per row, compares the index with the positions
-laid along its axis (``positions``), as ``jax.nn.one_hot`` writes it."""
+laid along its axis (``positions``), as ``jax.nn.one_hot`` writes it. A gather of one entry
+per output position along one axis (PyTorch's ``torch.gather``, ONNX's ``GatherElements``,
+TF's ``gather`` with ``batch_dims``, as DeBERTa's attention reads its relative positions) is
+the same flat gather, each position's flat index summed from its own coordinates
+(``emit_along_gather``); no canonical ``take_along_axis`` op."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["emit_point_gather", "positions"]
+__all__ = ["emit_along_gather", "emit_point_gather", "positions"]
 
 
 def positions(n: int, axis: int, rank: int, dtype: Any) -> np.ndarray:
@@ -47,3 +51,29 @@ def emit_point_gather(cx: Any, x: Any, indices: Any, constant: Callable[[np.ndar
         total = col if total is None else cx.emit("add", [total, col],
                                                   out=(batch, indices.dtype))
     return cx.emit("gather", [flat, total], {"axis": 0}, out=(batch + rest, x.dtype))
+
+
+def emit_along_gather(cx: Any, x: Any, indices: Any, axis: int, shape: tuple[int, ...],
+                      constant: Callable[[np.ndarray], Any]) -> Any:
+    """``out[p] = x[p with its coordinate on axis replaced by indices[p]]`` for every
+    position ``p`` of ``shape`` (``indices`` of ``x``'s rank, each axis of ``shape``'s size
+    or 1, broadcast): ``x`` flattened, the flat position of each entry summed from the index
+    times the axis's stride and each other coordinate times its own, one ``gather``. Extents
+    of ``shape`` below ``x``'s read its leading block (as ``torch.gather`` does)."""
+    dims = tuple(int(n) for n in x.shape)
+    rank, dtype = len(dims), np.dtype(indices.dtype)
+    strides = [prod(dims[d + 1:]) for d in range(rank)]
+    ishape = tuple(int(n) for n in indices.shape)
+    total = indices
+    if strides[axis] != 1:
+        total = cx.emit("mul", [total, constant(np.asarray(strides[axis], dtype))],
+                        out=(ishape, indices.dtype))
+    for d in range(rank):
+        if d == axis or shape[d] == 1:
+            continue
+        ishape = tuple(shape[k] if k == d else n for k, n in enumerate(ishape))
+        total = cx.emit("add", [total, constant(positions(shape[d], d, rank, dtype)
+                                                 * dtype.type(strides[d]))],
+                        out=(ishape, indices.dtype))
+    flat = cx.emit("reshape", [x], {"shape": (prod(dims),)}, out=((prod(dims),), x.dtype))
+    return cx.emit("gather", [flat, total], {"axis": 0}, out=(tuple(shape), x.dtype))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from specgraph.frontends._common.points import emit_along_gather
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.frontends.onnx.convert import Dynamic, f32
 
@@ -399,6 +400,16 @@ def _gather_nd(cx: Any, node: Any) -> Any:
     if k == 1 and cx.is_param(data):
         return cx.emit("embedding", [at, table])
     return cx.emit("gather", [table, at], {"axis": 0})
+
+
+@_reg("GatherElements")
+def _gather_elements(cx: Any, node: Any) -> Any:
+    """One entry of ``data`` per index position along ``axis`` (``torch.gather`` exported)."""
+    data, indices = node.input[0], node.input[1]
+    x, at = cx.value(data), cx.value(indices)
+    axis = wrap_axis(cx.attr("axis", 0), len(cx.shape(data)))
+    return emit_along_gather(cx, x, at, axis, tuple(cx.shape(indices)),
+                             lambda a: cx.constant(a, str(a.dtype)))
 
 
 @_reg("Gather")

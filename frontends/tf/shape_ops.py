@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.frontends._common.converter import NATIVE
-from specgraph.frontends._common.points import emit_point_gather, positions
+from specgraph.frontends._common.points import emit_along_gather, emit_point_gather, positions
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
@@ -327,10 +327,12 @@ def _roll(cx: Any, op: Any) -> Any:
 # --- gathers and embeddings --------------------------------------------------------------
 @_reg("GatherV2", "Gather", "ResourceGather")
 def _gather(cx: Any, op: Any) -> Any:
-    """A gather from a variable along axis 0 is an embedding lookup."""
-    if int(cx.attr("batch_dims", 0)) != 0:
-        raise Unsupported("gather with batch dimensions")
+    """A gather from a variable along axis 0 is an embedding lookup; one with batch
+    dimensions up to its axis, of one index per batch position, is a gather along that axis
+    (``_gather_along``)."""
     axis = cx.const_ints(op.inputs[2])[0] if op.type == "GatherV2" else 0
+    if int(cx.attr("batch_dims", 0)) != 0:
+        return _gather_along(cx, op, int(cx.attr("batch_dims", 0)), axis)
     indices = cx.value(op.inputs[1])
     entry = cx.entry(op.inputs[0])
     if isinstance(entry, (VarHandle, VarRead)):
@@ -341,6 +343,25 @@ def _gather(cx: Any, op: Any) -> Any:
         return cx.emit("gather", [table, indices], {"axis": axis})
     axis %= len(cx.shape(op.inputs[0]))
     return cx.emit("gather", [cx.value(op.inputs[0]), indices], {"axis": axis})
+
+
+def _gather_along(cx: Any, op: Any, batch: int, axis: int) -> Any:
+    """``tf.gather(x, indices, batch_dims=b, axis=b)`` with indices ``[*x.shape[:b], k]``
+    takes ``x[i₀, …, i_{b-1}, indices[i₀, …, i_{b-1}, j], …]``: a gather of one entry per
+    output position along axis b (DeBERTa's ``take_along_axis``)."""
+    x = cx.materialize(cx.value(op.inputs[0]))
+    indices = cx.materialize(cx.value(op.inputs[1]))
+    dims, ishape = tuple(x.shape), tuple(indices.shape)
+    rank = len(dims)
+    batch %= max(len(ishape), 1)
+    axis %= max(rank, 1)
+    if axis != batch or len(ishape) != batch + 1 or ishape[:batch] != dims[:batch]:
+        raise Unsupported("gather with batch dimensions other than one index per position")
+    shape = dims[:axis] + (ishape[-1],) + dims[axis + 1:]
+    keyed = ishape + (1,) * (rank - len(ishape))
+    if keyed != ishape:
+        indices = cx.emit("reshape", [indices], {"shape": keyed}, out=(keyed, indices.dtype))
+    return emit_along_gather(cx, x, indices, axis, shape, lambda a: a)
 
 
 @_reg("GatherNd")

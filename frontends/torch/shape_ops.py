@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from specgraph.frontends._common.points import emit_along_gather
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.torch.ops import rank_of, shape_of, wrap_dim
@@ -140,6 +141,15 @@ def _select(cx: Any, node: Any) -> Any:
     rank = rank_of(x)
     index_value = cx.b.constant(np.array(index, dtype=np.int64), "int64")
     return cx.emit("gather", [cx.value(x), index_value], {"axis": wrap_dim(dim, rank)})
+
+
+@_reg("aten.gather.default")
+def _gather_along(cx: Any, node: Any) -> Any:
+    """``torch.gather(x, dim, index)``: one entry of ``x`` per index position."""
+    x, dim, index = node.args[:3]
+    value, at = cx.value(x), cx.value(index)
+    return emit_along_gather(cx, value, at, wrap_dim(dim, rank_of(x)), tuple(shape_of(index)),
+                             lambda a: cx.b.constant(a, str(a.dtype)))
 
 
 @_reg("aten.index_select.default")

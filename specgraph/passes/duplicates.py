@@ -3,6 +3,10 @@ attributes on the same inputs are one (TF's Tensordot reshapes its input once pe
 layer, so Swin's query, key and value each reshape the same windows, where PyTorch
 reshapes them once).
 
+Where the copies stood for values of their own in the model's program (PyTorch unsqueezes
+DeBERTa's position table again in every layer), the merged view stands for none of them:
+each copy's gradient there is one layer's part of the whole.
+
 Arithmetic is left as written: two layer norms of one input share nothing once raised, but
 merging their written-out means first would leave neither region closed.
 
@@ -46,7 +50,10 @@ class MergeDuplicatesPass:
             first = seen.setdefault(key, node)
             if first is node:
                 return False
+            natives = rw.graph.natives
             for old, new in zip(node.outputs, first.outputs):
+                if old in natives and new in natives and natives[old].key != natives[new].key:
+                    rw.unobserve(new)  # copies of one view: each copy's gradient is a part
                 rw.replace(old, new)
             return True
 

@@ -47,9 +47,19 @@ def _weight(rw: Rewriter, w: Value) -> bool:
     return rw.is_param(w)
 
 
+def _normed(rw: Rewriter, x: Value) -> bool:
+    """Whether weights-only ``x`` is a normalized table, which a layer projects as it would
+    activations (DeBERTa's relative-position embeddings through the attention's
+    projections: ``nn.Linear`` on one side, ``Dense``'s matmul on the other); a product of
+    weights (a low-rank factorization) stays a matmul."""
+    node = rw.producer(x)
+    return node is not None and node.op in ("layer_norm", "rms_norm")
+
+
 def _matmul(rw: Rewriter, node: Node) -> bool:
     x, w = node.inputs
-    if not _weight(rw, w) or w.rank != 2 or x.rank < 2 or rw.is_fixed(x):
+    if not _weight(rw, w) or w.rank != 2 or x.rank < 2 or (rw.is_fixed(x)
+                                                             and not _normed(rw, x)):
         return False
     out = rw.emit("linear", [x, w], {"bias": False}, like=node, shape=node.outputs[0].shape)
     rw.replace(node.outputs[0], out)
@@ -88,6 +98,17 @@ def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
     lin = rw.producer(lin_value)
     if lin is None or lin.op != "linear" or rw.uses(lin_value) != 1:
         return False
+    target = node.outputs[0].shape
+    ones = len(target) - lin_value.rank
+    if ones > 0 and target == (1,) * ones + lin_value.shape:
+        # leading axes of one added after the linear (TF's Dense of a 2-D table, read back
+        # as [1, P, H]): the linear of the table so laid out, as nn.Linear of its unsqueeze
+        x = lin.inputs[0]
+        grown = (1,) * ones + x.shape
+        x = rw.emit("reshape", [x], {"shape": grown}, like=node, shape=grown)
+        rw.replace(node.outputs[0], rw.emit("linear", [x, *lin.inputs[1:]], dict(lin.attrs),
+                                            like=lin, shape=target))
+        return True
     flat = rw.producer(lin.inputs[0])
     if flat is None or flat.op != "reshape":  # read by several linears: each is rewritten
         return False
@@ -100,7 +121,6 @@ def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
     out_features = lin_value.shape[-1]
     if prod(lead) != prod(lin_value.shape[:-1]):
         return False
-    target = node.outputs[0].shape
     if target[: len(lead)] != lead and target[-1] == out_features:
         # the leading axes regrouped (TF's Tensordot of Swin's windows, flattened with the
         # batch): the linear on x regrouped so, as PyTorch writes it
@@ -123,7 +143,8 @@ def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
 
 def _bias_through_split(rw: Rewriter, node: Node) -> bool:
     """add(reshape(linear(x), [..., h, d]), b[h, d]): the bias of the linear, before the
-    reshape that splits its output features."""
+    reshape that splits its output features or adds leading axes of one (TF's ``Dense`` of
+    DeBERTa's 2-D position table, read back as ``[1, P, H]``)."""
     for split_value, other in (node.inputs, node.inputs[::-1]):
         split = rw.producer(split_value)
         if split is None or split.op != "reshape" or rw.uses(split_value) != 1:
@@ -133,11 +154,15 @@ def _bias_through_split(rw: Rewriter, node: Node) -> bool:
         if lin is None or lin.op != "linear" or lin.attrs["bias"] or rw.uses(lin_value) != 1:
             continue
         lead = lin_value.shape[:-1]
-        tail = split_value.shape[len(lead):]
-        if split_value.shape[: len(lead)] != lead or not rw.is_fixed(other):
+        shape = split_value.shape
+        ones = next((k for k, n in enumerate(shape) if n != 1), len(shape))
+        k = next((k for k in range(ones + 1) if shape[k:k + len(lead)] == lead), None)
+        if k is None or not rw.is_fixed(other) or other.rank > split_value.rank:
             continue
+        tail = shape[k + len(lead):]
         full = (1,) * (split_value.rank - other.rank) + other.shape
-        if any(s != 1 for s in full[: len(lead)]) or full[len(lead):] != tail:
+        if any(s != 1 for s in full[: k + len(lead)]) or full[k + len(lead):] != tail or \
+                prod(tail) != lin_value.shape[-1]:
             continue
         out_features = lin_value.shape[-1]
         bias = rw.emit("reshape", [other], {"shape": (out_features,)}, like=node,

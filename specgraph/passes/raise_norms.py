@@ -61,7 +61,7 @@ def _try_layer_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
         return False
     axis = reduced[0]
     norm_shape = x.shape[axis:]
-    params = [p for p in params_in(rw, nodes) if _squeezed(p) == norm_shape]
+    params = [p for p in params_in(rw, nodes) if _squeezed(p) == norm_shape and p is not x]
     eps_list = _eps_candidates(rw, nodes)
     for op, eps in itertools.product(("layer_norm", "rms_norm"), eps_list):
         for chosen in _assignments(params, 1 if op == "rms_norm" else 2):
@@ -87,7 +87,7 @@ def _raise(rw: Rewriter, node: Node, op: str, x: Value, nodes: list[Node],
            chosen: tuple[Value | None, ...], attrs: dict[str, Any],
            norm_shape: tuple[int, ...]) -> bool:
     y = node.outputs[0]
-    used = params_in(rw, nodes)
+    used = [p for p in params_in(rw, nodes) if p is not x]  # x itself may be a weight
     flags = {"scale": chosen[0] is not None}
     if op == "layer_norm":
         flags["bias"] = chosen[1] is not None
@@ -286,7 +286,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     free, nodes = cone
     if len(nodes) < 3:
         return True
-    for x in inputs_to_try(free, nodes, node.outputs[0]):
+    for x in inputs_to_try(free, nodes, node.outputs[0]) + _normed_weights(rw, free, nodes,
+                                                                          node.outputs[0]):
         inner = region(rw, node.outputs[0], [x])
         if inner is None or len(inner) < 3:
             continue
@@ -296,6 +297,21 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         elif _try_batch_norm(rw, node, x, inner):
             return True
     return True
+
+
+def _normed_weights(rw: Rewriter, free: list[Value], nodes: list[Node], y: Value
+                    ) -> list[Value]:
+    """Where the cone reads no activation, the weights of ``y``'s shape it reads twice: a
+    norm of a weight table (DeBERTa's relative-position embeddings, normalized as a whole
+    before the attention projects them)."""
+    if free:
+        return []
+    reads: dict[Value, int] = {}
+    for n in nodes:
+        for v in n.inputs:
+            if rw.is_param(v) and v.shape == y.shape:
+                reads[v] = reads.get(v, 0) + 1
+    return [v for v, k in reads.items() if k >= 2]
 
 
 class RaiseNormsPass:

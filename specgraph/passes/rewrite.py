@@ -43,6 +43,7 @@ class Rewriter:
         self._outputs = set(graph.outputs)
         self._fixed: dict[Value, bool] = {}
         self.memo: dict[str, Any] = {}  # what a rule finds once per rewrite, by its name
+        self._unobserved: set[Value] = set()  # values whose natives go (``unobserve``)
 
     # --- reading ---------------------------------------------------------------------------
     def resolve(self, value: Value) -> Value:
@@ -148,6 +149,13 @@ class Rewriter:
             if old in self._outputs:
                 self._outputs.add(new)
 
+    def unobserve(self, value: Value) -> None:
+        """``value`` stands for no native value of its own: the values merged into it stood
+        for several (PyTorch's per-layer copies of one view, one graph value once merged,
+        each copy's gradient a part of the whole). Only a native the graph's layouts and
+        views give it from its neighbours' remains (``complete_natives``)."""
+        self._unobserved.add(value)
+
     def finish(self) -> Graph:
         outputs = tuple(self.resolve(v) for v in self.graph.outputs)
         graph = Graph(
@@ -175,11 +183,12 @@ class Rewriter:
                   if old in natives and self._dropped_copy(old)}
         # the copy's native, wherever it is (carried through a layout below the copy too)
         later = [(v, n) for v, n in natives.items() if n.key in copies]
-        natives = {v: n for v, n in natives.items() if n.key not in copies}
+        natives = {v: n for v, n in natives.items()
+                   if n.key not in copies and v not in self._unobserved}
         for old in self.subst:
             native = natives.get(old)
             new = self.resolve(old)
-            if native is not None and new.shape == old.shape:
+            if native is not None and new.shape == old.shape and new not in self._unobserved:
                 natives.setdefault(new, native)
         later += [(new, n) for old, n in later
                   if (new := self.resolve(old)) is not old and new.shape == old.shape]
