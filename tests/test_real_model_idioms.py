@@ -1904,3 +1904,232 @@ def test_a_bucket_truncated_before_or_after_its_offset_is_written_differently() 
     notes = " ".join(report.notes)
     assert "written differently, computes the same" in notes and "wired differently" in notes
     assert "inside a region written differently that computes the same" in notes
+
+
+# --- ESM: rotary frequencies in a non-trainable variable; a mask summed for row lengths ----
+ROT_H, ROT_D = 2, 4
+
+
+def _rotate_half_torch(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class TorchCachedRotary(torch.nn.Module):
+    """HF ESM's PyTorch rotary: ``inv_freq`` a buffer, the cos/sin tables cached on the
+    first call (so the traced program reads them as constants)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.q = torch.nn.Linear(C, C)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, ROT_D, 2).float()
+                                                           / ROT_D)))
+        self._cached = None
+
+    def forward(self, x):
+        q = self.q(x).view(B, T, ROT_H, ROT_D).transpose(1, 2)
+        if self._cached is None:
+            t = torch.arange(T).type_as(self.inv_freq)
+            emb = torch.cat((torch.outer(t, self.inv_freq),) * 2, dim=-1)
+            self._cached = emb.cos()[None, None], emb.sin()[None, None]
+        cos, sin = self._cached
+        return (q * cos + _rotate_half_torch(q) * sin).transpose(1, 2).reshape(B, T, C)
+
+
+def _tf_variable_rotary():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFVariableRotary(keras.layers.Layer):
+        """HF ESM's TF rotary: ``inv_freq`` a non-trainable variable, the tables computed
+        from it at every call (``einsum('i,j->ij')``)."""
+
+        def build(self, shape):
+            self.q = keras.layers.Dense(C)
+            self.q.build([None, None, C])
+            self.inv_freq = self.add_weight("inv_freq", shape=(ROT_D // 2,), trainable=False)
+            self.inv_freq.assign(1.0 / (10000 ** (tf.range(0, ROT_D, 2, dtype=tf.float32)
+                                                  / ROT_D)))
+
+        def call(self, x):
+            q = tf.transpose(tf.reshape(self.q(x), (B, T, ROT_H, ROT_D)), (0, 2, 1, 3))
+            t = tf.range(T, dtype=tf.float32)
+            emb = tf.concat((tf.einsum("i,j->ij", t, self.inv_freq),) * 2, -1)[None, None]
+            x1, x2 = tf.split(q, 2, axis=-1)
+            out = q * tf.cos(emb) + tf.concat((-x2, x1), -1) * tf.sin(emb)
+            return tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (B, T, C))
+
+    return TFVariableRotary()
+
+
+def test_a_rotary_frequency_table_in_a_non_trainable_variable_is_a_constant() -> None:
+    """HF's ESM: TF keeps ``inv_freq`` in a non-trainable variable and computes its tables
+    at every call, where PyTorch's cache leaves constants. A parameter read only to make
+    cosines and sines is a constant: the rotation is raised on both sides, and the weights
+    move (they did not: the variable had no counterpart)."""
+    pytest.importorskip("tf_keras")
+    lhs = torch_side(TorchCachedRotary(), X, name="torch_rotary")
+    rhs = keras_side(_tf_variable_rotary(), X, name="tf_rotary")
+    for side in (lhs, rhs):
+        graph = canonical(side).graph
+        assert [n.op for n in graph.nodes].count("rotary_embedding") == 1
+        assert not any("inv_freq" in name for name in graph.params)
+    _equivalent(lhs, rhs)
+
+
+def test_torch_outer_is_tfs_einsum_of_two_vectors() -> None:
+    """``torch.outer(positions, freq)`` (ESM, RoFormer) was an opaque op against TF's
+    ``einsum('i,j->ij')``: it is the product of a column and a row."""
+    tf = pytest.importorskip("tensorflow")
+
+    class TorchOuter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.w = torch.nn.Parameter(torch.randn(C))
+
+        def forward(self, a):
+            return torch.tanh(torch.outer(a, self.w))
+
+    class TFOuter(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.Variable(np.zeros(C, np.float32))
+
+        def __call__(self, a):
+            return tf.tanh(tf.einsum("i,j->ij", a, self.w))
+
+    a = X[0, 0]
+    lhs = torch_side(TorchOuter(), a, name="torch_outer")
+    assert "opaque" not in [n.op for n in canonical(lhs).graph.nodes]
+    _equivalent(lhs, keras_side(TFOuter(), a, name="tf_outer"))
+
+
+def test_the_only_entry_of_a_batch_of_one_is_the_batch_dropped() -> None:
+    """``x[0]`` of a batch of one: PyTorch selects (a gather), TF's strided slice reshapes."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    class TorchFirst(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(C, C)
+
+        def forward(self, x):
+            return self.fc(x[0])
+
+    class TFFirst(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = keras.layers.Dense(C)
+
+        def __call__(self, x):
+            return self.fc(x[0])
+
+    one = X[:1]
+    _equivalent(torch_side(TorchFirst(), one, name="torch_first"),
+                keras_side(TFFirst(), one, name="tf_first"))
+
+
+MASK = np.ones((B, T), np.int64)
+MASK[1, 3:] = 0
+
+
+class TorchLengthScaled(torch.nn.Module):
+    """ESM's token dropout, reduced: the embeddings rescaled by a ratio of row lengths (the
+    mask summed), then a LayerNorm and attention under the padding mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = torch.nn.LayerNorm(C)
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(C, C) for _ in range(3))
+
+    def forward(self, x, mask):
+        lengths = mask.sum(-1).float()
+        x = torch.where(x > 2.0, 0.0, x)
+        x = x * (1 - 0.12) / (1 - (T - lengths) / (2 * T))[:, None, None] * mask[..., None]
+        h = self.norm(x + 0.1 * torch.tanh(x) * torch.sigmoid(x))
+        q, k, v = (lin(h) for lin in self.qkv)
+        scores = q @ k.transpose(-1, -2) / C ** 0.5 + (1.0 - mask[:, None, :].float()) * -1e9
+        return torch.softmax(scores, -1) @ v
+
+
+def _tf_length_scaled():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFLengthScaled(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self.qkv = [keras.layers.Dense(C) for _ in range(3)]
+
+        def call(self, inputs):
+            x, mask = inputs
+            lengths = tf.cast(tf.reduce_sum(mask, -1), tf.float32)
+            x = tf.where(x > 2.0, 0.0, x)
+            x = x * (1 - 0.12) / (1 - (T - lengths) / (2 * T))[:, None, None] * tf.cast(
+                mask[..., None], tf.float32)
+            h = self.norm(x + 0.1 * tf.tanh(x) * tf.sigmoid(x))
+            q, k, v = (lin(h) for lin in self.qkv)
+            scores = tf.matmul(q, k, transpose_b=True) / C ** 0.5 + (
+                1.0 - tf.cast(mask[:, None, :], tf.float32)) * -1e9
+            return tf.matmul(tf.nn.softmax(scores, -1), v)
+
+    return TFLengthScaled()
+
+
+def test_a_norm_after_long_arithmetic_and_a_mask_also_summed_are_raised() -> None:
+    """ESM with token dropout in TF: its embeddings rescaled by the share of masked tokens
+    put more arithmetic before each LayerNorm than the norm's cone reached, so none was
+    raised; and the attention mask, summed for the rows' lengths, was taken for ids (not
+    only a mask), so no attention was raised either."""
+    pytest.importorskip("tf_keras")
+    from specgraph.frontends import tf as tf_frontend
+
+    lhs = torch_side(TorchLengthScaled(), X, MASK, name="torch_scaled")
+    model = _tf_length_scaled()
+    args = [X, MASK.astype(np.int32)]
+    model(args)
+    rhs = tf_frontend.trace(model, (args,), reference="tf_scaled")
+    for side in (lhs, rhs):
+        ops = [n.op for n in canonical(side).graph.nodes]
+        assert ops.count("layer_norm") == 1 and ops.count("attention") == 1, ops
+    _equivalent(lhs, rhs)
+
+
+def test_a_scale_applied_before_or_after_its_ratio_is_one_model_in_numbers() -> None:
+    """``x * 0.88 / r[:, None, None]`` (PyTorch's ESM) against ``x * (0.88 / r)[:, None,
+    None]``: the pairing sets the broadcast ratio against the scaled activations, so the
+    values part at layers inside the region; the region computes the same, every output
+    agrees, and those partings are a note, not a numeric divergence."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    lengths = np.array([5.0, 3.0], np.float32)
+
+    class TorchRatio(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(C, C)
+
+        def forward(self, x, n):
+            return self.fc(x * (1 - 0.12) / (1 - (5 - n) / 10)[:, None, None])
+
+    class TFRatio(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = keras.layers.Dense(C)
+
+        def __call__(self, x, n):
+            return self.fc(x * ((1 - 0.12) / (1 - (5 - n) / 10))[:, None, None])
+
+    report = _equivalent(torch_side(TorchRatio(), X, lengths, name="torch_ratio"),
+                         keras_side(TFRatio(), X, lengths, name="tf_ratio"))
+    notes = " ".join(report.notes)
+    assert "written differently, computes the same" in notes
+    assert "inside a region written differently that computes the same" in notes

@@ -462,6 +462,17 @@ def _matmul(cx: Any, node: Any) -> Any:
     return cx.emit("matmul", [cx.value(node.args[0]), cx.value(node.args[1])])
 
 
+@_reg("aten.outer.default", "aten.ger.default")
+def _outer(cx: Any, node: Any) -> Any:
+    """``torch.outer(a, b)``: a column times a row, the product of an [n, 1] and a [1, m]
+    matrix, as ``einsum('i,j->ij')`` lowers in TF and JAX."""
+    a, b = cx.value(node.args[0]), cx.value(node.args[1])
+    (n,), (m,) = a.shape, b.shape
+    column = cx.emit("reshape", [a], {"shape": (n, 1)}, out=((n, 1), a.dtype))
+    row = cx.emit("reshape", [b], {"shape": (1, m)}, out=((1, m), b.dtype))
+    return cx.emit("matmul", [column, row])
+
+
 @_reg("aten.addmm.default", "aten.baddbmm.default")
 def _addmm(cx: Any, node: Any) -> Any:
     a = cx.bind(node)

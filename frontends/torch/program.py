@@ -110,6 +110,11 @@ class TorchProgram(NativeProgram):
         self._built: dict[tuple[Any, ...], tuple[Any, list[Hashable], list[Any]]] = {}
         self._copies = DeviceCopies()  # weights and held tensors on a GPU
 
+    def _trains(self, target: str) -> bool:
+        """Whether the model trains its parameter ``target`` (``requires_grad``)."""
+        held = self.ep.state_dict.get(target)
+        return bool(getattr(held, "requires_grad", True))
+
     def _on_device(self, name: str, array: Any, device: torch.device) -> torch.Tensor:
         """``array`` as a tensor on ``device``: on a GPU copied there once while the same
         memory is given (``DeviceCopies``), each call a new tensor over that copy, so that
@@ -217,7 +222,10 @@ class TorchProgram(NativeProgram):
                         # a parameter requires its gradient even for a forward alone, as
                         # in model(*inputs): PyTorch picks other kernels for tensors that
                         # do (linear on a strided input rounds otherwise without)
-                        trained = kind == "PARAMETER" and t.is_floating_point()
+                        # a parameter frozen in the model (requires_grad=False: Marian's
+                        # sinusoidal table) gets no gradient, as in training
+                        trained = kind == "PARAMETER" and t.is_floating_point() and \
+                            self._trains(spec.target)
                         leaves[name] = t.requires_grad_(trained)
                     args.append(leaves[name])
                 else:

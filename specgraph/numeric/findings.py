@@ -273,15 +273,23 @@ def underflow(where: Sequence[str], largest: float) -> str:
             "not reported as divergences")
 
 
-def untrained(frozen: str, other: str, names: Sequence[str]) -> str:
-    """The note for parameters ``frozen``'s program gives no gradient while ``other``'s
-    trains them (one note for all of them)."""
+def untrained(side: str, graph: Graph, readers: Sequence[Node], names: Sequence[str],
+              v: Voice = DIFF) -> Finding:
+    """One finding for the parameters ``side``'s program gives no gradient while the other
+    side's trains them: training differs there, as with an embedding's padding row (each
+    reader is the first node of ``graph`` reading one of them)."""
+    frozen, other = v.name(side), v.name(v.other(side))
     what = (f"parameter {names[0]}" if len(names) == 1 else
             f"{len(names)} parameters ({_named(names)})")
     them = "it" if len(names) == 1 else "them"
-    return (f"{frozen}'s program gives {what} no gradient (frozen there, by stop_gradient "
-            f"or as a constant) while {other}'s trains {them}: "
-            f"{'its gradient is' if len(names) == 1 else 'their gradients are'} not compared")
+    message = (f"{frozen}'s program gives {what} no gradient (frozen there: requires_grad="
+               f"False, stop_gradient, no_grad, or a constant) while {other}'s trains {them}; "
+               f"the forward pass is the same, training differs: "
+               f"{'its gradient is' if len(names) == 1 else 'their gradients are'} not compared")
+    place = node_side(graph, readers[0], "frozen")
+    return Finding("gradient-divergence", message, op=readers[0].op,
+                   lhs=place if side == "lhs" else None, rhs=place if side == "rhs" else None,
+                   affects="training: which parameters learn")
 
 
 def passed_notes(passed: Sequence[Passed]) -> list[str]:

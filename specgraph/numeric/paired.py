@@ -554,8 +554,9 @@ class PairedRun:
 
     def _note_untrained(self, trained: set[str]) -> None:
         """Parameters one side's program gives no gradient at all (a table frozen by
-        ``stop_gradient``) while the other side trains them: one note per side, their
-        gradients are not compared (the forward values still are)."""
+        ``requires_grad=False`` or ``stop_gradient``) while the other side trains them: one
+        finding per side, training differs; their gradients are not compared (the forward
+        values still are)."""
         rg, v = self.p.rhs, self.s.options.voice
         frozen: dict[str, list[str]] = {"lhs": [], "rhs": []}
         for name, w in rg.params.items():
@@ -569,8 +570,10 @@ class PairedRun:
                 frozen[side].append(lname if side == "lhs" else name)
         for side, names in frozen.items():
             if names:
-                other = "rhs" if side == "lhs" else "lhs"
-                self.localizer.note(words.untrained(v.name(side), v.name(other), names))
+                g = self.p.lhs if side == "lhs" else self.p.rhs
+                readers = [g.consumers(g.params[n])[0] for n in names if g.consumers(g.params[n])]
+                if readers:
+                    self.localizer.found.append(words.untrained(side, g, readers, names, v))
 
     def _compare_gradient(self, name: str, grad: Any) -> None:
         """A parameter's whole gradient, against lhs's, once rhs has finished it."""

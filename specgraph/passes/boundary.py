@@ -266,6 +266,55 @@ def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -
     return graph.replace(params=params, constants=constants)
 
 
+def _trig_tables_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
+    """A floating parameter read only to make a table of cosines and sines, with no input
+    on the way (a rotary frequency table: ESM's ``inv_freq``, a buffer PyTorch's cache turns
+    into constant tables and a non-trainable variable TF reads at every call), is a
+    constant: what the model's code computed, never a weight to pair."""
+    inputs = set(graph.inputs)
+
+    def to_trig(v: Value, seen: set[Value]) -> bool:
+        readers = graph.consumers(v)
+        if not readers or v in graph.outputs:
+            return False
+        for node in readers:
+            if node.op in ("cos", "sin"):
+                continue
+            if any(u in inputs or (graph.producer(u) is not None and not fixed(u))
+                   for u in node.inputs) or len(node.outputs) != 1:
+                return False
+            out = node.outputs[0]
+            if out not in seen:
+                seen.add(out)
+                if not to_trig(out, seen):
+                    return False
+        return True
+
+    fixed_memo: dict[Value, bool] = {}
+
+    def fixed(u: Value) -> bool:
+        if u in fixed_memo:
+            return fixed_memo[u]
+        fixed_memo[u] = False  # a cycle cannot be: a guard while walking
+        producer = graph.producer(u)
+        result = u not in inputs and (producer is None or all(fixed(w) for w in
+                                                               producer.inputs))
+        fixed_memo[u] = result
+        return result
+
+    tables = {name: v for name, v in graph.params.items()
+              if v.dtype.startswith("float") and name in weights and to_trig(v, set())}
+    if not tables:
+        return graph
+    constants = dict(graph.constants)
+    for name, v in tables.items():
+        data = np.array(weights.pop(name))
+        data.setflags(write=False)
+        constants[v] = data
+    params = {k: v for k, v in graph.params.items() if k not in tables}
+    return graph.replace(params=params, constants=constants)
+
+
 def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
     if any(v in replaced for v in node.inputs):
         return node.replace(inputs=tuple(replaced.get(v, v) for v in node.inputs))
@@ -309,7 +358,8 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
     """``traced`` with its graph canonical and channels-last inputs/outputs made
     channels-first (their example inputs and outputs permuted to match)."""
     weights = _Changes(traced.weights)
-    graph = canonicalize(_integer_params_as_constants(traced.graph, weights))
+    graph = canonicalize(_trig_tables_as_constants(
+        _integer_params_as_constants(traced.graph, weights), weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     for _ in range(4):
         graph, steps = _fold_param_layouts(graph, weights)

@@ -11,8 +11,8 @@ __all__ = ["arithmetic_cone", "inputs_to_try"]
 _ARITHMETIC = frozenset({"elementwise", "activation", "reduction"})
 
 
-def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_shared: bool = False
-                    ) -> tuple[list[Value], list[Node]] | None:
+def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_shared: bool = False,
+                    nearest: bool = False) -> tuple[list[Value], list[Node]] | None:
     """The free tensors and the nodes of the elementwise/reduction cone that computes ``output``.
 
     The walk goes back through elementwise ops, activations and reductions and stops at any
@@ -20,13 +20,16 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_sha
     that are neither parameters nor constants, in first-seen order. Returns None past
     ``limit`` nodes. With ``stop_at_shared`` the walk also stops at a value some other
     kind of layer reads too (a residual stream that convolutions read between its adds).
+    With ``nearest`` the walk goes breadth first and, past ``limit`` nodes, stops: what it
+    has not walked back from is free (a norm whose input is the end of a long arithmetic
+    chain, ESM's embeddings rescaled by the share of masked tokens).
     """
     free: list[Value] = []
     nodes: dict[int, Node] = {}
     stack = [output]
     seen: set[Value] = set()
     while stack:
-        v = stack.pop()
+        v = stack.pop(0) if nearest else stack.pop()
         if v in seen:
             continue
         seen.add(v)
@@ -49,10 +52,14 @@ def arithmetic_cone(rw: Rewriter, output: Value, *, limit: int = 16, stop_at_sha
                 free.append(v)
             continue
         if id(node) not in nodes:
+            if nearest and len(nodes) >= limit:
+                if v not in free:
+                    free.append(v)
+                continue
             nodes[id(node)] = node
             if len(nodes) > limit:
                 return None
-            stack.extend(reversed(node.inputs))
+            stack.extend(node.inputs if nearest else reversed(node.inputs))
     return free, rw.in_order(nodes.values())
 
 

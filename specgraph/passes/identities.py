@@ -94,7 +94,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op in _BROADCASTING and _expand_broadcast(rw, node):
         return True
-    if node.op == "gather" and _gather_range(rw, node):
+    if node.op == "gather" and (_only_entry(rw, node) or _gather_range(rw, node)):
         return True
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
                                  _rank_promotion(rw, node)):
@@ -439,6 +439,21 @@ def _expand_broadcast(rw: Rewriter, node: Node) -> bool:
     if not changed:
         return False
     rw.replace(out, rw.emit(node.op, inputs, dict(node.attrs), like=node, shape=out.shape))
+    return True
+
+
+def _only_entry(rw: Rewriter, node: Node) -> bool:
+    """A gather at a scalar index of an axis of size one is that axis dropped: PyTorch's
+    ``x[0]`` of a batch of one selects, TF's strided slice reshapes."""
+    x, out = node.inputs[0], node.outputs[0]
+    data = rw.constant_value(node.inputs[1]) if len(node.inputs) == 2 else None
+    if data is None or np.ndim(data) != 0 or not x.rank or rw.is_param(x) or \
+            np.asarray(data).dtype.kind not in "iu":
+        return False
+    axis = node.attrs["axis"] % x.rank
+    if x.shape[axis] != 1 or int(data) not in (0, -1):
+        return False
+    rw.replace(out, rw.emit("reshape", [x], {"shape": out.shape}, like=node, shape=out.shape))
     return True
 
 

@@ -48,9 +48,10 @@ _LAYOUT = frozenset({"reshape", "expand", "unsqueeze", "squeeze"})
 _LIMIT = 16
 _SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
 _APPLIED = frozenset({"add", "sub", "mul", "where", "attention"})
-# what counts positions from a mask of ones and zeros (OPT's cumsum(m)·m - 1): a reader an
-# id or a token type never has
-_COUNTED = frozenset({"cumsum"})
+# what counts positions from a mask of ones and zeros (OPT's cumsum(m)·m - 1) or the
+# lengths of its rows (ESM's token dropout divides by m.sum(-1)): a reader an id or a token
+# type never has
+_COUNTED = frozenset({"cumsum", "reduce_sum"})
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,8 @@ def _only_masks(rw: Rewriter, source: Value) -> bool:
     """Whether the input ``source`` serves as a mask and nothing else: every value computed
     from it alone (elementwise, laid out) is read only by such nodes, applied to other
     tensors (added, multiplied, selected with, an attention's mask) or counted along
-    (OPT's positions, ``cumsum(m)·m - 1``); never looked up, reduced or returned, as ids,
-    positions or token types are."""
+    (OPT's positions, ``cumsum(m)·m - 1``; ESM's row lengths, ``m.sum(-1)``); never looked
+    up, reduced otherwise or returned, as ids, positions or token types are."""
     graph = rw.graph
     pure, stack = {source}, [source]
     while stack:

@@ -280,7 +280,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return False
     rw.keep(node)
     cone = arithmetic_cone(rw, node.outputs[0], limit=20) or arithmetic_cone(
-        rw, node.outputs[0], limit=20, stop_at_shared=True)  # past a long residual stream
+        rw, node.outputs[0], limit=20, stop_at_shared=True) or arithmetic_cone(
+        rw, node.outputs[0], limit=20, nearest=True)  # past a long residual stream, or a
+    # long chain of arithmetic before the norm's input
     if cone is None:
         return True
     free, nodes = cone

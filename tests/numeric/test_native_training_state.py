@@ -2,7 +2,7 @@
 and an NNX ``BatchStat`` are updated by the step, not differentiated, as PyTorch's
 BatchNorm buffers are; so a PyTorch CNN against its Flax port in eval mode agrees without a
 note per running statistic. Parameters one side really freezes (``stop_gradient``) while the
-other trains them are told in one note, not one per parameter."""
+other trains them are one finding (training differs), not one per parameter."""
 
 from __future__ import annotations
 
@@ -177,12 +177,75 @@ def test_flax_programs_differentiate_params_not_batch_statistics():
     assert {"bn.mean", "bn.var"} <= set(traced.graph.params)  # still weights, compared
 
 
-def test_parameters_one_side_freezes_are_one_note(models, capsys):
+def test_parameters_one_side_freezes_are_one_finding(models, capsys):
+    """Training differs where one side freezes what the other trains, as with a padding
+    row: one finding for all of them, not one per parameter."""
     assert main(["diff", f"{models}:torch_tables", f"{models}:jax_tables", "--native",
-                 "--format", "json"]) == 0
-    notes = [n for n in json.dumps(_report(capsys)).split('"') if "no gradient" in n]
-    assert len(notes) == 1
-    (note,) = notes
-    assert note.startswith("rhs's program gives 2 parameters (")
-    assert "t0" in note and "t1" in note and "t2" not in note
-    assert note.endswith("while lhs's trains them: their gradients are not compared")
+                 "--format", "json"]) == 1
+    report = _report(capsys)
+    (finding,) = report["findings"]
+    assert finding["code"] == "gradient-divergence"
+    assert finding["affects"] == "training: which parameters learn"
+    message = finding["message"]
+    assert message.startswith("rhs's program gives 2 parameters (")
+    assert "t0" in message and "t1" in message and "t2" not in message
+    assert "while lhs's trains them; the forward pass is the same, training differs" in message
+    assert "no gradient" not in json.dumps(report["numeric"]["notes"])
+
+
+def test_a_parameter_pytorch_freezes_is_frozen_in_its_program(tmp_path, capsys):
+    """``requires_grad=False`` (Marian's sinusoidal position table in PyTorch, trained by
+    its TF port) is what the PyTorch program runs: no gradient there, so against a port
+    that trains the table the pair differs in training; frozen on both, it agrees."""
+    path = tmp_path / "frozen.py"
+    path.write_text(FROZEN)
+    assert main(["diff", f"{path}:torch_frozen", f"{path}:jax_trained", "--format",
+                 "json"]) == 1
+    (finding,) = _report(capsys)["findings"]
+    assert finding["code"] == "gradient-divergence" and "table" in finding["message"]
+    assert finding["message"].startswith("lhs's program gives parameter")
+    assert main(["diff", f"{path}:torch_frozen", f"{path}:jax_frozen", "--format",
+                 "json"]) == 0
+
+
+FROZEN = '''
+import numpy as np
+import torch
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+TABLE = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+W = np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.from_numpy(TABLE.copy()), requires_grad=False)
+        self.w = torch.nn.Parameter(torch.from_numpy(W.copy()))
+
+    def forward(self, x):
+        return torch.tanh((x + self.table) @ self.w)
+
+
+def torch_frozen():
+    return Net(), (torch.from_numpy(X),)
+
+
+def jax_trained():
+    import jax.numpy as jnp
+
+    def apply(p, x):
+        return jnp.tanh((x + p["table"]) @ p["w"])
+
+    return apply, {"table": TABLE, "w": W}, (X,)
+
+
+def jax_frozen():
+    import jax
+    import jax.numpy as jnp
+
+    def apply(p, x):
+        return jnp.tanh((x + jax.lax.stop_gradient(p["table"])) @ p["w"])
+
+    return apply, {"table": TABLE, "w": W}, (X,)
+'''
