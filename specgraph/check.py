@@ -177,6 +177,8 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                                                 _rhs_weights(pairing, left, right, opts),
                                                 result.seeds)
             notes.extend(settled)
+            findings, same_ops = _opaque_by_numbers(findings, result, voice)
+            notes.extend(same_ops)
             numeric, quiet = inside(numeric, same, not any(
                 st.diverges for st in result.outputs.values()))
             notes.extend(quiet)
@@ -188,6 +190,29 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes),
                       alignment=alignment)
 
+
+
+def _opaque_by_numbers(findings: list[Finding], result: Any, voice: Voice
+                       ) -> tuple[list[Finding], list[str]]:
+    """Ops neither side's frontend knows, of other names on each side (PyTorch's
+    ``upsample_bilinear2d`` against TF's ``ResizeBilinear``), that each side's own program
+    ran to the same values, and gradients, at that layer: a note, not a difference. No
+    reference can run them, so the numbers of the programs are all there is."""
+    layers = {(layer.lhs_node, layer.rhs_node): layer for layer in result.layers}
+    kept, notes = [], []
+    for f in findings:
+        layer = layers.get((side_index(f.lhs), side_index(f.rhs))) \
+            if f.code == "attr-mismatch" and f.op == "opaque" and f.attr == "target" else None
+        if layer is None or layer.forward is None or layer.forward.diverges or (
+                layer.backward is not None and layer.backward.diverges):
+            kept.append(f)
+            continue
+        what = "values and gradients" if layer.backward is not None else "values"
+        notes.append(f"ops of other names compute the same here: {voice.lhs}'s "
+                     f"{f.lhs.value} and {voice.rhs}'s {f.rhs.value} at "
+                     f"{f.lhs.scope or '<model>'} give the same {what} on the seeds compared "
+                     "(each side's own program ran them; no reference can)")
+    return kept, notes
 
 
 def numeric_pairing(left: TracedModel, right: TracedModel, alignment: Alignment,

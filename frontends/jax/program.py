@@ -240,6 +240,7 @@ class JaxProgram(NativeProgram):
         # what a gradient of the outputs reaches: a value or parameter cut off from them
         # (stop_gradient, integer operations) has no gradient, not a zero one
         self.reach = reaching(closed.jaxpr)
+        self.state = frozenset(name for name in self.param_names if name not in trained)
         self.trained = [i for i, (name, aval) in enumerate(zip(self.param_names,
                                                                self.param_avals))
                         if name in trained and _inexact(aval.dtype) and self.reach.inputs[i]]

@@ -202,10 +202,14 @@ class Converter(BaseConverter):
             self._record_native(t, r)
 
     def _record_native(self, t: Any, result: Any) -> None:
-        """``result`` equals tensor ``t`` where it is an IR value of ``t``'s static shape."""
+        """``result`` equals tensor ``t`` where it is an IR value of ``t``'s static shape
+        (an axis TF leaves unknown, a resize to a size it computes, is the IR's: the program's
+        observation is checked against it when it runs)."""
         if not isinstance(result, Value) or t.shape.rank is None:
             return
-        if tuple(t.shape.as_list()) != result.shape:
+        known = t.shape.as_list()
+        if len(known) != len(result.shape) or any(
+                d is not None and d != r for d, r in zip(known, result.shape)):
             return
         if self.calls:
             self._inner_natives.append((result, _native_key(self.calls, t)))

@@ -114,6 +114,7 @@ class TFProgram(NativeProgram):
         # those training updates (a BatchNorm's moving statistics are not: no gradient, as
         # PyTorch gives its running statistics, buffers, none)
         self.trainable = {name for name, v in read if getattr(v, "trainable", True)}
+        self.state = frozenset(name for name, _ in read if name not in self.trainable)
         self.param_of = {id(e): variables[id(e)][0] for e in captures.values()
                          if id(e) in variables}
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs

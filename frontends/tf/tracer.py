@@ -172,7 +172,12 @@ def _concrete_function(model: Any, args: tuple[Any, ...], keras: bool, reference
     call = getattr(model, "__call__", None)
     try:
         if not keras and hasattr(call, "get_concrete_function"):
-            return call.get_concrete_function(*specs)  # already a tf.function: no nesting
+            concrete = call.get_concrete_function(*specs)  # already a tf.function: no nesting
+            if _fully_defined(concrete) or not hasattr(call, "python_function"):
+                return concrete
+            # its input_signature leaves axes unknown: its Python traced on these shapes
+            return tf.function(call.python_function, autograph=False).get_concrete_function(
+                *specs)
         try:
             function = tf.function(lambda *a: _call(model, a, keras), autograph=False)
             return function.get_concrete_function(*specs)
@@ -188,6 +193,12 @@ def _concrete_function(model: Any, args: tuple[Any, ...], keras: bool, reference
             "keep Python control flow off tensor values (use tf.cond or keras.ops.cond), or "
             "run with --debug for TensorFlow's full report"
         ) from err
+
+
+def _fully_defined(concrete: Any) -> bool:
+    """Whether every input of a concrete function has a static shape."""
+    return all(t.shape.is_fully_defined() for t in concrete.inputs
+               if t.dtype != tf.resource)
 
 
 _NOISE = re.compile(r"^(Exception encountered when calling|Arguments received by|in user code|"

@@ -105,6 +105,9 @@ class TorchProgram(NativeProgram):
         self.ep = exported
         self.nodes = {n.name: n for n in exported.graph.nodes}
         self.targets = dict(targets)
+        self.state = frozenset(
+            self.targets[spec.target] for spec in exported.graph_signature.input_specs
+            if spec.kind.name == "BUFFER" and spec.target in self.targets)
         self.input_names = input_names
         self.output_names = output_names
         self._built: dict[tuple[Any, ...], tuple[Any, list[Hashable], list[Any]]] = {}

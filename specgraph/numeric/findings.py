@@ -16,7 +16,7 @@ from specgraph.report import DIFF, Finding, Voice
 
 __all__ = ["Verdict", "judge", "describe", "statement", "numeric_divergence", "gradient_divergence",
            "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired",
-           "untrained"]
+           "untrained", "untrained_state"]
 
 
 @dataclass(frozen=True)
@@ -271,6 +271,17 @@ def underflow(where: Sequence[str], largest: float) -> str:
             "numbers to zero (XLA, TensorFlow) and those that keep them (PyTorch) part: "
             f"they differ by up to {largest:.1e}, compared to within {UNDERFLOW:.0e} and "
             "not reported as divergences")
+
+
+def untrained_state(side: str, names: Sequence[str], v: Voice = DIFF) -> str:
+    """The note for state (``side``'s buffers, running statistics) the other side's
+    program differentiates as parameters: no gradient by design on ``side``."""
+    what = (f"state {names[0]}" if len(names) == 1 else
+            f"{len(names)} values of state ({_named(names)})")
+    them = "it" if len(names) == 1 else "them"
+    return (f"{v.name(side)}'s program holds {what} as state, with no gradient, while "
+            f"{v.name(v.other(side))}'s differentiates {them} as parameters: "
+            f"{'its gradient is' if len(names) == 1 else 'their gradients are'} not compared")
 
 
 def untrained(side: str, graph: Graph, readers: Sequence[Node], names: Sequence[str],

@@ -558,6 +558,8 @@ class PairedRun:
         finding per side, training differs; their gradients are not compared (the forward
         values still are)."""
         rg, v = self.p.rhs, self.s.options.voice
+        if not self.loss:  # no output both sides have: no gradient to tell frozen from unused
+            return
         frozen: dict[str, list[str]] = {"lhs": [], "rhs": []}
         for name, w in rg.params.items():
             u = self.p.values.get(w)
@@ -569,6 +571,12 @@ class PairedRun:
                 side = "lhs" if rhs_trains else "rhs"
                 frozen[side].append(lname if side == "lhs" else name)
         for side, names in frozen.items():
+            model = self.s.native(side)
+            state = model.program.state if model is not None else frozenset()
+            held = [n for n in names if n in state]
+            if held:  # running statistics the other side differentiates: by design
+                self.localizer.note(words.untrained_state(side, held, v))
+            names = [n for n in names if n not in state]
             if names:
                 g = self.p.lhs if side == "lhs" else self.p.rhs
                 readers = [g.consumers(g.params[n])[0] for n in names if g.consumers(g.params[n])]

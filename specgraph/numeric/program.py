@@ -75,6 +75,9 @@ class NativeProgram(abc.ABC):
 
     framework: str = ""
     notes: tuple[str, ...] = ()
+    # parameters that are the model's state, not its weights (running statistics: PyTorch's
+    # buffers, TF's non-trainable variables, Flax's batch_stats): no gradient by design
+    state: frozenset[str] = frozenset()
 
     def require_float32(self, context: Context) -> None:
         """Refuse precisions the program cannot be run in yet, in one sentence."""

@@ -150,13 +150,16 @@ def test_peer_pair_gets_the_right_verdict_natively(pair):
     assert outcome.found == expected(*pair)
 
 
-def test_whisper_flax_frozen_positional_table_is_a_note(capsys):
+def test_whisper_tf_trains_the_position_table_flax_freezes(capsys):
+    """TF's Whisper trains the encoder's sinusoidal position table; Flax reads it under
+    ``stop_gradient`` (and PyTorch freezes it): training differs, one finding."""
     _frameworks()
     models = "bench/peer_models.py"
     code = main(["diff", f"{models}:whisper_tf", f"{models}:whisper_flax", "--native",
                  "--format", "json"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0, report["findings"]
-    notes = report["numeric"]["notes"]
-    assert any("embed_positions" in n and "no gradient" in n and "rhs's program" in n
-               for n in notes), notes
+    assert code == 1
+    (finding,) = report["findings"]
+    assert finding["code"] == "gradient-divergence"
+    assert finding["message"].startswith("rhs's program gives parameter ")
+    assert "embed_positions" in finding["message"]

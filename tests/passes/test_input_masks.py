@@ -263,18 +263,30 @@ def test_attention_with_a_boolean_mask_zeroes_a_row_that_keeps_no_key():
 
 @pytest.mark.parametrize("other", ["reduced", "returned"])
 def test_an_input_also_read_otherwise_is_not_taken_for_ones_and_zeros(other: str):
-    """Ids, positions or token types hold other integers: an input also reduced or
-    returned is not assumed to hold ones and zeros."""
+    """Ids, positions or token types hold other integers: an input also reduced (other
+    than summed: its largest entry) or returned is not assumed to hold ones and zeros."""
     f = M()
     s, v = f.scores()
     cast = f("cast", f.key(), dtype=F)
     s = f("add", s, f("mul", f("sub", f.c(1.0), cast), f.c(FINFO)))
     if other == "reduced":
-        f.b.output("count", f("reduce_sum", f.m, axes=(1,)))
+        f.b.output("largest", f("reduce_max", f.m, axes=(1,)))
     else:
         f.b.output("ids", f.m)
     g = f.build(f("softmax", s, axis=3), v)
     assert "attention" not in [n.op for n in canonicalize(g).nodes]
+
+
+def test_rows_summed_for_their_lengths_leave_the_mask_a_mask():
+    """ESM's token dropout divides by each row's length, the mask summed along it: a
+    mask's use, and the mask is still read as one."""
+    f = M()
+    s, v = f.scores()
+    cast = f("cast", f.key(), dtype=F)
+    s = f("add", s, f("mul", f("sub", f.c(1.0), cast), f.c(FINFO)))
+    f.b.output("lengths", f("reduce_sum", f.m, axes=(1,)))
+    g = f.build(f("softmax", s, axis=3), v)
+    assert _attention(canonicalize(g)).inputs[3].dtype == "bool"
 
 
 def test_positions_counted_along_the_mask_leave_it_a_mask():
