@@ -271,39 +271,30 @@ def _trig_tables_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> G
     on the way (a rotary frequency table: ESM's ``inv_freq``, a buffer PyTorch's cache turns
     into constant tables and a non-trainable variable TF reads at every call), is a
     constant: what the model's code computed, never a weight to pair."""
-    inputs = set(graph.inputs)
+    varying = set(graph.inputs)  # what depends on an input, in one pass in graph order
+    for node in graph.nodes:
+        if any(u in varying for u in node.inputs):
+            varying.update(node.outputs)
 
-    def to_trig(v: Value, seen: set[Value]) -> bool:
-        readers = graph.consumers(v)
-        if not readers or v in graph.outputs:
-            return False
-        for node in readers:
-            if node.op in ("cos", "sin"):
-                continue
-            if any(u in inputs or (graph.producer(u) is not None and not fixed(u))
-                   for u in node.inputs) or len(node.outputs) != 1:
+    def to_trig(v: Value) -> bool:
+        seen, stack = {v}, [v]
+        while stack:
+            u = stack.pop()
+            readers = graph.consumers(u)
+            if not readers or u in graph.outputs:
                 return False
-            out = node.outputs[0]
-            if out not in seen:
-                seen.add(out)
-                if not to_trig(out, seen):
+            for node in readers:
+                if node.op in ("cos", "sin"):
+                    continue
+                if len(node.outputs) != 1 or any(w in varying for w in node.inputs):
                     return False
+                if node.outputs[0] not in seen:
+                    seen.add(node.outputs[0])
+                    stack.append(node.outputs[0])
         return True
 
-    fixed_memo: dict[Value, bool] = {}
-
-    def fixed(u: Value) -> bool:
-        if u in fixed_memo:
-            return fixed_memo[u]
-        fixed_memo[u] = False  # a cycle cannot be: a guard while walking
-        producer = graph.producer(u)
-        result = u not in inputs and (producer is None or all(fixed(w) for w in
-                                                               producer.inputs))
-        fixed_memo[u] = result
-        return result
-
     tables = {name: v for name, v in graph.params.items()
-              if v.dtype.startswith("float") and name in weights and to_trig(v, set())}
+              if v.dtype.startswith("float") and name in weights and to_trig(v)}
     if not tables:
         return graph
     constants = dict(graph.constants)
