@@ -249,3 +249,18 @@ def jax_frozen():
 
     return apply, {"table": TABLE, "w": W}, (X,)
 '''
+
+
+def test_running_statistics_one_side_differentiates_are_a_note_not_a_finding():
+    """The zoo's CNN: PyTorch's BatchNorm statistics are buffers, the plain JAX function
+    takes them among its parameters and differentiates them. That is state against
+    parameters, by design of each program: a note, and the pair agrees."""
+    from specgraph.check import compare
+    from tests.zoo import traced
+
+    report = compare(traced.torch_model("cnn"), traced.jax_model("cnn/jax"), mode="numbers")
+    assert report.equivalent, [f.message for f in report.findings]
+    (note,) = [n for n in report.numeric.notes if "as state" in n]
+    assert note.startswith("lhs's program holds 4 values of state (")
+    assert "running_mean" in note and note.endswith(
+        "while rhs's differentiates them as parameters: their gradients are not compared")
