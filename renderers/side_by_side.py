@@ -69,7 +69,7 @@ def _folds(rows: Sequence[Row], full: bool) -> list[Row | Fold]:
         return list(rows)
     near = [False] * len(rows)
     for i, row in enumerate(rows):
-        if row.differs:
+        if row.differs or row.settled:
             for k in range(max(0, i - CONTEXT), min(len(rows), i + CONTEXT + 1)):
                 near[k] = True
     out: list[Row | Fold] = []

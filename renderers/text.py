@@ -177,7 +177,7 @@ class TextRenderer(Renderer):
         (``renderers.side_by_side``); every row with ``full``; ``names`` head the two
         sides' columns."""
         lines = layout(rows, full=self.full)
-        cells = [["!" if item.row is not None and item.row.differs else "", item.lhs_scope,
+        cells = [[_marker(item.row), item.lhs_scope,
                   item.row.lhs if item.row else "", item.row.rhs if item.row else "",
                   item.rhs_scope] for item in lines if isinstance(item, Line)]
         left, right = names
@@ -300,3 +300,11 @@ def _numbers_part(numeric: Any) -> bool:
              if s is not None]
     stats += list(numeric.outputs.values())
     return any(s.diverges for s in stats)
+
+
+def _marker(row: Row | None) -> str:
+    """``!`` on a row that differs, ``~`` on one written differently that the numbers show
+    computes the same (a note says so), nothing on the others."""
+    if row is None:
+        return ""
+    return "!" if row.differs else "~" if row.settled else ""

@@ -8,6 +8,8 @@ framework up itself.
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +31,7 @@ from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
 from specgraph.passes import canonicalize_model
-from specgraph.report import DIFF, DiffReport, Finding, Voice
+from specgraph.report import DIFF, DiffReport, Finding, Row, Voice
 from specgraph.transfer import TransferError
 
 __all__ = ["compare", "compare_structure", "backends", "InputMismatchError", "MODES"]
@@ -177,6 +179,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                                                 _rhs_weights(pairing, left, right, opts),
                                                 result.seeds)
             notes.extend(settled)
+            rows = _settled_rows(rows, same)
             findings, same_ops = _opaque_by_numbers(findings, result, voice)
             notes.extend(same_ops)
             numeric, quiet = inside(numeric, same, not any(
@@ -190,6 +193,15 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes),
                       alignment=alignment)
 
+
+
+def _settled_rows(rows: Sequence[Row], same: Sequence[Any]) -> list[Row]:
+    """The side-by-side rows, those of a region that computes the same marked settled: no
+    longer a difference, still shown (``~`` in the terminal)."""
+    lhs = {i for region in same for i in region.lhs}
+    rhs = {j for region in same for j in region.rhs}
+    return [dataclasses.replace(r, differs=False, settled=True)
+            if r.differs and (r.lhs_node in lhs or r.rhs_node in rhs) else r for r in rows]
 
 
 def _opaque_by_numbers(findings: list[Finding], result: Any, voice: Voice

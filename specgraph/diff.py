@@ -451,6 +451,9 @@ class _Differ:
         return rows
 
     def _row(self, i: int | None, j: int | None) -> Row:
+        return dataclasses.replace(self._row_text(i, j), lhs_node=i, rhs_node=j)
+
+    def _row_text(self, i: int | None, j: int | None) -> Row:
         a = self.lhs.nodes[i] if i is not None else None
         b = self.rhs.nodes[j] if j is not None else None
         if (j is None and ("lhs", i) in self.cones) or (i is None and ("rhs", j) in self.cones):

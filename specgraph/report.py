@@ -176,13 +176,18 @@ class Accepted:
 @dataclass(frozen=True)
 class Row:
     """One line of the side-by-side view: a node of each side (or none) and whether they
-    differ."""
+    differ; ``settled`` where they are written differently and the numbers show they
+    compute the same (``specgraph.arbitrate``); ``lhs_node``/``rhs_node``: the nodes'
+    indices in the canonical graphs (None where a side has none)."""
 
     lhs: str
     rhs: str
     lhs_scope: str
     rhs_scope: str
     differs: bool
+    settled: bool = False
+    lhs_node: int | None = None
+    rhs_node: int | None = None
 
 
 @dataclass(frozen=True)

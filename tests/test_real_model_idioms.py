@@ -2159,6 +2159,13 @@ def test_a_scale_applied_before_or_after_its_ratio_is_one_model_in_numbers() -> 
     notes = " ".join(report.notes)
     assert "written differently, computes the same" in notes
     assert "inside a region written differently that computes the same" in notes
+    # the region's rows are marked settled (~), none differs (!)
+    from specgraph.renderers.text import TextRenderer
+
+    assert any(r.settled for r in report.rows) and not any(r.differs for r in report.rows)
+    marks = [line[:1] for line in TextRenderer().render(report).splitlines()[4:]
+             if line[:1] in "!~" and line.strip()]
+    assert marks and set(marks) == {"~"}, marks
 
 
 def test_a_tf_function_with_unknown_axes_is_traced_on_the_examples_shapes(tmp_path, capsys) -> None:
