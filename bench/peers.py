@@ -68,10 +68,6 @@ DISCOVERIES: tuple[Discovery, ...] = (
     _padding_row("roberta", "word and position embeddings"),
     _padding_row("bart", "encoder and decoder token embeddings"),
     _padding_row("whisper", "decoder token embeddings"),
-    Discovery("whisper", "tf", "gradient-divergence", "add", None,
-              "TensorFlow's Whisper trains the encoder's sinusoidal position table, which "
-              "PyTorch freezes (embed_positions.requires_grad_(False), modeling_whisper.py) "
-              "and Flax reads under stop_gradient (modeling_flax_whisper.py)"),
     Discovery("electra", "flax", "edge-mismatch", "embedding", None,
               "Flax's ELECTRA, called without token_type_ids, looks up token type 1 where "
               "PyTorch's and TensorFlow's look up type 0 (modeling_flax_electra.py: "

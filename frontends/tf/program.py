@@ -89,12 +89,15 @@ class TFProgram(NativeProgram):
         input_names: graph input names, in the order of the function's own inputs.
         output_names: graph output names (the function's outputs named by their nest path).
         variables: id of each captured variable handle -> (graph parameter name, variable).
+        trains: whether training updates a variable (the model's trainable variables,
+            ``tracer._trains``); by default each variable's own flag.
     """
 
     framework = "tf"
 
     def __init__(self, concrete: Any, input_names: list[str], output_names: list[str],
-                 variables: Mapping[int, tuple[str, Any]]) -> None:
+                 variables: Mapping[int, tuple[str, Any]],
+                 trains: Any = None) -> None:
         graph = concrete.graph
         captures = {internal.name: external for external, internal in graph.captures}
         user = [t for t in graph.inputs if t.name not in captures]
@@ -113,8 +116,13 @@ class TFProgram(NativeProgram):
         self.params = {name: tf_variable(v) for name, v in read}  # the variables it reads
         # those training updates (a BatchNorm's moving statistics are not: no gradient, as
         # PyTorch gives its running statistics, buffers, none)
-        self.trainable = {name for name, v in read if getattr(v, "trainable", True)}
-        self.state = frozenset(name for name, _ in read if name not in self.trainable)
+        if trains is None:
+            def trains(v: Any) -> bool:
+                return bool(getattr(v, "trainable", True))
+        self.trainable = {name for name, v in read if trains(v)}
+        # state: created non-trainable (a BatchNorm's moving statistics), not a weight a
+        # frozen layer holds (trainable itself, left out of the model's trainable list)
+        self.state = frozenset(name for name, v in read if not getattr(v, "trainable", True))
         self.param_of = {id(e): variables[id(e)][0] for e in captures.values()
                          if id(e) in variables}
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs

@@ -109,7 +109,7 @@ def trace(model: Any, example_inputs: Any, *, reference: str = "<model>") -> Tra
         graph, weights = converter.convert(list(inputs))
     names = list(graph.output_names)
     steps, shapes = converter.native_layouts()
-    program = TFProgram(concrete, list(inputs), names, variables)
+    program = TFProgram(concrete, list(inputs), names, variables, _trains(model))
 
     def own_outputs() -> dict[str, np.ndarray]:  # TensorFlow running the traced graph
         with quiet_tf():
@@ -251,6 +251,26 @@ def _input_names(model: Any, args: tuple[Any, ...], keras: bool) -> list[tuple[s
 
 
 # --- variables ----------------------------------------------------------------------------
+def _trains(model: Any) -> Any:
+    """Whether training updates a variable: it is among the model's trainable variables,
+    which a Keras layer's own ``trainable = False`` takes its weights out of (TF's Whisper
+    freezes its encoder's position table so, its variable itself created trainable); a
+    variable the model does not track keeps its own flag."""
+    try:
+        tracked = {id(v) for v in model.variables}
+        trainable = {id(v) for v in model.trainable_variables}
+    except Exception:  # noqa: BLE001  (a model without those lists: the variables decide)
+        tracked, trainable = set(), set()
+
+    def trains(v: Any) -> bool:
+        if id(v) in tracked:
+            return id(v) in trainable
+        return bool(getattr(v, "trainable", True))
+
+    return trains
+
+
+
 def _variables(model: Any, concrete: Any, scopes: Scopes) -> dict[int, tuple[str, Any]]:
     """id of each captured variable handle -> (parameter name, variable)."""
     found: list[tuple[str, Any]] = []

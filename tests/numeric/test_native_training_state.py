@@ -264,3 +264,73 @@ def test_running_statistics_one_side_differentiates_are_a_note_not_a_finding():
     assert note.startswith("lhs's program holds 4 values of state (")
     assert "running_mean" in note and note.endswith(
         "while rhs's differentiates them as parameters: their gradients are not compared")
+
+
+KERAS_FROZEN = '''
+import numpy as np
+import torch
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+TABLE = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, frozen):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.from_numpy(TABLE.copy()), requires_grad=not frozen)
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x + self.table)
+
+
+def torch_frozen():
+    return Net(True), (torch.from_numpy(X),)
+
+
+def torch_trained():
+    return Net(False), (torch.from_numpy(X),)
+
+
+def tf_frozen_layer():
+    import tf_keras as keras
+
+    class Table(keras.layers.Layer):
+        def build(self, shape):
+            self.table = self.add_weight("table", shape=TABLE.shape)  # trainable itself
+            self.table.assign(TABLE)
+
+        def call(self, x):
+            return x + self.table
+
+    class M(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pos = Table()
+            self.pos.trainable = False  # as TF's Whisper freezes its encoder's table
+            self.fc = keras.layers.Dense(4)
+
+        def call(self, x):
+            return self.fc(self.pos(x))
+
+    m = M()
+    m(X)
+    return m, (X,)
+'''
+
+
+def test_a_keras_layer_set_untrainable_freezes_its_weights(tmp_path, capsys):
+    """A Keras layer's ``trainable = False`` leaves its variables' own flags set: the
+    model's trainable variables say what trains. Frozen on both sides it agrees; against
+    a PyTorch table that trains, training differs."""
+    pytest.importorskip("tf_keras")
+    path = tmp_path / "keras_frozen.py"
+    path.write_text(KERAS_FROZEN)
+    assert main(["diff", f"{path}:torch_frozen", f"{path}:tf_frozen_layer", "--format",
+                 "json"]) == 0
+    capsys.readouterr()
+    assert main(["diff", f"{path}:torch_trained", f"{path}:tf_frozen_layer", "--format",
+                 "json"]) == 1
+    (finding,) = _report(capsys)["findings"]
+    assert finding["code"] == "gradient-divergence"
+    assert finding["message"].startswith("rhs's program gives parameter")
