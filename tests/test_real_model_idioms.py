@@ -2238,3 +2238,40 @@ def tf_model():
     m(X)
     return m, (X,)
 '''
+
+
+def test_a_dense_projection_of_a_table_slice_is_a_linear() -> None:
+    """DeBERTa v1 projects a slice of its relative-position table (``pos_proj(rel[a:b])``):
+    ``nn.Linear`` in PyTorch, Keras' ``Dense`` (a matmul) in TF, with no LayerNorm before
+    it; the weights could not move, and no numbers ran."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+    table = np.random.default_rng(11).standard_normal((8, C)).astype(np.float32)
+
+    class TorchTable(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.table = torch.nn.Parameter(torch.from_numpy(table.copy()))
+            self.proj = torch.nn.Linear(C, C)
+
+        def forward(self, x):
+            pos = self.proj(self.table[2:2 + T])  # [T, C]
+            return x @ pos.T
+
+    class TFTable(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = tf.Variable(table)
+            self.proj = keras.layers.Dense(C)
+
+        def __call__(self, x):
+            pos = self.proj(self.table[2:2 + T])
+            return tf.matmul(x, pos, transpose_b=True)
+
+    lhs = torch_side(TorchTable(), X, name="torch_table")
+    rhs = keras_side(TFTable(), X, name="tf_table")
+    for side in (lhs, rhs):
+        assert "linear" in [n.op for n in canonical(side).graph.nodes]
+    _equivalent(lhs, rhs)

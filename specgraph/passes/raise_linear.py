@@ -48,12 +48,23 @@ def _weight(rw: Rewriter, w: Value) -> bool:
 
 
 def _normed(rw: Rewriter, x: Value) -> bool:
-    """Whether weights-only ``x`` is a normalized table, which a layer projects as it would
-    activations (DeBERTa's relative-position embeddings through the attention's
-    projections: ``nn.Linear`` on one side, ``Dense``'s matmul on the other); a product of
-    weights (a low-rank factorization) stays a matmul."""
+    """Whether weights-only ``x`` is a table a layer projects as it would activations: a
+    normalized table, or one read through slices and reshapes (DeBERTa's relative-position
+    embeddings through the attention's projections: ``nn.Linear`` on one side, ``Dense``'s
+    matmul on the other); a product of weights read whole (a low-rank factorization) stays
+    a matmul."""
     node = rw.producer(x)
-    return node is not None and node.op in ("layer_norm", "rms_norm")
+    if node is not None and node.op in ("layer_norm", "rms_norm"):
+        return True
+    # a table read through views (DeBERTa's rel_embeddings[a:b], unsqueezed): projected
+    # as a layer projects activations; a weight read whole stays a factor of a product
+    views = 0
+    while node is not None and (node.op in ("slice", "reshape", "expand") or (
+            node.op == "embedding" and rw.constant_value(node.inputs[0]) is not None)):
+        views += 1
+        x = node.inputs[1] if node.op == "embedding" else node.inputs[0]
+        node = rw.producer(x)
+    return views > 0 and rw.is_param(x)
 
 
 def _matmul(rw: Rewriter, node: Node) -> bool:
