@@ -226,11 +226,10 @@ class _Proof:
             return x, y
         try:
             keep = np.broadcast_to(np.asarray(c, bool) == (slot == 1), a.outputs[0].shape)
-            x = np.broadcast_to(x, a.outputs[0].shape)[keep]
-            y = np.broadcast_to(y, b.outputs[0].shape)[keep]
+            return (np.broadcast_to(x, a.outputs[0].shape)[keep],
+                    np.broadcast_to(y, b.outputs[0].shape)[keep])
         except ValueError:  # shapes the where does not broadcast alike: compared whole
-            return self.lhs(a.inputs[slot]), self.rhs(b.inputs[slot])
-        return x, y
+            return x, y
 
     def _commutative(self, a: Node, b: Node) -> list[tuple[Any, Any]]:
         la = [self.lhs(v) for v in a.inputs]
@@ -367,10 +366,8 @@ def inside(numeric: Sequence[Finding], same: Sequence[Region], outputs_agree: bo
     throws the values away, and -inf cast to an integer differs there)."""
     if not same or not outputs_agree:
         return list(numeric), []
-    where: dict[tuple[str, int], Region] = {}
-    for region in same:
-        where.update((("lhs", i), region) for i in region.lhs)
-        where.update((("rhs", j), region) for j in region.rhs)
+    where = _by_node(same)
+
     def owner(places: list[tuple[str, int | None]]) -> Region | None:
         owners = [where.get(p) for p in places]
         return owners[0] if owners and all(o is owners[0] for o in owners) else None
@@ -386,6 +383,15 @@ def inside(numeric: Sequence[Finding], same: Sequence[Region], outputs_agree: bo
         notes.append(f"inside a region written differently that computes the same: "
                      f"{_downstream(f)}, and the outputs agree")
     return kept, notes
+
+
+def _by_node(found: Sequence[Region]) -> dict[tuple[str, int], Region]:
+    """Each region's nodes, ``("lhs", i)`` and ``("rhs", j)``, to their region."""
+    where: dict[tuple[str, int], Region] = {}
+    for region in found:
+        where.update((("lhs", i), region) for i in region.lhs)
+        where.update((("rhs", j), region) for j in region.rhs)
+    return where
 
 
 def _representation(f: Finding) -> bool:
@@ -414,10 +420,7 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     one says the numbers confirm it. Returns the structural findings (some with that
     sentence added) and the numeric ones left."""
     found = regions(pairing, structural)
-    where: dict[tuple[str, int], Region] = {}
-    for region in found:
-        where.update((("lhs", i), region) for i in region.lhs)
-        where.update((("rhs", j), region) for j in region.rhs)
+    where = _by_node(found)
     confirmed: dict[int, Finding] = {}
     left: list[Finding] = []
     for f in numeric:

@@ -9,14 +9,13 @@ framework up itself.
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from specgraph.align import Alignment, align
-from specgraph.arbitrate import arbitrate, confirm, inside
+from specgraph.arbitrate import Region, arbitrate, confirm, inside
 from specgraph.diff import diff, side_index
 from specgraph.errors import SpecgraphError
 from specgraph.folds import (Fold, Folded, find_folded, find_folds, fold_notes,
@@ -200,7 +199,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
 ARBITRATION_SEEDS = (0, 1, 2)  # inputs every region is proved on, besides the numbers' own
 
 
-def _settled_rows(rows: Sequence[Row], same: Sequence[Any]) -> list[Row]:
+def _settled_rows(rows: Sequence[Row], same: Sequence[Region]) -> list[Row]:
     """The side-by-side rows, those of a region that computes the same marked settled: no
     longer a difference, still shown (``~`` in the terminal)."""
     lhs = {i for region in same for i in region.lhs}

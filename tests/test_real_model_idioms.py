@@ -1810,11 +1810,7 @@ def test_deberta_take_along_axis_and_normalized_position_table_agree_in_torch_an
     pytest.importorskip("tf_keras")
     rel = REL.astype(np.int64)
     lhs = torch_side(TorchDisentangled(), X, rel, name="torch_deberta")
-    model = _tf_disentangled()
-    model([X, rel.astype(np.int32)])
-    from specgraph.frontends import tf as tf_frontend
-
-    rhs = tf_frontend.trace(model, ([X, rel.astype(np.int32)],), reference="tf_deberta")
+    rhs = keras_side(_tf_disentangled(), [X, rel.astype(np.int32)], name="tf_deberta")
     for side in (lhs, rhs):
         ops = [n.op for n in canonical(side).graph.nodes]
         assert "opaque" not in ops and ops.count("layer_norm") == 1, ops
@@ -1919,13 +1915,9 @@ def test_a_bucket_truncated_before_or_after_its_offset_is_written_differently() 
     The region now pairs each cast with its own, is proved the same where the ``where``
     reads it, and its numbers are a note: the pair is equivalent."""
     pytest.importorskip("tf_keras")
-    from specgraph.frontends import tf as tf_frontend
-
     lhs = torch_side(TorchBuckets(), HIDDEN_POS, POSITIONS, name="torch_buckets")
-    model = _tf_buckets()
-    args = [HIDDEN_POS, POSITIONS.astype(np.int32)]
-    model(args)
-    rhs = tf_frontend.trace(model, (args,), reference="tf_buckets")
+    rhs = keras_side(_tf_buckets(), [HIDDEN_POS, POSITIONS.astype(np.int32)],
+                     name="tf_buckets")
     report = _equivalent(lhs, rhs, mode="both")
     notes = " ".join(report.notes)
     assert "written differently, computes the same" in notes and "wired differently" in notes
@@ -2114,13 +2106,8 @@ def test_a_norm_after_long_arithmetic_and_a_mask_also_summed_are_raised() -> Non
     raised; and the attention mask, summed for the rows' lengths, was taken for ids (not
     only a mask), so no attention was raised either."""
     pytest.importorskip("tf_keras")
-    from specgraph.frontends import tf as tf_frontend
-
     lhs = torch_side(TorchLengthScaled(), X, MASK, name="torch_scaled")
-    model = _tf_length_scaled()
-    args = [X, MASK.astype(np.int32)]
-    model(args)
-    rhs = tf_frontend.trace(model, (args,), reference="tf_scaled")
+    rhs = keras_side(_tf_length_scaled(), [X, MASK.astype(np.int32)], name="tf_scaled")
     for side in (lhs, rhs):
         ops = [n.op for n in canonical(side).graph.nodes]
         assert ops.count("layer_norm") == 1 and ops.count("attention") == 1, ops

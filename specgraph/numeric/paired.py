@@ -579,7 +579,7 @@ class PairedRun:
             names = [n for n in names if n not in state]
             if names:
                 g = self.p.lhs if side == "lhs" else self.p.rhs
-                readers = [g.consumers(g.params[n])[0] for n in names if g.consumers(g.params[n])]
+                readers = [r[0] for n in names if (r := g.consumers(g.params[n]))]
                 if readers:
                     self.localizer.found.append(words.untrained(side, g, readers, names, v))
 

@@ -253,8 +253,15 @@ def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -
     """A parameter of integer or boolean dtype is a constant: no gradient trains it, and
     its value is what the model's code computed (Swin's relative position index, a
     buffer in PyTorch and a non-trainable variable in TF), never a weight to pair."""
-    tables = {name: v for name, v in graph.params.items()
-              if v.dtype == "bool" or v.dtype.startswith(("int", "uint"))}
+    return _as_constants(graph, weights, {
+        name: v for name, v in graph.params.items()
+        if v.dtype == "bool" or v.dtype.startswith(("int", "uint"))})
+
+
+def _as_constants(graph: Graph, weights: dict[str, np.ndarray], tables: dict[str, Value]
+                  ) -> Graph:
+    """``graph`` with the parameters ``tables`` made constants of their values (taken out
+    of ``weights``)."""
     if not tables:
         return graph
     constants = dict(graph.constants)
@@ -293,17 +300,9 @@ def _trig_tables_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> G
                     stack.append(node.outputs[0])
         return True
 
-    tables = {name: v for name, v in graph.params.items()
-              if v.dtype.startswith("float") and name in weights and to_trig(v)}
-    if not tables:
-        return graph
-    constants = dict(graph.constants)
-    for name, v in tables.items():
-        data = np.array(weights.pop(name))
-        data.setflags(write=False)
-        constants[v] = data
-    params = {k: v for k, v in graph.params.items() if k not in tables}
-    return graph.replace(params=params, constants=constants)
+    return _as_constants(graph, weights, {
+        name: v for name, v in graph.params.items()
+        if v.dtype.startswith("float") and name in weights and to_trig(v)})
 
 
 def _remap(node: Node, replaced: dict[Value, Value]) -> Node:
