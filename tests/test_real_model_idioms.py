@@ -2262,3 +2262,150 @@ def test_a_dense_projection_of_a_table_slice_is_a_linear() -> None:
     for side in (lhs, rhs):
         assert "linear" in [n.op for n in canonical(side).graph.nodes]
     _equivalent(lhs, rhs)
+
+
+class TorchXSoftmax(torch.nn.Module):
+    """DeBERTa's masked softmax as PyTorch writes it, zeroing after: the padding mask's outer
+    product (query and key), scores filled with ``finfo.min`` where masked, softmax, the
+    masked probabilities set to 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.k = torch.nn.Linear(C, C), torch.nn.Linear(C, C)
+
+    def forward(self, x, mask):
+        rmask = ~(mask[:, None, :] * mask[:, :, None]).bool()
+        s = self.q(x) @ self.k(x).transpose(-1, -2)
+        p = s.masked_fill(rmask, torch.finfo(s.dtype).min).softmax(-1)
+        return p.masked_fill(rmask, 0.0) @ x
+
+
+def _tf_xsoftmax():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFXSoftmax(keras.Model):
+        """The same as TF's DeBERTa writes it (``TFDebertaV2XSoftmax``): -inf where masked,
+        so a padded query row, which keeps no key, is NaN in the softmax (forward and
+        backward) until the select after it zeroes it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k = keras.layers.Dense(C), keras.layers.Dense(C)
+
+        def call(self, inputs):
+            x, mask = inputs
+            rmask = tf.logical_not(tf.cast(mask[:, None, :] * mask[:, :, None], tf.bool))
+            s = tf.matmul(self.q(x), self.k(x), transpose_b=True)
+            p = tf.nn.softmax(tf.where(rmask, float("-inf"), s), -1)
+            return tf.matmul(tf.where(rmask, 0.0, p), x)
+
+    return TFXSoftmax()
+
+
+def test_a_minus_inf_fill_whose_nan_is_zeroed_after_the_softmax_is_the_lowest_fill() -> None:
+    """TF's DeBERTa fills masked scores with -inf where PyTorch's fills ``finfo.min``: one
+    fill once canonical (the softmax is the same wherever a row keeps a key). Its padded
+    query rows make NaN gradients inside the softmax that the select after it discards:
+    no parameter gradient holds a NaN, so a note, not a ``nan-introduced`` finding."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    mask = np.ones((B, T), np.int64)
+    mask[1, -2:] = 0  # padded: two query rows keep no key
+    lhs = torch_side(TorchXSoftmax(), X, mask, name="torch_xsoftmax")
+    rhs = keras_side(_tf_xsoftmax(), [X, mask.astype(np.int32)], name="tf_xsoftmax")
+    fills = [float(canonical(side).graph.constants[n.inputs[1]])
+             for side in (lhs, rhs) for n in canonical(side).graph.nodes
+             if n.op == "where" and n.inputs[1] in canonical(side).graph.constants
+             and float(canonical(side).graph.constants[n.inputs[1]]) != 0.0]
+    assert fills == [float(np.finfo(np.float32).min)] * 2, fills
+    report = _equivalent(lhs, rhs, mode="both")
+    assert any("makes NaN gradients from finite ones" in n and "discards them" in n
+               for n in report.numeric.notes), report.numeric.notes
+
+
+def test_a_minus_inf_row_that_reaches_the_output_is_a_finding() -> None:
+    """The control: without the select after the softmax, TF's -inf rows stay NaN up to the
+    output (PyTorch's ``finfo.min`` rows are uniform). Each layer is right on its own
+    inputs, so no layer was blamed and the check said EQUIVALENT with a NaN output on one
+    side; now the first layer whose values are NaN on one side only is named."""
+    pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
+    tf_model = _tf_xsoftmax()
+
+    def unzeroed(inputs):
+        x, mask = inputs
+        rmask = tf.logical_not(tf.cast(mask[:, None, :] * mask[:, :, None], tf.bool))
+        s = tf.matmul(tf_model.q(x), tf_model.k(x), transpose_b=True)
+        return tf.matmul(tf.nn.softmax(tf.where(rmask, float("-inf"), s), -1), x)
+
+    class TorchUnzeroed(TorchXSoftmax):
+        def forward(self, x, mask):
+            rmask = ~(mask[:, None, :] * mask[:, :, None]).bool()
+            s = self.q(x) @ self.k(x).transpose(-1, -2)
+            return s.masked_fill(rmask, torch.finfo(s.dtype).min).softmax(-1) @ x
+
+    mask = np.ones((B, T), np.int64)
+    mask[1, -2:] = 0
+    tf_model([X, mask.astype(np.int32)])
+    tf_model.call = unzeroed
+    report = compare(torch_side(TorchUnzeroed(), X, mask, name="torch_unzeroed"),
+                     keras_side(tf_model, [X, mask.astype(np.int32)], name="tf_unzeroed"),
+                     mode="both")
+    assert [(f.code, f.op, f.blame) for f in report.findings] == [
+        ("nan-introduced", "softmax", "rhs")], [f.message for f in report.findings]
+    assert "reach the output" in report.findings[0].message
+
+
+class TorchConvLayer(torch.nn.Module):
+    """DeBERTa-v2's ``ConvLayer`` as PyTorch writes it: ``nn.Conv1d`` over the sequence
+    (channels first, permuted there and back), then the activation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv1d(C, C, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.conv(x.permute(0, 2, 1)).permute(0, 2, 1))
+
+
+def _tf_conv_layer():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TFConvLayer(keras.layers.Layer):
+        """The same as TF's DeBERTa-v2 writes it: a 2-D conv of height one over
+        ``expand_dims(x, 1)``, the bias added before the ``squeeze`` that drops the height,
+        the activation after it."""
+
+        def build(self, shape):
+            self.kernel = self.add_weight(name="kernel", shape=[3, C, C])
+            self.conv_bias = self.add_weight(name="conv_bias", shape=[C],
+                                             initializer="random_normal")
+            super().build(shape)
+
+        def call(self, x):
+            out = tf.nn.conv2d(tf.expand_dims(x, 1), tf.expand_dims(self.kernel, 0),
+                               strides=1, padding=[[0, 0], [0, 0], [1, 1], [0, 0]])
+            return tf.nn.gelu(tf.squeeze(tf.nn.bias_add(out, self.conv_bias), 1),
+                              approximate=False)
+
+    return TFConvLayer()
+
+
+def test_a_1d_conv_written_as_a_2d_conv_with_its_bias_before_the_squeeze_is_one_conv() -> None:
+    """The bias added through the reshapes that keep the conv's channel axis whole is the
+    conv's bias, and the activation between the two reshapes comes first: one conv and one
+    gelu on both sides, the same numbers (the trial found three false findings here)."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    lhs = torch_side(TorchConvLayer(), X, name="torch_conv_layer")
+    rhs = keras_side(_tf_conv_layer(), X, name="tf_conv_layer")
+    for side in (lhs, rhs):
+        nodes = canonical(side).graph.nodes
+        assert [(n.op, n.attrs.get("bias")) for n in nodes] == [("conv", True), ("gelu", None)]
+    report = _equivalent(lhs, rhs, mode="both")
+    assert report.numeric is not None and report.numeric.gradients

@@ -15,7 +15,7 @@ from specgraph.diff import node_side
 from specgraph.report import DIFF, Finding, Voice
 
 __all__ = ["Verdict", "judge", "describe", "statement", "numeric_divergence", "gradient_divergence",
-           "nan_introduced", "nondeterministic", "with_reach", "subtle_definition", "rewired",
+           "nan_introduced", "nonfinite_reaches", "nondeterministic", "with_reach", "subtle_definition", "rewired",
            "untrained", "untrained_state"]
 
 
@@ -180,6 +180,19 @@ def nan_introduced(side: str, graph: Graph, node: Node, direction: str,
     made = "NaN or Inf" if direction == "forward" else "NaN"
     message = (f"{v.name(side)}'s {describe(node)} turns {given} into {made} {what} "
                f"({direction} pass)")
+    place = node_side(graph, node)
+    return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
+                   rhs=place if side == "rhs" else None, blame=side)
+
+
+def nonfinite_reaches(side: str, graph: Graph, node: Node, output: str,
+                      v: Voice = DIFF) -> Finding:
+    """NaN or Inf that one side's layer gives where the other's values are finite, from
+    inputs that were not finite already (a -inf fill over a row that keeps no key), and that
+    reach an output: no layer turned finite values into them, yet the outputs part."""
+    other = "rhs" if side == "lhs" else "lhs"
+    message = (f"{v.name(side)}'s {describe(node)} gives NaN or Inf where {v.name(other)}'s "
+               f"gives finite values (forward pass), and they reach the output {output}")
     place = node_side(graph, node)
     return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)

@@ -67,6 +67,10 @@ class PairedRun:
         self.localizer = Localizer(sides, self.lhs, self.record, seed)
         self._done = 0  # aligned layers compared forward, for progress lines
         self._rhs_ex: Execution | None = None
+        # the first rhs node whose backward made NaN from finite gradients, and whether the
+        # NaN reached a parameter's gradient (``_judge_backward_nan``)
+        self._nan_made: Node | None = None
+        self._nan_kept = False
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
@@ -259,10 +263,30 @@ class PairedRun:
             lagging.flush()  # its reader's share, compared first, sets what this one uses
             trained.add(name)
             self._compare_gradient(name, grad)
+            if self._nan_made is not None and not self._nan_kept:
+                self._nan_kept = not self.ax.nan_free(self.ax.keep(s.rrun, grad))
 
         ex.backward(self._rhs_loss(), on_node=lagging, on_param=on_param, feed=feed_cts)
         lagging.flush()
+        self._judge_backward_nan(bool(trained))
         self._note_untrained(trained)
+
+    def _judge_backward_nan(self, trains: bool) -> None:
+        """The first rhs node that made NaN gradients from finite ones is a finding where
+        the NaN reaches a parameter's gradient (or the side trains none); where every
+        parameter gradient is free of it, a select after it discarded it (TensorFlow's
+        DeBERTa fills masked scores with -inf and zeroes the softmax's rows that keep no
+        key: the softmax's gradient there is NaN, the scores' is 0), and training never
+        sees it: a note."""
+        node = self._nan_made
+        if node is None:
+            return
+        if self._nan_kept or not trains:
+            self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
+            return
+        self.localizer.note(f"rhs's {words.describe(node)} makes NaN gradients from finite "
+                            "ones (backward pass), and a later step discards them: no "
+                            "parameter gradient holds a NaN; not reported as a divergence")
 
     def _execution(self, side: str, graph: Graph, runner: Runner, weights: Any, inputs: Any,
                    loss: Mapping[str, np.ndarray]) -> Execution:
@@ -406,6 +430,32 @@ class PairedRun:
             tol = self.s.tol(producer) if producer is not None else Tolerance(1e-4, 1e-4)
             self.record.outputs[lname] = self.ax.measure(
                 self.lhs.get(("out", lname)), self.ax.keep(self.s.rrun, outs[name]), tol)
+        self._check_outputs_finite()
+
+    def _check_outputs_finite(self) -> None:
+        """An output finite on one side only, with no finding said yet (every layer excused:
+        a -inf fill drowns a row that keeps no key into NaN, which the layer's own inputs
+        explain): one finding at the first aligned layer whose values part so."""
+        rec, p, loc = self.record, self.p, self.localizer
+        if loc.first_fwd is not None or loc.nan:
+            return
+        parted = next(((name, st) for name, st in rec.outputs.items()
+                       if st.lhs_finite != st.rhs_finite), None)
+        if parted is None:
+            return
+        name, st = parted
+        side = "rhs" if not st.rhs_finite else "lhs"
+        for j in sorted(rec.forward):
+            layer = rec.forward[j]
+            if layer.lhs_finite == layer.rhs_finite or \
+                    (layer.rhs_finite if side == "rhs" else layer.lhs_finite):
+                continue
+            graph = p.rhs if side == "rhs" else p.lhs
+            node = p.rhs.nodes[j] if side == "rhs" else p.lhs.nodes[p.r2l[j]]
+            loc.nan.add(side)
+            loc.found.append(words.nonfinite_reaches(side, graph, node, name,
+                                                     self.s.options.voice))
+            return
 
     # --- rhs backward --------------------------------------------------------------------
     def _feed_cotangents(self, j: int, node: Node, octs: list[Any]) -> list[Any]:
@@ -534,7 +584,7 @@ class PairedRun:
 
     def _check_backward_nan(self, node: Node, octs: Sequence[Any], kept: list[Any],
                             i: int | None) -> None:
-        if "rhs-backward" in self.localizer.nan:
+        if "rhs-backward" in self.localizer.nan or self._nan_made is not None:
             return
         bad = [slot for slot, h in enumerate(kept) if h is not None and not self.ax.nan_free(h)]
         # output gradients with Inf make NaN in any program (Inf·0): the Inf is the finding
@@ -543,7 +593,8 @@ class PairedRun:
             return
         if i is not None and all(self._lhs_nan_too(i, node, slot) for slot in bad):
             return  # both sides make the same NaN gradients (sqrt of a negative): one program
-        self.localizer.nan_introduced("rhs", self.p.rhs, node, "backward")
+        if self._nan_made is None:  # judged once the parameter gradients are known
+            self._nan_made = node
 
     def _lhs_nan_too(self, i: int, node: Node, slot: int) -> bool:
         """Whether lhs's counterpart gradient at ``slot`` has NaN or Inf as well."""

@@ -16,7 +16,8 @@ cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 
 slice of a concat within one operand is a slice of it; an index made by argmax is not
 wrapped (it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c
 cast; a minimum of a maximum with constant bounds is a clip; a root of a sum of squares
-guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
+guarded by a constant takes the guard after the root; an activation between two reshapes
+comes before both, which then meet (x·rsqrt(max(s, c)) is
 x / max(√s, √c)); a cast between integer types that holds every value its input can take
 (a count of a boolean mask narrowed and widened again) goes.
 
@@ -107,7 +108,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "expand" and _expand_without_unit_axes(rw, node):
         return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
-        return _reshape_chain(rw, node)
+        return _reshape_chain(rw, node) or (node.op == "reshape"
+                                            and _reshape_around_unary(rw, node))
     return False
 
 
@@ -585,6 +587,28 @@ def _cast_first(rw: Rewriter, node: Node) -> bool:
                    dtype=out.dtype)
     rw.replace(out, rw.emit(view.op, [cast], dict(view.attrs), like=view, shape=out.shape,
                             dtype=out.dtype))
+    return True
+
+
+def _reshape_around_unary(rw: Rewriter, node: Node) -> bool:
+    """reshape(f(reshape(x))) with f an elementwise op of one operand (an activation) read
+    only there: f of x, reshaped once (exact: f acts on each element alone). TF's DeBERTa
+    runs its 1-D conv as a 2-D one of height one and applies the activation before the
+    squeeze that drops the height; PyTorch's applies it to the 1-D conv's output."""
+    unary = rw.producer(node.inputs[0])
+    if unary is None or len(unary.inputs) != 1 or len(unary.outputs) != 1 or \
+            get_spec(unary.op).category not in ("elementwise", "activation") or \
+            rw.uses(node.inputs[0]) != 1:
+        return False
+    inner = rw.producer(unary.inputs[0])
+    if inner is None or inner.op != "reshape" or rw.uses(unary.inputs[0]) != 1:
+        return False
+    x = inner.inputs[0]
+    moved = rw.emit(unary.op, [x], dict(unary.attrs), like=unary, shape=x.shape,
+                    dtype=unary.outputs[0].dtype)
+    shape = node.outputs[0].shape
+    rw.replace(node.outputs[0], moved if x.shape == shape else rw.emit(
+        "reshape", [moved], {"shape": shape}, like=node, shape=shape))
     return True
 
 

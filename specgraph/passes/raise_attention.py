@@ -10,7 +10,11 @@ before the attention (through the reshapes and transposes that split heads) fold
 (``input_masks``: HF's added ``(1 - m)·finfo.min``, ``masked_fill(m == 0, fill)``, Flax's
 ``where``) becomes the attention's mask operand in one form, ``where(K, 0, fill)`` added;
 where the rows that keep no key are zeroed after the softmax (Keras' masked ``Softmax``, an
-exported ``IsNaN``·``Where`` after a -inf mask), the boolean K, as SDPA's.
+exported ``IsNaN``·``Where`` after a -inf mask), the boolean K, as SDPA's. Scores selected
+away with a fill that drowns them on their way into a softmax over the keys, by a mask of
+any making (DeBERTa's outer product of the padding mask, which no attention is raised
+over), take one fill, the dtype's lowest: TensorFlow's DeBERTa fills with -inf where
+PyTorch's fills with ``finfo.min``, and the softmax is the same wherever a row keeps a key.
 
 Requires: softmax already raised (RaiseActivationsPass). Ensures: each rewrite is proved on
 random q, k, v in float64 (``regions.agrees``; with an input's mask, ``input_masks.proved``
@@ -440,6 +444,33 @@ def _drowning_mask(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _drowning_fill(rw: Rewriter, node: Node) -> bool:
+    """``where(C, fill, s)`` or ``where(C, s, fill)`` whose output reaches nothing but the
+    scores of a softmax over its last axis (``drowning``), with a scalar fill that drowns
+    the keys it selects (-inf, -1e9, -1e4) other than the dtype's lowest: the same select
+    with the lowest. Wherever a row keeps a key, each drowned score's exponential is 0
+    with either fill, in float32 and float64 alike (``input_masks.drowns``)."""
+    y = node.outputs[0]
+    if len(node.inputs) != 3 or node.inputs[0].dtype != "bool" or y.dtype not in LOWEST:
+        return False
+    fills = [rw.uniform(v) for v in node.inputs[1:]]
+    if fills.count(None) != 1:
+        return False
+    slot = 1 if fills[0] is not None else 2
+    fill = fills[slot - 1]
+    lowest = LOWEST[y.dtype]
+    if fill is None or not fill <= DROWN or fill == lowest or \
+            rw.constant_value(node.inputs[3 - slot]) is not None:
+        return False
+    if y not in _drowning_values(rw):
+        return False
+    storage = np.float32 if y.dtype == "bfloat16" else np.dtype(y.dtype)
+    inputs = list(node.inputs)
+    inputs[slot] = rw.constant(np.array(lowest, dtype=storage), y.dtype)
+    rw.replace(y, rw.emit("where", inputs, dict(node.attrs), like=node, shape=y.shape))
+    return True
+
+
 def _drowning_values(rw: Rewriter) -> frozenset[Value]:
     """``drowning`` of the graph the rewrite started from (found once per rewrite)."""
     if "drowning" not in rw.memo:
@@ -448,6 +479,8 @@ def _drowning_values(rw: Rewriter) -> frozenset[Value]:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "where" and _drowning_fill(rw, node):
+        return True
     if node.op in ("mul", "where") and _drowning_mask(rw, node):
         return True
     if node.op == "attention":

@@ -1,7 +1,9 @@
 """Raise matmul by a weight matrix (a parameter, or a transposed one: a tied lm_head) to
 ``linear``, and fold a following bias add into
 ``linear``, ``conv`` or ``conv_transpose`` (TF's MatMul + BiasAdd, JAX's dot_general + add,
-ONNX's MatMul + Add all become one linear).
+ONNX's MatMul + Add all become one linear), also where the bias is added after reshapes and
+transposes that keep the layer's feature axis whole (TF's DeBERTa writes its 1-D conv as a
+2-D one and adds the bias before squeezing the height of one away).
 
 Requires: a verified graph. Ensures: exact rewrites only (the same products and sums);
 a bias that broadcasts over any axis other than the layer's output features stays an add.
@@ -186,6 +188,54 @@ def _bias_through_split(rw: Rewriter, node: Node) -> bool:
     return False
 
 
+def _axis_through(node: Node, axis: int) -> int | None:
+    """Where a reshape or transpose ``node`` puts its input's ``axis``, kept whole (the
+    same size after the same number of elements); None where it splits or merges it."""
+    if node.op == "transpose":
+        return tuple(node.attrs["perm"]).index(axis)
+    before, size = node.inputs[0].shape[:axis], node.inputs[0].shape[axis]
+    shape = node.outputs[0].shape
+    return next((k for k in range(len(shape))
+                 if shape[k] == size and prod(shape[:k]) == prod(before)), None)
+
+
+def _bias_through_layout(rw: Rewriter, node: Node) -> bool:
+    """add(L(layer(x)), b), L reshapes and transposes that keep the layer's feature axis
+    whole and b a bias along that axis: the layer's own bias, L after it (exact: L moves
+    each sum without changing it)."""
+    for moved, other in (node.inputs, node.inputs[::-1]):
+        chain: list[Node] = []
+        value = moved
+        while (step := rw.producer(value)) is not None and \
+                step.op in ("reshape", "transpose") and rw.uses(value) == 1:
+            chain.insert(0, step)
+            value = step.inputs[0]
+        layer = rw.producer(value)
+        if not chain or layer is None or layer.op not in _WITH_BIAS or \
+                layer.attrs["bias"] or rw.uses(value) != 1:
+            continue
+        axis: int | None = _WITH_BIAS[layer.op] % value.rank
+        for step in chain:
+            axis = _axis_through(step, axis) if axis is not None else None
+        bias = _param_behind(rw, other)
+        if axis is None or bias is None or other.rank > moved.rank or \
+                _bias_axis(other, moved.rank) != axis or moved.shape != node.outputs[0].shape:
+            continue
+        features = value.shape[_WITH_BIAS[layer.op] % value.rank]
+        if bias.size != features:
+            continue
+        flat = rw.emit("reshape", [other], {"shape": (features,)}, like=node,
+                       shape=(features,))
+        out = rw.emit(layer.op, [*layer.inputs, flat], {**layer.attrs, "bias": True},
+                      like=layer, shape=value.shape)
+        for step in chain:
+            out = rw.emit(step.op, [out], dict(step.attrs), like=step,
+                          shape=step.outputs[0].shape)
+        rw.replace(node.outputs[0], out)
+        return True
+    return False
+
+
 def _zero_bias(rw: Rewriter, node: Node) -> bool:
     """A bias that is a constant of zeros (exporters write one for bias=False) is no bias."""
     data = rw.constant_value(node.inputs[-1])
@@ -203,7 +253,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul":
         return _matmul(rw, node)
     if node.op == "add":
-        return _bias_add(rw, node) or _bias_through_split(rw, node)
+        return _bias_add(rw, node) or _bias_through_split(rw, node) or \
+            _bias_through_layout(rw, node)
     if node.op == "reshape":
         return _linear_through_reshape(rw, node)
     return False
