@@ -15,7 +15,7 @@ import numpy as np
 
 from specgraph.align import Alignment, align, leaf_key
 from specgraph.folds import Fold, Folded
-from specgraph.grouping import group_repeated
+from specgraph.grouping import group_repeated, leaf_words
 from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
@@ -115,11 +115,16 @@ class _Differ:
         return out
 
     def _neighbour_scopes(self, graph: Graph, node: Node, matched: Mapping[int, int]) -> tuple[str, str]:
-        before = "the model's input"
+        before = leaf_words(graph, None)
         if node.inputs:
             kind, where = self._matched_above(graph, node.inputs[0], matched)
             if kind == "node":
                 before = describe_node(graph.nodes[where])
+            else:  # the leaf the walk reached: through the first inputs, as it went
+                value = node.inputs[0]
+                while (producer := graph.producer(value)) is not None and producer.inputs:
+                    value = producer.inputs[0]
+                before = leaf_words(graph, value)
         after = "the model's output"
         value = node.outputs[0]
         for _ in range(64):

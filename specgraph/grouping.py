@@ -26,10 +26,10 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from specgraph.align import Alignment
-from specgraph.ir import Graph, Node
+from specgraph.ir import Graph, Node, Value
 from specgraph.report import DIFF, Finding, Side, Voice
 
-__all__ = ["group_repeated"]
+__all__ = ["group_repeated", "leaf_words"]
 
 _PAIRED = ("op-mismatch", "shape-mismatch", "param-mismatch")
 
@@ -102,11 +102,23 @@ def _neighbours(al: Alignment, side: str, where: Side | None) -> tuple[str, str]
     return _above(graph, node, matched), _below(graph, node, matched)
 
 
+def leaf_words(graph: Graph, value: Value | None) -> str:
+    """What a run of missing ops starts from where no op makes its input: a weight (a
+    position table a layer projects), a constant, or the model's input."""
+    if value is not None:
+        name = graph.param_name(value)
+        if name is not None:
+            return f"the weight {name}"
+        if value in graph.constants:
+            return "a constant"
+    return "the model's input"
+
+
 def _above(graph: Graph, node: Node, matched: Mapping[int, int]) -> str:
     for _ in range(256):
         producer = graph.producer(node.inputs[0]) if node.inputs else None
         if producer is None:
-            return "the model's input"
+            return leaf_words(graph, node.inputs[0] if node.inputs else None)
         if graph.index(producer) in matched:
             return producer.op
         node = producer

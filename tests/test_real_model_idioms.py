@@ -2409,3 +2409,71 @@ def test_a_1d_conv_written_as_a_2d_conv_with_its_bias_before_the_squeeze_is_one_
         assert [(n.op, n.attrs.get("bias")) for n in nodes] == [("conv", True), ("gelu", None)]
     report = _equivalent(lhs, rhs, mode="both")
     assert report.numeric is not None and report.numeric.gradients
+
+
+def test_a_dense_projection_of_a_whole_weight_table_with_its_bias_is_a_linear() -> None:
+    """DeBERTa-v2 with ``norm_rel_ebd="none"`` projects its whole position table: PyTorch's
+    ``nn.Linear`` of it is a linear; TF's ``Dense`` a matmul of two weights, reshaped, and a
+    bias added. With the bias it is the same layer (3 false findings, no numbers); a
+    product of two weights without one stays a matmul."""
+    pytest.importorskip("tensorflow")
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TorchWhole(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.table = torch.nn.Parameter(torch.randn(2 * SPAN, C))
+            self.q, self.proj = torch.nn.Linear(C, C), torch.nn.Linear(C, C)
+
+        def forward(self, x):
+            return self.q(x) @ self.proj(self.table.unsqueeze(0)).transpose(-1, -2)
+
+    class TFWhole(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.proj = keras.layers.Dense(C), keras.layers.Dense(C)
+            self.table = self.add_weight(name="table", shape=(2 * SPAN, C))
+
+        def call(self, x):
+            pos = self.proj(tf.expand_dims(self.table, 0))
+            return tf.matmul(self.q(x), tf.transpose(pos, [0, 2, 1]))
+
+    lhs = torch_side(TorchWhole(), X, name="torch_whole_table")
+    rhs = keras_side(TFWhole(), X, name="tf_whole_table")
+    assert [n.op for n in canonical(rhs).graph.nodes].count("linear") == 2
+    _equivalent(lhs, rhs, mode="both")
+
+    class LowRank(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.randn(C, 2))
+            self.b = torch.nn.Parameter(torch.randn(2, C))
+
+        def forward(self, x):
+            return x @ (self.a @ self.b)
+
+    ops = [n.op for n in canonical(torch_side(LowRank(), X, name="low_rank")).graph.nodes]
+    assert ops == ["matmul", "matmul"], ops
+
+
+def test_a_missing_run_that_starts_at_a_weight_names_the_weight() -> None:
+    """A run of ops one side lacks, computed from a weight, is said to start at that weight,
+    not at "the model's input"."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self, scaled: bool) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.w = torch.nn.Parameter(torch.randn(C, C))
+            self.scaled = scaled
+
+        def forward(self, x):
+            return x @ (torch.tanh(self.w) if self.scaled else self.w)
+
+    report = compare(torch_side(Scaled(True), X, name="tanh_weight"),
+                     torch_side(Scaled(False), X, name="plain_weight"), mode="structure")
+    said = [f.message for f in report.findings]
+    assert said and all("between the weight w and" in m and "model's input" not in m
+                        for m in said), said

@@ -79,6 +79,44 @@ def _matmul(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _biased_product(rw: Rewriter, node: Node) -> bool:
+    """add(R(matmul(T, W)), b), T weights only (read whole), W a weight matrix, b a bias
+    along W's output features and R reshapes that only add leading axes of one: a layer
+    (TF's ``Dense`` of DeBERTa-v2's whole position table, where PyTorch's ``nn.Linear`` of
+    it is one): ``linear(R(T), W, b)``. Without a bias, a product of two weights stays a
+    matmul (a low-rank factorization)."""
+    for moved, other in (node.inputs, node.inputs[::-1]):
+        chain: list[Node] = []
+        value = moved
+        step = rw.producer(value)
+        while step is not None and step.op == "reshape" and rw.uses(value) == 1 and \
+                step.outputs[0].shape[-step.inputs[0].rank:] == step.inputs[0].shape and \
+                prod(step.outputs[0].shape) == prod(step.inputs[0].shape):
+            chain.insert(0, step)
+            value = step.inputs[0]
+            step = rw.producer(value)
+        if step is None or step.op != "matmul" or rw.uses(value) != 1:
+            continue
+        x, w = step.inputs
+        if not (rw.is_fixed(x) and _weight(rw, w) and w.rank == 2 and x.rank >= 2):
+            continue
+        bias = _param_behind(rw, other)
+        features = w.shape[-1]
+        if bias is None or bias.size != features or other.rank > moved.rank or \
+                _bias_axis(other, moved.rank) != moved.rank - 1 or \
+                moved.shape != node.outputs[0].shape:
+            continue
+        flat = rw.emit("reshape", [other], {"shape": (features,)}, like=node,
+                       shape=(features,))
+        if moved.rank > x.rank:  # the leading ones on the table, as nn.Linear of it reads
+            grown = (1,) * (moved.rank - x.rank) + x.shape
+            x = rw.emit("reshape", [x], {"shape": grown}, like=chain[0], shape=grown)
+        rw.replace(node.outputs[0], rw.emit("linear", [x, w, flat], {"bias": True},
+                                            like=step, shape=moved.shape))
+        return True
+    return False
+
+
 def _bias_add(rw: Rewriter, node: Node) -> bool:
     for layer_value, other in (node.inputs, node.inputs[::-1]):
         layer = rw.producer(layer_value)
@@ -254,7 +292,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _matmul(rw, node)
     if node.op == "add":
         return _bias_add(rw, node) or _bias_through_split(rw, node) or \
-            _bias_through_layout(rw, node)
+            _bias_through_layout(rw, node) or _biased_product(rw, node)
     if node.op == "reshape":
         return _linear_through_reshape(rw, node)
     return False
