@@ -2477,3 +2477,42 @@ def test_a_missing_run_that_starts_at_a_weight_names_the_weight() -> None:
     said = [f.message for f in report.findings]
     assert said and all("between the weight w and" in m and "model's input" not in m
                         for m in said), said
+
+
+def test_a_bias_free_dense_of_a_table_split_into_heads_at_once_is_a_linear_then_the_split() -> None:
+    """DeBERTa v1's ``pos_proj`` (no bias) of its position table: PyTorch's ``nn.Linear`` of
+    the unsqueezed rows, then the heads split; TF's ``Dense`` a matmul of the rows whose
+    reshape back to [1, P, C] joins the split into [1, P, h, d]. One form: the linear of
+    the unsqueezed rows, then the split (an edge-mismatch before)."""
+    pytest.importorskip("tensorflow")
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class TorchSplit(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.table = torch.nn.Parameter(torch.randn(2 * SPAN, C))
+            self.proj = torch.nn.Linear(C, C, bias=False)
+
+        def forward(self, x):
+            pos = self.proj(self.table[:SPAN].unsqueeze(0)).view(1, SPAN, 2, C // 2)
+            return x @ pos.permute(0, 2, 3, 1).reshape(1, C, SPAN)
+
+    class TFSplit(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = keras.layers.Dense(C, use_bias=False)
+            self.table = self.add_weight(name="table", shape=(2 * SPAN, C))
+
+        def call(self, x):
+            pos = tf.reshape(self.proj(tf.expand_dims(self.table[:SPAN], 0)),
+                             [1, SPAN, 2, C // 2])
+            return tf.matmul(x, tf.reshape(tf.transpose(pos, [0, 2, 3, 1]), [1, C, SPAN]))
+
+    lhs = torch_side(TorchSplit(), X, name="torch_split_heads")
+    rhs = keras_side(TFSplit(), X, name="tf_split_heads")
+    for side in (lhs, rhs):
+        shapes = [n.outputs[0].shape for n in canonical(side).graph.nodes if n.op == "linear"]
+        assert shapes == [(1, SPAN, C)], shapes
+    _equivalent(lhs, rhs, mode="both")

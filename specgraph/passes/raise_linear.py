@@ -150,15 +150,22 @@ def _linear_through_reshape(rw: Rewriter, node: Node) -> bool:
     if lin is None or lin.op != "linear" or rw.uses(lin_value) != 1:
         return False
     target = node.outputs[0].shape
-    ones = len(target) - lin_value.rank
-    if ones > 0 and target == (1,) * ones + lin_value.shape:
+    lead, features = lin_value.shape[:-1], lin_value.shape[-1]
+    ones = next((k for k in range(1, len(target) - len(lead))
+                 if target[:k] == (1,) * k and target[k:k + len(lead)] == lead
+                 and prod(target[k + len(lead):]) == features), 0)
+    if ones:
         # leading axes of one added after the linear (TF's Dense of a 2-D table, read back
-        # as [1, P, H]): the linear of the table so laid out, as nn.Linear of its unsqueeze
+        # as [1, P, H], or split into heads at once: [1, P, h, d]): the linear of the table
+        # so laid out, as nn.Linear of its unsqueeze, then the split
         x = lin.inputs[0]
         grown = (1,) * ones + x.shape
         x = rw.emit("reshape", [x], {"shape": grown}, like=node, shape=grown)
-        rw.replace(node.outputs[0], rw.emit("linear", [x, *lin.inputs[1:]], dict(lin.attrs),
-                                            like=lin, shape=target))
+        shape = (1,) * ones + lin_value.shape
+        out = rw.emit("linear", [x, *lin.inputs[1:]], dict(lin.attrs), like=lin, shape=shape)
+        if shape != target:
+            out = rw.emit("reshape", [out], {"shape": target}, like=node, shape=target)
+        rw.replace(node.outputs[0], out)
         return True
     flat = rw.producer(lin.inputs[0])
     if flat is None or flat.op != "reshape":  # read by several linears: each is rewritten
