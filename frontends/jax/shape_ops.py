@@ -210,6 +210,9 @@ def _gather(cx: Any, eqn: Any) -> Any:
     axis = _take_axis(eqn, _shape(operand), _shape(indices))
     if axis is None and _points(eqn, _shape(operand), _shape(indices)):
         return emit_point_gather(cx, cx.value(operand), cx.value(indices), cx.constant)
+    batched = _batched_take(eqn, _shape(operand), _shape(indices))
+    if axis is None and batched is not None:
+        return _batched_rows(cx, cx.value(operand), cx.value(indices), batched)
     if axis is None:
         return cx.opaque()
     batch = _shape(indices)[:-1]
@@ -217,6 +220,46 @@ def _gather(cx: Any, eqn: Any) -> Any:
     if cx.is_param(operand) and len(operand.aval.shape) == 2 and axis == 0:
         return cx.emit("embedding", [ids, cx.value(operand)])
     return cx.emit("gather", [cx.value(operand), ids], {"axis": axis})
+
+
+def _batched_rows(cx: Any, x: Any, indices: Any, k: int) -> Any:
+    """``jax.vmap(lambda p, i: p[i])`` over the leading k axes (BigBird's block gather):
+    written as PyTorch's ``torch_gather_b2`` writes it, the batch and the picked axis
+    flattened into rows, each index shifted to its batch entry's rows, one gather of whole
+    rows, reshaped back."""
+    shape = tuple(int(n) for n in x.shape)
+    index_shape = tuple(int(n) for n in indices.shape)[:-1]
+    rows = math.prod(shape[:k + 1])
+    n = math.prod(index_shape)
+    flat_x = _reshaped(cx, x, (rows,) + shape[k + 1:])
+    ids = _reshaped(cx, indices, (n,))
+    dtype = np.dtype(indices.dtype)
+    shift = (np.arange(n) // index_shape[-1] * shape[k]).astype(dtype)
+    ids = cx.emit("add", [ids, cx.constant(shift)], out=((n,), indices.dtype))
+    picked = cx.emit("gather", [flat_x, ids], {"axis": 0},
+                     out=((n,) + shape[k + 1:], x.dtype))
+    return _reshaped(cx, picked, index_shape + shape[k + 1:])
+
+
+def _batched_take(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]
+                  ) -> int | None:
+    """The axis a gather with batch dimensions takes along, where it is ``p[i]`` vmapped
+    over the leading k axes of both (one index per batch entry and position, whole slices
+    of the axis right after the batch): None for any other gather."""
+    dn = eqn.params["dimension_numbers"]
+    k = len(dn.operand_batching_dims)
+    lead = tuple(range(k))
+    if not k or tuple(dn.operand_batching_dims) != lead or \
+            tuple(dn.start_indices_batching_dims) != lead or len(index_shape) != k + 2 or \
+            index_shape[-1] != 1 or index_shape[:k] != shape[:k] or len(shape) <= k:
+        return None
+    if tuple(dn.start_index_map) != (k,) or tuple(dn.collapsed_slice_dims) != (k,):
+        return None
+    sizes = tuple(int(n) for n in eqn.params["slice_sizes"])
+    if sizes != (1,) * (k + 1) + shape[k + 1:]:
+        return None
+    return k if tuple(int(d) for d in dn.offset_dims) == tuple(
+        range(k + 1, len(shape))) else None
 
 
 def _points(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -> bool:
