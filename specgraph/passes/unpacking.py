@@ -10,12 +10,16 @@ axis, each piece reshaped to drop that axis (``q, k, v = qkv``, ``unbind``, ``sp
   is ``reshape(x, [*pre, n, *R[len(pre):]])`` split into pieces of one along that axis, each
   reshaped to R: piece i of x is the i-th slice of the reshaped x (row-major order keeps
   every element's offset within its piece).
+- A split into n equal pieces of size s of a reshaped value, whatever reads the pieces
+  (BLOOM's fused projection viewed as [B, T, H, 3·D] and ``jnp.split`` in three, where
+  PyTorch views it as [B, T, H, 3, D] and indexes the 3), is the same: the reshape to
+  [*pre, n, s, *post] split into pieces of one, each reshaped to [*pre, s, *post].
 - Pieces of one, each reshaped to drop the axis and then transposed by the same permutation
   p (Flax's split of the stacked axis before the heads transpose), are the split of one
   transpose of x that moves the stacked axis first and permutes the others by p: slice i of
   that transpose is the transpose of slice i.
 
-Requires: a verified graph. Ensures: none of the three patterns above remains; each rewrite
+Requires: a verified graph. Ensures: none of the four patterns above remains; each rewrite
 is exact (the same elements, moved).
 """
 
@@ -133,6 +137,22 @@ def _reshape_before_split(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _stack_reshaped_split(rw: Rewriter, node: Node) -> bool:
+    """A split of a reshape into n >= 2 equal pieces, read by anything: the stacked form."""
+    x, axis, sizes = node.inputs[0], node.attrs["axis"] % node.inputs[0].rank, node.attrs["sizes"]
+    source = rw.producer(x)
+    if source is None or source.op != "reshape" or len(sizes) < 2 or \
+            len(set(sizes)) != 1 or sizes[0] == 1:
+        return False
+    stacked = x.shape[:axis] + (len(sizes), sizes[0]) + x.shape[axis + 1:]
+    piece = x.shape[:axis] + (sizes[0],) + x.shape[axis + 1:]
+    rw.keep(node)  # its pieces' old readers stay until pruned
+    y = rw.emit("reshape", [x], {"shape": stacked}, like=node, shape=stacked)
+    for old, new in zip(node.outputs, _split(rw, y, axis, len(sizes), node)):
+        rw.replace(old, rw.emit("reshape", [new], {"shape": piece}, like=node, shape=piece))
+    return True
+
+
 def _transpose_before_split(rw: Rewriter, node: Node) -> bool:
     x, axis, sizes = node.inputs[0], node.attrs["axis"] % node.inputs[0].rank, node.attrs["sizes"]
     dropped = x.shape[:axis] + x.shape[axis + 1:]
@@ -160,7 +180,8 @@ def _transpose_before_split(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     return node.op == "split" and (_reshape_before_split(rw, node) or
-                                   _transpose_before_split(rw, node))
+                                   _transpose_before_split(rw, node) or
+                                   _stack_reshaped_split(rw, node))
 
 
 class NormalizeUnpackingPass:
