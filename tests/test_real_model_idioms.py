@@ -2590,3 +2590,52 @@ def test_a_fused_projection_indexed_per_head_is_the_same_as_split_in_three() -> 
     rhs = linen_side(module, variables, X, name="flax_fused_qkv")
     report = _equivalent(lhs, rhs, mode="both")
     assert report.numeric is not None and report.numeric.gradients
+
+
+def _rope_tables(length: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    inv = 1.0 / (10000 ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    angles = np.outer(np.arange(length, dtype=np.float32), inv)
+    emb = np.concatenate([angles, angles], -1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_a_rotary_on_one_key_head_matches_whatever_side_transposes_first(heads) -> None:
+    """Gemma with one key/value head (MQA): PyTorch transposes the heads before rotating
+    along time, Flax rotates then transposes. With one head the transpose moves only an
+    axis of one, so it became a reshape and the two rotaries kept different axes (a false
+    ``rotary_embedding axis 2 vs 1``); the reshape now sinks below the rotary as the
+    transpose does."""
+    d, t = 16, 8
+    x = np.random.default_rng(0).standard_normal((B, t, C)).astype(np.float32)
+    cos, sin = _rope_tables(t, d)
+
+    def rotate_half(v, cat):
+        return cat((-v[..., d // 2:], v[..., : d // 2]), -1)
+
+    class TorchRope(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.k = torch.nn.Linear(C, heads * d, bias=False)
+            self.cos, self.sin = torch.from_numpy(cos), torch.from_numpy(sin)
+
+        def forward(self, x):
+            k = self.k(x).view(B, t, heads, d).transpose(1, 2)
+            k = k * self.cos[None, None] + rotate_half(k, torch.cat) * self.sin[None, None]
+            return k.transpose(1, 2).reshape(B, t, heads * d)
+
+    class LinenRope(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            k = fnn.Dense(heads * d, use_bias=False, name="k")(x).reshape(B, t, heads, d)
+            k = k * cos[None, :, None] + rotate_half(k, jnp.concatenate) * sin[None, :, None]
+            return k.reshape(B, t, heads * d)
+
+    module = LinenRope()
+    variables = module.init(jax.random.PRNGKey(0), x)
+    lhs = torch_side(TorchRope(), x, name=f"torch_rope_{heads}")
+    rhs = linen_side(module, variables, x, name=f"flax_rope_{heads}")
+    for side in (lhs, rhs):
+        assert "rotary_embedding" in [n.op for n in canonical(side).graph.nodes]
+    _equivalent(lhs, rhs, mode="both")

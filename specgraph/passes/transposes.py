@@ -17,7 +17,8 @@ whose transpose then reaches the conv that reads the pad), it is hoisted above t
 instead: the inverse pairs cancel there, the count of transposes never grows and
 every transpose moves toward the inputs (a tie, an NHWC residual whose NHWC input is also
 read elsewhere, goes the same way in every model), and the sinking rules never undo it: they
-move a transpose only when every operand carries it. A transpose reading a ``weight_norm``
+move a transpose only when every operand carries it. A reshape that only adds or drops axes of one sinks below a rotary embedding too (its
+position axis renumbered). A transpose reading a ``weight_norm``
 moves onto its weight (and its gain is relaid out), so that the parameters take the layout
 the model reads.
 
@@ -204,6 +205,30 @@ def _rotary(rw: Rewriter, node: Node) -> bool:
     inner = rw.emit(node.op, [source], attrs, like=node, shape=source.shape)
     rw.replace(node.outputs[0], rw.emit("transpose", [inner], {"perm": perm}, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _rotary_unit_axes(rw: Rewriter, node: Node) -> bool:
+    """rotary_embedding(reshape(x)) where the reshape only adds or drops axes of one (a
+    transpose of one head's size-1 axis, which became a reshape: Gemma's single key head):
+    x rotated along the same axis, then reshaped, as the transposes above are moved."""
+    x_value = node.inputs[0]
+    reshape = rw.producer(x_value)
+    if reshape is None or reshape.op != "reshape" or rw.uses(x_value) != 1:
+        return False
+    source = reshape.inputs[0]
+    kept_in = [i for i, n in enumerate(source.shape) if n != 1]
+    kept_out = [i for i, n in enumerate(x_value.shape) if n != 1]
+    axis = node.attrs["axis"]
+    if [source.shape[i] for i in kept_in] != [x_value.shape[i] for i in kept_out] or \
+            axis not in kept_out or not kept_out or kept_out[-1] != x_value.rank - 1 or \
+            kept_in[-1] != source.rank - 1:
+        return False
+    moved = kept_in[kept_out.index(axis)]
+    inner = rw.emit(node.op, [source], {**node.attrs, "axis": moved}, like=node,
+                    shape=source.shape)
+    rw.replace(node.outputs[0], rw.emit("reshape", [inner], {"shape": x_value.shape},
+                                        like=reshape, shape=x_value.shape))
     return True
 
 
@@ -459,7 +484,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "split":
         return _split(rw, node)
     if node.op == "rotary_embedding":
-        return _rotary(rw, node)
+        return _rotary(rw, node) or _rotary_unit_axes(rw, node)
     category = get_spec(node.op).category
     if category in ELEMENTWISE and node.inputs:
         return _elementwise(rw, node)
