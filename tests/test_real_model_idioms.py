@@ -2639,3 +2639,30 @@ def test_a_rotary_on_one_key_head_matches_whatever_side_transposes_first(heads) 
     for side in (lhs, rhs):
         assert "rotary_embedding" in [n.op for n in canonical(side).graph.nodes]
     _equivalent(lhs, rhs, mode="both")
+
+
+def test_logical_and_of_integer_masks_reads_their_truth_in_one_form() -> None:
+    """LongT5's local attention: ``torch.logical_and`` of integer masks records nothing
+    more, ``jnp.logical_and`` writes ``m != 0`` for each (a false missing ``not_equal``);
+    both now read ``cast(m, bool)``, as ``m.bool()`` does."""
+    t = 6
+    x = np.random.default_rng(0).standard_normal((B, t, t)).astype(np.float32)
+    m = np.ones((B, t), np.int64)
+    m[1, 4:] = 0
+
+    class TorchKeep(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(t))
+
+        def forward(self, x, m):
+            return torch.where(torch.logical_and(m[:, :, None], m[:, None, :]), x * self.w, 0.0)
+
+    def jax_keep(params, x, m):
+        return jnp.where(jnp.logical_and(m[:, :, None], m[:, None, :]), x * params["w"], 0.0)
+
+    lhs = torch_side(TorchKeep(), x, m, name="torch_logical_and")
+    rhs = jax_side(jax_keep, {"w": np.ones(t, np.float32)}, x, m.astype(np.int32),
+                   name="jax_logical_and")
+    assert "not_equal" not in [n.op for n in canonical(rhs).graph.nodes]
+    _equivalent(lhs, rhs, mode="both")

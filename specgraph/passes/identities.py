@@ -18,7 +18,8 @@ wrapped (it is never negative), and one kept with its axis is reshaped; where(c,
 cast; a minimum of a maximum with constant bounds is a clip; a root of a sum of squares
 guarded by a constant takes the guard after the root; an activation between two reshapes
 comes before both, which then meet (x·rsqrt(max(s, c)) is
-x / max(√s, √c)); a cast between integer types that holds every value its input can take
+x / max(√s, √c)); x != 0 is x cast to bool, and logical ops read their operands so cast; a cast between
+integer types that holds every value its input can take
 (a count of a boolean mask narrowed and widened again) goes.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
@@ -39,8 +40,33 @@ from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 __all__ = ["DropIdentitiesPass"]
 
 
+def _truth(rw: Rewriter, node: Node) -> bool:
+    """Truth of numbers has one form, ``cast(x, bool)``: ``x != 0`` (JAX's
+    ``jnp.logical_and`` of integers writes it) is that cast, and a logical op reading
+    numbers (PyTorch's ``logical_and`` of integer masks records none) reads their cast."""
+    if node.op == "not_equal":
+        for x, zero in (node.inputs, node.inputs[::-1]):
+            if x.dtype != "bool" and rw.scalar(zero) == 0.0 and \
+                    x.shape == node.outputs[0].shape and rw.constant_value(x) is None:
+                rw.replace(node.outputs[0], rw.emit("cast", [x], {"dtype": "bool"},
+                                                    like=node, shape=x.shape, dtype="bool"))
+                return True
+        return False
+    if not any(v.dtype != "bool" for v in node.inputs):
+        return False
+    inputs = [v if v.dtype == "bool" else rw.emit("cast", [v], {"dtype": "bool"}, like=node,
+                                                   shape=v.shape, dtype="bool")
+              for v in node.inputs]
+    rw.replace(node.outputs[0], rw.emit(node.op, inputs, dict(node.attrs), like=node,
+                                        shape=node.outputs[0].shape, dtype="bool"))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     x = node.inputs[0] if node.inputs else None
+    if node.op in ("not_equal", "logical_and", "logical_or", "logical_xor", "logical_not") \
+            and _truth(rw, node):
+        return True
     if node.op in ("identity", "dropout"):
         rw.replace(node.outputs[0], x)
         return True
