@@ -2666,3 +2666,34 @@ def test_logical_and_of_integer_masks_reads_their_truth_in_one_form() -> None:
                    name="jax_logical_and")
     assert "not_equal" not in [n.op for n in canonical(rhs).graph.nodes]
     _equivalent(lhs, rhs, mode="both")
+
+
+@pytest.mark.parametrize("channels", [4, 8])
+def test_a_channels_last_input_read_by_a_residual_add_takes_channels_first(channels) -> None:
+    """Keras' ``x + conv(x)`` on its NHWC input: the add reads the input as it is, so the
+    input was not taken channels-first and the pair was refused (exit 2, "different
+    inputs"); where the channels equal height and width (8×8×8) the NCHW example was fed as
+    NHWC and the pair was reported NOT EQUIVALENT, "the numbers confirm it". The input is
+    channels-first now, its other readers reading it transposed back."""
+    pytest.importorskip("tensorflow")
+    import tf_keras as keras
+
+    x = np.random.default_rng(0).standard_normal((2, channels, 8, 8)).astype(np.float32)
+
+    class TorchResidual(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(channels, channels, 1)
+
+        def forward(self, x):
+            return x + self.conv(x)
+
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    inp = keras.Input(shape=nhwc.shape[1:])
+    tf_model = keras.Model(inp, inp + keras.layers.Conv2D(channels, 1, name="conv")(inp))
+    lhs = torch_side(TorchResidual(), x, name=f"torch_residual_{channels}")
+    rhs = keras_side(tf_model, nhwc, name=f"keras_residual_{channels}")
+    assert canonical(rhs).input_layouts and canonical(rhs).graph.inputs[0].shape == x.shape
+    report = _equivalent(lhs, rhs, mode="both")
+    assert report.numeric is not None and report.numeric.outputs

@@ -30,28 +30,50 @@ from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_oper
 __all__ = ["canonicalize_model"]
 
 
+def _channels_first(rank: int) -> tuple[int, ...]:
+    return (0, rank - 1, *range(1, rank - 1))
+
+
 def _absorb_input_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    """Each input read only through transposes by one permutation takes that layout. A
+    channels-last input that some readers transpose to channels-first and others read as
+    it is (Keras' ``x + conv(x)``: the add reads the input itself) takes channels-first
+    too, the others reading it transposed back (which the canonical passes then sink)."""
     layouts: dict[str, tuple[int, ...]] = {}
     inputs = list(graph.inputs)
     replaced: dict[Value, Value] = {}
+    back: list[Node] = []  # the transposes back to the input's own layout, first
     for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
         users = graph.consumers(v)
-        if not users or any(u.op != "transpose" for u in users):
-            continue
-        perms = {u.attrs["perm"] for u in users}
-        if len(perms) != 1:
+        moved = [u for u in users if u.op == "transpose"]
+        perms = {u.attrs["perm"] for u in moved}
+        if not moved or len(perms) != 1:
             continue
         (perm,) = perms
+        if len(moved) != len(users) and (v.rank < 3 or perm != _channels_first(v.rank)):
+            continue
         new = Value(tuple(v.shape[p] for p in perm), v.dtype)
         inputs[i] = new
         layouts[name] = perm
-        for u in users:
+        for u in moved:
             replaced[u.outputs[0]] = new
+        if len(moved) != len(users):
+            own = Value(v.shape, v.dtype)
+            attrs = get_spec("transpose").normalize_attrs({"perm": inverse_perm(perm)})
+            back.append(Node("transpose", (new,), (own,), attrs, moved[0].scope,
+                             moved[0].source, moved[0].origin))
+            replaced[v] = own
     if not layouts:
         return graph, layouts
-    nodes = [_remap(n, replaced) for n in graph.nodes if n.outputs[0] not in replaced]
+    nodes = back + [_remap(n, replaced) for n in graph.nodes
+                    if n.outputs[0] not in replaced]
     outputs = [replaced.get(v, v) for v in graph.outputs]
     return graph.replace(inputs=inputs, nodes=nodes, outputs=outputs), layouts
+
+
+def _compose(first: tuple[int, ...] | None, then: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation of a native output laid out by ``first`` and then by ``then``."""
+    return then if first is None else tuple(then[p] for p in first)
 
 
 def _fixed_values(graph: Graph) -> set[Value]:
@@ -363,6 +385,13 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
     graph, out_layouts = _absorb_output_transposes(graph)
     if in_layouts or out_layouts:
         graph = canonicalize(graph)
+        # an input taken channels-first while read as it was too: its transposes back,
+        # sunk, may reach an output only now
+        graph, more = _absorb_output_transposes(graph)
+        if more:
+            out_layouts = {**out_layouts, **{k: _compose(out_layouts.get(k), p)
+                                             for k, p in more.items()}}
+            graph = canonicalize(graph)
     inputs = {k: np.transpose(a, in_layouts[k]) if k in in_layouts else a
               for k, a in traced.inputs.items()}
     outputs = traced.outputs
