@@ -607,6 +607,20 @@ def _scatter_value(cx: Any, node: Any) -> Any:
     return cx.emit("where", [hit, cx.operand(value, xv.dtype), xv])
 
 
+@_reg("aten.one_hot.default")
+def _one_hot(cx: Any, node: Any) -> Any:
+    """``F.one_hot(i, n)`` is ``cast(expand(i) == arange(n), int64)``: as JAX's
+    ``one_hot`` and TF's ``OneHot`` write it (LongT5's block aggregates)."""
+    shape, dtype = cx.meta(node)[0]
+    iv = cx.value(node.args[0])
+    keyed = tuple(iv.shape) + (1,)
+    index = cx.emit("reshape", [iv], {"shape": keyed}, out=(keyed, iv.dtype))
+    line = cx.b.constant(positions(shape[-1], len(shape) - 1, len(shape),
+                                   numpy_dtype(iv.dtype)), iv.dtype)
+    hit = cx.emit("equal", [index, line], out=(tuple(shape), "bool"))
+    return cx.emit("cast", [hit], {"dtype": dtype}, out=(tuple(shape), dtype))
+
+
 @_reg("aten.var.correction", "aten.var.dim", "aten.var.default", "aten.std.correction",
       "aten.std.dim", "aten.std.default")
 def _var(cx: Any, node: Any) -> Any:

@@ -62,6 +62,19 @@ def _truth(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _recast_truth(rw: Rewriter, node: Node) -> bool:
+    """cast(cast(b, T1), T2) of a boolean b is cast(b, T2): 0 and 1 are exact in every
+    type (PyTorch's ``one_hot`` is int64 and the model casts it to float again; JAX casts
+    the comparison to float at once)."""
+    inner = rw.producer(node.inputs[0])
+    if inner is None or inner.op != "cast" or inner.inputs[0].dtype != "bool":
+        return False
+    b = inner.inputs[0]
+    rw.replace(node.outputs[0], rw.emit("cast", [b], dict(node.attrs), like=node,
+                                        shape=b.shape, dtype=node.outputs[0].dtype))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     x = node.inputs[0] if node.inputs else None
     if node.op in ("not_equal", "logical_and", "logical_or", "logical_xor", "logical_not") \
@@ -76,6 +89,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "cast" and _cast_first(rw, node):
         return True
     if node.op == "cast" and _exact_integer_cast(rw, node):
+        return True
+    if node.op == "cast" and _recast_truth(rw, node):
         return True
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
