@@ -71,6 +71,47 @@ def _prepare(model: str | TracedModel, name: str, raw: bool,
     return model
 
 
+def _native_shape(model: TracedModel, name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """An input's shape as the model's own program takes it (before its layout moved)."""
+    perm = model.input_layouts.get(name)
+    return shape if perm is None else tuple(shape[i] for i in np.argsort(perm))
+
+
+def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], None]
+                    ) -> tuple[TracedModel, TracedModel]:
+    """Both models canonical. An input that both programs take alike but that one side's
+    canonical form moved into another layout where the other's did not (an einsum that
+    contracts over an input's time axis reads it transposed on one side only) keeps its own
+    layout on both, so the two take the same inputs."""
+    say(f"canonicalizing lhs ({len(lhs.graph)} nodes)")
+    left = canonicalize_model(lhs)
+    say(f"canonicalizing rhs ({len(rhs.graph)} nodes)")
+    right = canonicalize_model(rhs)
+    a, b = left.graph, right.graph
+    if len(a.inputs) != len(b.inputs):
+        return left, right
+    keep_l, keep_r = set(), set()
+    for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):
+        if lv.shape == rv.shape or \
+                _native_shape(left, ln, lv.shape) != _native_shape(right, rn, rv.shape):
+            continue
+        if ln in left.input_layouts and ln not in lhs.input_layouts:
+            keep_l.add(ln)
+        if rn in right.input_layouts and rn not in rhs.input_layouts:
+            keep_r.add(rn)
+    if not keep_l and not keep_r:
+        return left, right
+    # the outputs both programs give alike keep their own layout too: each side's form
+    # inside then starts and ends where the other's does
+    alike = [(ln, rn) for ln, lv, rn, rv in zip(lhs.graph.output_names, lhs.graph.outputs,
+                                                rhs.graph.output_names, rhs.graph.outputs)
+             if lv.shape == rv.shape]
+    say("canonicalizing both again, inputs they read alike kept in their own layout")
+    left = canonicalize_model(lhs, keep_layout=keep_l, keep_outputs={n for n, _ in alike})
+    right = canonicalize_model(rhs, keep_layout=keep_r, keep_outputs={n for _, n in alike})
+    return left, right
+
+
 def backends(lhs: TracedModel, rhs: TracedModel, options: NumericOptions) -> Backends:
     """Each side's runner in its context, the arithmetic (a device's where either side runs
     on a GPU) and each side's repro writer, from the frontends' registry."""
@@ -144,8 +185,10 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     references = [m for m in (lhs, rhs) if isinstance(m, str)]
     shapes = dict(shapes or {})
     check_shapes(shapes, references)
-    left = _prepare(lhs, "lhs", raw, say, batch, shapes)
-    right = _prepare(rhs, "rhs", raw, say, batch, shapes)
+    left = _prepare(lhs, "lhs", True, say, batch, shapes)
+    right = _prepare(rhs, "rhs", True, say, batch, shapes)
+    if not raw:
+        left, right = _canonical_pair(left, right, say)
     check_shapes(shapes, references, (left, right))
     _check_inputs(left, right)
     say("aligning and comparing structure")

@@ -2725,3 +2725,29 @@ def test_torch_one_hot_is_the_comparison_jax_writes() -> None:
     ops = [node.op for node in canonical(lhs).graph.nodes]
     assert "opaque" not in ops and ops.count("cast") == 1, ops
     _equivalent(lhs, rhs, mode="both")
+
+
+def test_an_einsum_over_an_inputs_time_axis_is_no_input_mismatch() -> None:
+    """``einsum("bnd,bng->bgd", h, g)``: PyTorch's canonical form took ``h`` transposed as
+    its input and JAX's took ``g``, and the pair was refused, "the models take different
+    inputs" (exit 2), though both programs take the same arrays. Inputs both read alike
+    keep their own layout on both sides now; the two orientations of the product are
+    settled by the numbers."""
+    h = np.random.default_rng(0).standard_normal((B, 8, 4)).astype(np.float32)
+    g = np.random.default_rng(1).standard_normal((B, 8, 3)).astype(np.float32)
+
+    class TorchPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, h, g):
+            return torch.einsum("bnd,bng->bgd", h * self.w, g)
+
+    def jax_pool(params, h, g):
+        return jnp.einsum("bnd,bng->bgd", h * params["w"], g)
+
+    report = _equivalent(torch_side(TorchPool(), h, g, name="torch_einsum_pool"),
+                         jax_side(jax_pool, {"w": np.ones(4, np.float32)}, h, g,
+                                  name="jax_einsum_pool"), mode="both")
+    assert report.numeric is not None and report.numeric.outputs

@@ -15,7 +15,7 @@ as a buffer) is a constant of the graph, not a weight.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Collection, Iterator, Mapping, MutableMapping
 
 import numpy as np
 
@@ -34,7 +34,8 @@ def _channels_first(rank: int) -> tuple[int, ...]:
     return (0, rank - 1, *range(1, rank - 1))
 
 
-def _absorb_input_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+def _absorb_input_transposes(graph: Graph, kept: Collection[str] = ()
+                             ) -> tuple[Graph, dict[str, tuple[int, ...]]]:
     """Each input read only through transposes by one permutation takes that layout. A
     channels-last input that some readers transpose to channels-first and others read as
     it is (Keras' ``x + conv(x)``: the add reads the input itself) takes channels-first
@@ -44,6 +45,8 @@ def _absorb_input_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, 
     replaced: dict[Value, Value] = {}
     back: list[Node] = []  # the transposes back to the input's own layout, first
     for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
+        if name in kept:
+            continue
         users = graph.consumers(v)
         moved = [u for u in users if u.op == "transpose"]
         perms = {u.attrs["perm"] for u in moved}
@@ -123,13 +126,15 @@ def _input_region(graph: Graph, x: Value, fixed: set[Value]
     return ops, ends, perm
 
 
-def _hoist_to_inputs(graph: Graph) -> Graph:
+def _hoist_to_inputs(graph: Graph, kept: Collection[str] = ()) -> Graph:
     """Each input whose ``_input_region`` is found is read through one transpose: the
     region's ops run in the transposed layout (the same arithmetic on each element, their
     broadcast operands reshaped) and the transposes after them are dropped."""
     fixed = _fixed_values(graph)
     regions = {}
-    for x in graph.inputs:
+    for name, x in zip(graph.input_names, graph.inputs):
+        if name in kept:
+            continue
         found = _input_region(graph, x, fixed)
         if found is not None:
             regions[x] = found
@@ -160,10 +165,13 @@ def _hoist_to_inputs(graph: Graph) -> Graph:
     return rw.finish()
 
 
-def _absorb_output_transposes(graph: Graph) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+def _absorb_output_transposes(graph: Graph, kept: Collection[str] = ()
+                              ) -> tuple[Graph, dict[str, tuple[int, ...]]]:
     layouts: dict[str, tuple[int, ...]] = {}
     outputs = list(graph.outputs)
     for i, (name, v) in enumerate(zip(graph.output_names, graph.outputs)):
+        if name in kept:
+            continue
         node = graph.producer(v)
         if node is None or node.op != "transpose" or graph.consumers(v):
             continue
@@ -366,9 +374,13 @@ class _Changes(MutableMapping[str, np.ndarray]):
         return sum(1 for _ in self)
 
 
-def canonicalize_model(traced: TracedModel) -> TracedModel:
+def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
+                       keep_outputs: Collection[str] = ()) -> TracedModel:
     """``traced`` with its graph canonical and channels-last inputs/outputs made
-    channels-first (their example inputs and outputs permuted to match)."""
+    channels-first (their example inputs and outputs permuted to match); the inputs named in
+    ``keep_layout`` keep their own layout (where the other side read as transposed what
+    this one reads as it is: an einsum's operand), and the outputs named in ``keep_outputs``
+    theirs."""
     weights = _Changes(traced.weights)
     graph = canonicalize(_trig_tables_as_constants(
         _integer_params_as_constants(traced.graph, weights), weights))
@@ -381,13 +393,14 @@ def canonicalize_model(traced: TracedModel) -> TracedModel:
             param_layouts[name] = param_layouts.get(name, ()) + chain
         graph = canonicalize(graph)
     graph = with_layer_attrs(graph, traced.layer_attrs)
-    graph, in_layouts = _absorb_input_transposes(_hoist_to_inputs(graph))
-    graph, out_layouts = _absorb_output_transposes(graph)
+    graph, in_layouts = _absorb_input_transposes(_hoist_to_inputs(graph, keep_layout),
+                                                 keep_layout)
+    graph, out_layouts = _absorb_output_transposes(graph, keep_outputs)
     if in_layouts or out_layouts:
         graph = canonicalize(graph)
         # an input taken channels-first while read as it was too: its transposes back,
         # sunk, may reach an output only now
-        graph, more = _absorb_output_transposes(graph)
+        graph, more = _absorb_output_transposes(graph, keep_outputs)
         if more:
             out_layouts = {**out_layouts, **{k: _compose(out_layouts.get(k), p)
                                              for k, p in more.items()}}
