@@ -2751,3 +2751,53 @@ def test_an_einsum_over_an_inputs_time_axis_is_no_input_mismatch() -> None:
                          jax_side(jax_pool, {"w": np.ones(4, np.float32)}, h, g,
                                   name="jax_einsum_pool"), mode="both")
     assert report.numeric is not None and report.numeric.outputs
+
+
+def test_a_padding_mask_also_padded_and_anded_for_local_attention_is_still_a_mask() -> None:
+    """LongT5: the padding mask is added to the cross-attention's scores as
+    ``(1 - m)·finfo.min`` in PyTorch and ``select(m > 0, 0, finfo.min)`` in Flax, and read
+    again for the local attention: padded, cut and and-ed with a window. Those readers made
+    the input look like more than a mask, so PyTorch's attention was not raised (a false
+    op-mismatch, and keys and values paired crosswise in the numbers)."""
+    t, heads, d = 6, 2, C // 2
+    window = np.tril(np.ones((t, t), bool), 1) & np.triu(np.ones((t, t), bool), -1)
+    m = np.ones((B, t), np.int64)
+    m[1, 4:] = 0
+
+    class TorchT5(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.q, self.k, self.v = (torch.nn.Linear(C, C, bias=False) for _ in range(3))
+            self.window = torch.from_numpy(window)
+
+        def forward(self, x, m):
+            q, k, v = (f(x).view(B, t, heads, d).transpose(1, 2) for f in (self.q, self.k, self.v))
+            mask = (1.0 - m[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+            p = torch.softmax(q @ k.transpose(-1, -2) + mask, -1)
+            out = (p @ v).transpose(1, 2).reshape(B, t, C)
+            near = torch.nn.functional.pad(m, (0, 1))[:, :t]  # the local blocks' mask
+            keep = torch.logical_and(near[:, None, :] > 0, self.window)
+            return out + torch.where(keep, 1.0, 0.0).sum(-1, keepdim=True)
+
+    class LinenT5(fnn.Module):
+        @fnn.compact
+        def __call__(self, x, m):
+            q, k, v = (fnn.Dense(C, use_bias=False, name=n)(x).reshape(B, t, heads, d)
+                       for n in ("q", "k", "v"))
+            mask = jnp.expand_dims(m, (-3, -2))
+            bias = jax.lax.select(mask > 0, jnp.full(mask.shape, 0.0),
+                                  jnp.full(mask.shape, jnp.finfo(jnp.float32).min))
+            w = fnn.attention.dot_product_attention_weights(q * jnp.sqrt(d), k, bias=bias)
+            out = jnp.einsum("...hqk,...khd->...qhd", w, v).reshape(B, t, C)
+            near = jnp.pad(m, ((0, 0), (0, 1)))[:, :t]
+            keep = jnp.logical_and(near[:, None, :] > 0, window)
+            return out + jnp.where(keep, 1.0, 0.0).sum(-1, keepdims=True)
+
+    x = np.random.default_rng(0).standard_normal((B, t, C)).astype(np.float32)
+    module = LinenT5()
+    variables = module.init(jax.random.PRNGKey(0), x, m.astype(np.int32))
+    lhs = torch_side(TorchT5(), x, m, name="torch_t5_masks")
+    rhs = linen_side(module, variables, x, m.astype(np.int32), name="flax_t5_masks")
+    assert "attention" in [n.op for n in canonical(lhs).graph.nodes]
+    _equivalent(lhs, rhs, mode="both")

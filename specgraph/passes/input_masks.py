@@ -47,11 +47,15 @@ _ELEMENTWISE = frozenset({
 _LAYOUT = frozenset({"reshape", "expand", "unsqueeze", "squeeze"})
 _LIMIT = 16
 _SOURCE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8")
-_APPLIED = frozenset({"add", "sub", "mul", "where", "attention"})
+# (and-ed with another mask: LongT5's padding mask with its local window)
+_APPLIED = frozenset({"add", "sub", "mul", "where", "attention", "logical_and", "logical_or"})
 # what counts positions from a mask of ones and zeros (OPT's cumsum(m)·m - 1) or the
 # lengths of its rows (ESM's token dropout divides by m.sum(-1)): a reader an id or a token
 # type never has
 _COUNTED = frozenset({"cumsum", "reduce_sum"})
+# what moves a mask's entries about without reading them as numbers (LongT5's local
+# attention pads its mask, splits it into blocks and joins three blocks each): a mask still
+_MOVED = frozenset({"pad", "concat", "slice", "split", "transpose", "tile"})
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,8 @@ def _cone_from(rw: Rewriter, value: Value, at_booleans: bool, casts: bool = True
 
 def _only_masks(rw: Rewriter, source: Value) -> bool:
     """Whether the input ``source`` serves as a mask and nothing else: every value computed
-    from it alone (elementwise, laid out) is read only by such nodes, applied to other
+    from it alone (elementwise, laid out, padded, sliced or joined) is read only by such
+    nodes, applied to other
     tensors (added, multiplied, selected with, an attention's mask) or counted along
     (OPT's positions, ``cumsum(m)·m - 1``; ESM's row lengths, ``m.sum(-1)``); never looked
     up, reduced otherwise or returned, as ids, positions or token types are."""
@@ -144,7 +149,7 @@ def _only_masks(rw: Rewriter, source: Value) -> bool:
     while stack:
         for node in graph.consumers(stack.pop()):
             alone = all(u in pure or u in graph.constants for u in node.inputs)
-            if alone and node.op in _ELEMENTWISE | _LAYOUT:
+            if alone and node.op in _ELEMENTWISE | _LAYOUT | _MOVED:
                 fresh = [out for out in node.outputs if out not in pure]
                 pure.update(fresh)
                 stack.extend(fresh)
