@@ -2801,3 +2801,29 @@ def test_a_padding_mask_also_padded_and_anded_for_local_attention_is_still_a_mas
     rhs = linen_side(module, variables, x, m.astype(np.int32), name="flax_t5_masks")
     assert "attention" in [n.op for n in canonical(lhs).graph.nodes]
     _equivalent(lhs, rhs, mode="both")
+
+
+def test_outputs_that_have_vanished_say_their_agreement_proves_little() -> None:
+    """A deep CNN on its initial weights (HF's MobileNetV2, EfficientNet) shrinks its
+    activations to float32's underflow: "outputs 0.00e+00" read as a pass. The summary line
+    says the outputs have all but vanished; outputs of ordinary size say nothing more."""
+    from specgraph.renderers.text import TextRenderer
+
+    class Tiny(torch.nn.Module):
+        def __init__(self, scale: float) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(C, C)
+            self.scale = scale
+
+        def forward(self, x):
+            return self.fc(x) * self.scale
+
+    lines = {}
+    for scale in (1e-30, 1.0):
+        report = _equivalent(torch_side(Tiny(scale), X, name="vanished"),
+                             torch_side(Tiny(scale), X, name="vanished_too"), mode="both")
+        lines[scale] = next(line for line in TextRenderer().render(report).splitlines()
+                            if line.strip().startswith("forward "))
+    assert "have all but vanished" in lines[1e-30], lines
+    assert "vanished" not in lines[1.0], lines
