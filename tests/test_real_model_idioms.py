@@ -2518,14 +2518,17 @@ def test_a_bias_free_dense_of_a_table_split_into_heads_at_once_is_a_linear_then_
     _equivalent(lhs, rhs, mode="both")
 
 
-def test_a_vmapped_block_pick_is_pytorchs_flattened_index_select() -> None:
+@pytest.mark.parametrize("picks", [(3,), (3, 2)])
+def test_a_vmapped_block_pick_is_pytorchs_flattened_index_select(picks) -> None:
     """BigBird's block gather: PyTorch's ``torch_gather_b2`` flattens batch and heads into
     rows, shifts each index to its entry's rows and ``index_select``s; Flax's
     ``jax.vmap(jax.vmap(lambda p, i: p[i]))`` is one XLA gather with batch dimensions, which
     was opaque (11 false findings and a false numeric divergence on BigBird). Now written as
-    PyTorch writes it, for constant and for computed indices."""
-    b, h, nb, bs, d, n = 2, 2, 6, 2, 4, 3
-    idx = np.random.default_rng(2).integers(0, nb, (b, h, n)).astype(np.int64)
+    PyTorch writes it, for computed indices of one axis per entry (the blocks) or two (the
+    random blocks of each block)."""
+    b, h, nb, bs, d = 2, 2, 6, 2, 4
+    n = math.prod(picks)
+    idx = np.random.default_rng(2).integers(0, nb, (b, h, *picks)).astype(np.int64)
     x = np.random.default_rng(1).standard_normal((b, nb * bs, C)).astype(np.float32)
 
     class TorchBlocks(torch.nn.Module):
@@ -2548,11 +2551,11 @@ def test_a_vmapped_block_pick_is_pytorchs_flattened_index_select() -> None:
     def jax_blocks(params, x, ids):
         p = (x @ params["kernel"] + params["bias"]).reshape(b, nb, bs, h, d)
         pick = jax.vmap(jax.vmap(lambda p, i: p[i]))
-        return pick(p.transpose(0, 3, 1, 2, 4), ids)
+        return pick(p.transpose(0, 3, 1, 2, 4), ids).reshape(b, h, n, bs, d)
 
     lhs = torch_side(TorchBlocks(), x, idx, name="torch_gather_b2")
     rhs = jax_side(jax_blocks, params, x, idx.astype(np.int32), name="vmap_gather")
-    assert "opaque" not in [n.op for n in canonical(rhs).graph.nodes]
+    assert "opaque" not in [node.op for node in canonical(rhs).graph.nodes]
     report = _equivalent(lhs, rhs, mode="both")
     assert report.numeric is not None and report.numeric.gradients
 

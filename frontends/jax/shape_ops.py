@@ -234,7 +234,8 @@ def _batched_rows(cx: Any, x: Any, indices: Any, k: int) -> Any:
     flat_x = _reshaped(cx, x, (rows,) + shape[k + 1:])
     ids = _reshaped(cx, indices, (n,))
     dtype = np.dtype(indices.dtype)
-    shift = (np.arange(n) // index_shape[-1] * shape[k]).astype(dtype)
+    per_entry = math.prod(index_shape[k:])  # the indices of one batch entry
+    shift = (np.arange(n) // per_entry * shape[k]).astype(dtype)
     ids = cx.emit("add", [ids, cx.constant(shift)], out=((n,), indices.dtype))
     picked = cx.emit("gather", [flat_x, ids], {"axis": 0},
                      out=((n,) + shape[k + 1:], x.dtype))
@@ -244,13 +245,13 @@ def _batched_rows(cx: Any, x: Any, indices: Any, k: int) -> Any:
 def _batched_take(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]
                   ) -> int | None:
     """The axis a gather with batch dimensions takes along, where it is ``p[i]`` vmapped
-    over the leading k axes of both (one index per batch entry and position, whole slices
-    of the axis right after the batch): None for any other gather."""
+    over the leading k axes of both (indices of any shape per batch entry, whole slices of
+    the axis right after the batch): None for any other gather."""
     dn = eqn.params["dimension_numbers"]
     k = len(dn.operand_batching_dims)
     lead = tuple(range(k))
     if not k or tuple(dn.operand_batching_dims) != lead or \
-            tuple(dn.start_indices_batching_dims) != lead or len(index_shape) != k + 2 or \
+            tuple(dn.start_indices_batching_dims) != lead or len(index_shape) < k + 2 or \
             index_shape[-1] != 1 or index_shape[:k] != shape[:k] or len(shape) <= k:
         return None
     if tuple(dn.start_index_map) != (k,) or tuple(dn.collapsed_slice_dims) != (k,):
@@ -258,8 +259,9 @@ def _batched_take(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]
     sizes = tuple(int(n) for n in eqn.params["slice_sizes"])
     if sizes != (1,) * (k + 1) + shape[k + 1:]:
         return None
+    first = len(index_shape) - 1
     return k if tuple(int(d) for d in dn.offset_dims) == tuple(
-        range(k + 1, len(shape))) else None
+        range(first, first + len(shape) - k - 1)) else None
 
 
 def _points(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -> bool:
