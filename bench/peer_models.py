@@ -44,6 +44,13 @@ def _text(**extra: Callable[[], np.ndarray]) -> Callable[[], dict[str, np.ndarra
     return make
 
 
+def _text_of(seq: int) -> Callable[[], dict[str, np.ndarray]]:
+    """Token ids of another length (BigBird's block-sparse attention needs 8 blocks)."""
+    def make() -> dict[str, np.ndarray]:
+        return {"input_ids": _ids(0, seq=seq)}
+    return make
+
+
 def _padding() -> np.ndarray:
     """An attention mask of a padded batch: the first sequence whole, the second's last
     three positions padding (what a tokenizer gives two texts of unequal length)."""
@@ -120,6 +127,20 @@ ARCHS: dict[str, Arch] = {
         max_position_embeddings=32), _classes("DistilBertModel"), _text()),
     "roberta": Arch("encoder", lambda t: t.RobertaConfig(**_small(max_position_embeddings=40)),
                     _classes("RobertaModel"), _text()),
+    # disentangled attention: relative positions in buckets, gathered along the keys
+    # (torch.gather against TF's take_along_axis), a LayerNorm of the position table, a
+    # 1-D conv that TF writes as a 2-D one of height one
+    "deberta_v2": Arch("encoder", lambda t: t.DebertaV2Config(**_small(
+        max_position_embeddings=32, relative_attention=True, pos_att_type=["p2c", "c2p"],
+        position_buckets=8, max_relative_positions=-1, norm_rel_ebd="layer_norm",
+        share_att_key=True, position_biased_input=False, type_vocab_size=0,
+        conv_kernel_size=3, conv_act="gelu")), _classes("DebertaV2Model", "torch,tf"),
+        _text()),
+    # block-sparse attention: Flax picks the blocks with nested jax.vmap of p[i]
+    "bigbird_sparse": Arch("encoder", lambda t: t.BigBirdConfig(**_small(
+        max_position_embeddings=64, attention_type="block_sparse", block_size=2,
+        num_random_blocks=1)), _classes("BigBirdModel", "torch,flax"),
+        _text_of(16)),
     # --- a padded batch: each library's own attention mask (additive, boolean, written out)
     "bert_padded": Arch("encoder", lambda t: t.BertConfig(**_small(max_position_embeddings=32)),
                         _classes("BertModel"), _text(attention_mask=_padding)),
@@ -172,6 +193,19 @@ ARCHS: dict[str, Arch] = {
     "gemma": Arch("decoder", lambda t: t.GemmaConfig(
         **_small(num_key_value_heads=2, head_dim=8, max_position_embeddings=32,
                  use_cache=False)), _classes("GemmaForCausalLM", "torch,flax"), _text()),
+    # one key/value head (multi-query, as Gemma-2B): the heads transpose moves an axis of one
+    "gemma_mqa": Arch("decoder", lambda t: t.GemmaConfig(
+        **_small(num_key_value_heads=1, head_dim=8, max_position_embeddings=32,
+                 use_cache=False)), _classes("GemmaForCausalLM", "torch,flax"), _text()),
+    # a window shorter than the sequence: TF's Mistral never reads sliding_window
+    "mistral_window": Arch("decoder", lambda t: t.MistralConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=4,
+                 use_cache=False)), _classes("MistralForCausalLM", "torch,tf"), _text()),
+    # a fused query-key-value projection indexed per head (PyTorch) or split (Flax), and
+    # ALiBi added to the scores flattened over batch and heads (PyTorch's baddbmm)
+    "bloom": Arch("decoder", lambda t: t.BloomConfig(
+        hidden_size=32, n_layer=2, n_head=4, vocab_size=VOCAB, use_cache=False),
+        _classes("BloomForCausalLM", "torch,flax"), _text()),
     # --- encoder-decoders -------------------------------------------------------------
     "bart": Arch("encoder-decoder", lambda t: t.BartConfig(
         d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,

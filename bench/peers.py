@@ -64,7 +64,8 @@ def _padding_row(arch: str, where: str) -> Discovery:
 DISCOVERIES: tuple[Discovery, ...] = (
     *(_padding_row(a, "word embeddings") for a in ("bert", "albert", "electra",
                                                    "distilbert", "opt", "gemma", "bert_padded",
-                                                   "distilbert_padded", "opt_padded")),
+                                                   "distilbert_padded", "opt_padded",
+                                                   "gemma_mqa", "deberta_v2", "bigbird_sparse")),
     _padding_row("roberta", "word and position embeddings"),
     _padding_row("bart", "encoder and decoder token embeddings"),
     _padding_row("whisper", "decoder token embeddings"),
@@ -77,6 +78,10 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "configured) lets each token attend only to itself: it keeps "
               "jnp.triu(causal_mask, k=-(sliding_window or 0)), the diagonal of the causal "
               "mask (modeling_flax_mistral.py); PyTorch's and TensorFlow's are causal"),
+    Discovery("mistral_window", "tf", "attr-mismatch", "attention", "mask",
+              "TF's Mistral never reads config.sliding_window: its mask is causal where "
+              "PyTorch's keeps a window of the last sliding_window keys "
+              "(modeling_tf_mistral.py against create_sliding_window_causal_mask)"),
     Discovery("llama_theta", "flax", "attr-mismatch", "rotary_embedding", "theta",
               "Flax's Llama ignores config.rope_theta: its sin/cos tables are built with "
               "10000 (create_sinusoidal_positions in modeling_flax_llama.py, copied into "
