@@ -2830,3 +2830,31 @@ def test_outputs_that_have_vanished_say_their_agreement_proves_little() -> None:
                             if line.strip().startswith("forward "))
     assert "have all but vanished" in lines[1e-30], lines
     assert "vanished" not in lines[1.0], lines
+
+
+def test_an_in_place_division_of_a_view_leaves_the_layers_own_value_observed() -> None:
+    """DeBERTa v1 divides its position queries in place, through the heads' view of the
+    linear's output (``pos_query_layer /= scale``): the eager program's observed value of
+    the linear was the divided one, and the check blamed PyTorch's linear ("lhs leaves the
+    fp64 reference of its own computation", 15× its scale). What an in-place op writes
+    through a view is kept, as observed, before the write."""
+
+    class Heads(torch.nn.Module):
+        def __init__(self, in_place: bool) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.proj = torch.nn.Linear(C, C)
+            self.in_place = in_place
+
+        def forward(self, x):
+            q = self.proj(x).view(B, T, 2, C // 2).permute(0, 2, 1, 3)
+            if self.in_place:
+                q /= 4.0
+            else:
+                q = q / 4.0
+            return q @ q.transpose(-1, -2)
+
+    report = _equivalent(torch_side(Heads(True), X, name="in_place_heads"),
+                         torch_side(Heads(False), X, name="out_of_place_heads"), mode="both")
+    assert report.numeric is not None
+    assert max(layer.forward.max_rel for layer in report.numeric.layers) < 1e-5

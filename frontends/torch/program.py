@@ -56,8 +56,13 @@ class _Watcher(torch.fx.Interpreter):
         for key in keys:
             self.want.setdefault(key[0], []).append(key)  # type: ignore[index]
         self.seen: dict[Hashable, torch.Tensor] = {}
-        self.overwritten = {n.args[0].name for n in module.graph.nodes
-                            if _writes_first_argument(n) and hasattr(n.args[0], "name")}
+        # what an in-place op writes into: its first argument and, where that is a view
+        # (DeBERTa's ``pos_query_layer /= scale`` on the heads' permute of the linear's
+        # output), every tensor it views, down to its base
+        self.overwritten: set[str] = set()
+        for n in module.graph.nodes:
+            if _writes_first_argument(n) and hasattr(n.args[0], "name"):
+                self.overwritten.update(_viewed(n.args[0]))
 
     def run_node(self, n: Any) -> Any:
         out = super().run_node(n)
@@ -76,6 +81,23 @@ def _zero_probe(shape: tuple[int, ...], dtype: Any, device: Any, grad: bool) -> 
     whole, of ``shape``."""
     one = torch.zeros(1, dtype=dtype, device=device)
     return one.as_strided(shape, (0,) * len(shape)).detach().requires_grad_(grad)
+
+
+def _viewed(node: Any) -> list[str]:
+    """The names of ``node`` and of every FX node it is a view of (through ops whose first
+    argument the result aliases without writing it: view, permute, slice, ...)."""
+    names = []
+    while node is not None and hasattr(node, "name"):
+        names.append(node.name)
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.arguments or \
+                not node.args:
+            break
+        alias = schema.arguments[0].alias_info
+        if alias is None or alias.is_write:
+            break
+        node = node.args[0]
+    return names
 
 
 def _writes_first_argument(node: Any) -> bool:
