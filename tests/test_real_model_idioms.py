@@ -2858,3 +2858,42 @@ def test_an_in_place_division_of_a_view_leaves_the_layers_own_value_observed() -
                          torch_side(Heads(False), X, name="out_of_place_heads"), mode="both")
     assert report.numeric is not None
     assert max(layer.forward.max_rel for layer in report.numeric.layers) < 1e-5
+
+
+def test_a_constant_bias_added_to_scores_merged_over_batch_and_heads_is_laid_out_unmerged() -> None:
+    """BLOOM's ``alibi.baddbmm(q, k)``: PyTorch adds its ALiBi bias to the scores flattened
+    over batch and heads, [B·H, 1, T], and views them [B, H, T, T] after; Flax adds
+    [B, H, 1, T] to the 4-D scores. The merge now moves below the add with the constant
+    laid out unmerged, as it moves below one broadcast over the kept axes only."""
+    t, heads, d = 6, 2, C // 2
+    alibi = np.random.default_rng(3).standard_normal((B * heads, 1, t)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((B, t, C)).astype(np.float32)
+
+    class TorchAlibi(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.q, self.k = torch.nn.Linear(C, C), torch.nn.Linear(C, C)
+            self.alibi = torch.from_numpy(alibi)
+
+        def forward(self, x):
+            q = self.q(x).view(B, t, heads, d).transpose(1, 2).reshape(B * heads, t, d)
+            k = self.k(x).view(B, t, heads, d).permute(0, 2, 3, 1).reshape(B * heads, d, t)
+            s = self.alibi.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=0.5)
+            return torch.softmax(s.view(B, heads, t, t), -1)
+
+    class LinenAlibi(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            q = fnn.Dense(C, name="q")(x).reshape(B, t, heads, d)
+            k = fnn.Dense(C, name="k")(x).reshape(B, t, heads, d)
+            s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.5 + alibi.reshape(B, heads, 1, t)
+            return jax.nn.softmax(s, -1)
+
+    module = LinenAlibi()
+    variables = module.init(jax.random.PRNGKey(0), x)
+    lhs = torch_side(TorchAlibi(), x, name="torch_alibi")
+    rhs = linen_side(module, variables, x, name="flax_alibi")
+    assert all(len(n.outputs[0].shape) == 4 for n in canonical(lhs).graph.nodes
+               if n.op in ("add", "softmax"))
+    _equivalent(lhs, rhs, mode="both")

@@ -5,8 +5,8 @@ d]``: moved down, the merges cancel against the reshapes that split them back, a
 network is one graph.
 
 A merge keeps the last ``k`` axes as they are and regroups the ones before them into fewer.
-It moves below an elementwise op or activation (whose other operands are merged the same way
-or broadcast over the kept axes only), a softmax or normalization over kept axes, a linear
+It moves below an elementwise op or activation (whose other operands are merged the same way,
+broadcast over the kept axes only, or constants laid out unmerged), a softmax or normalization over kept axes, a linear
 layer, a transpose of the kept axes, a product of two operands merged the same way, and
 attention whose query, key and value are merged the same way (a mask broadcast over the kept
 axes only).
@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from specgraph.ir import Graph, Node, Value
+from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -47,25 +50,47 @@ def _axis(axis: int, y: Value, x: Value, k: int) -> int | None:
     return axis + x.rank - y.rank if axis >= y.rank - k else None
 
 
-def _unmerged(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], Value, int] | None:
+def _unmerged(rw: Rewriter, node: Node, data: int
+              ) -> tuple[list[Value], Value, int, int] | None:
     """The inputs of ``node`` before the merge its first ``data`` inputs share (an operand
     broadcast over the kept axes only stays as it is, size-one axes before them included;
-    inputs past ``data``, a layer's parameters, too), the merged source of the first, and
-    k."""
-    first = _merge(rw, node.inputs[0])
-    if first is None:
-        return None
-    x0, k = first
-    inputs = [x0]
-    for v in node.inputs[1:data]:
-        m = _merge(rw, v)
+    a constant that varies along the merged axes too is laid out unmerged, as BLOOM's ALiBi
+    bias added to scores flattened over batch and heads; inputs past ``data``, a layer's
+    parameters, as they are), the merged source of the first merged input, k, and that
+    input's slot."""
+    found = next(((i, m) for i, v in enumerate(node.inputs[:data])
+                  if (m := _merge(rw, v)) is not None), None)
+    if found is None or (found[0] and node.op != "add" and node.op != "mul"):
+        return None  # beyond a commutative op, the merged operand comes first
+    slot, (x0, k) = found
+    inputs: list[Value] = []
+    for i, v in enumerate(node.inputs[:data]):
+        m = _merge(rw, v) if i != slot else (x0, k)
         if m is not None and m[1] == k and m[0].shape[:-k] == x0.shape[:-k]:
             inputs.append(m[0])
         elif _kept_only(v, k):
             inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar, a mask)
+        elif (laid := _unmerged_constant(rw, v, x0, k, node.outputs[0].rank)) is not None:
+            inputs.append(laid)
         else:
             return None
-    return inputs + list(node.inputs[data:]), x0, k
+    return inputs + list(node.inputs[data:]), x0, k, slot
+
+
+def _unmerged_constant(rw: Rewriter, v: Value, x0: Value, k: int, rank: int
+                       ) -> Value | None:
+    """A constant broadcast against merged values, laid out for them unmerged: its merged
+    axis (the one before the kept ones) of the merged size, split as x0's leading axes."""
+    data = rw.constant_value(v)
+    if data is None or v.rank > rank:
+        return None
+    full = (1,) * (rank - v.rank) + v.shape
+    lead = x0.shape[:-k]
+    if len(full) != k + 1 or full[0] != prod(lead):
+        return None
+    shape = lead + full[1:]
+    storage = np.float32 if v.dtype == "bfloat16" else numpy_dtype(v.dtype)
+    return rw.constant(np.asarray(data).reshape(shape).astype(storage, copy=False), v.dtype)
 
 
 def _kept_only(v: Value, k: int) -> bool:
@@ -93,12 +118,12 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     found = _unmerged(rw, node, data)
     if found is None:
         return False
-    inputs, x0, k = found
+    inputs, x0, k, slot = found
     y, attrs = node.outputs[0], dict(node.attrs)
     if y.rank < k:
         return False
     if elementwise:
-        if node.inputs[0].shape != y.shape:
+        if node.inputs[slot].shape != y.shape:
             return False  # the merged operand is broadcast: its rows are not the result's
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     if node.op in _ROW_WISE:
