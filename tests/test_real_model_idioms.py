@@ -2897,3 +2897,31 @@ def test_a_constant_bias_added_to_scores_merged_over_batch_and_heads_is_laid_out
     assert all(len(n.outputs[0].shape) == 4 for n in canonical(lhs).graph.nodes
                if n.op in ("add", "softmax"))
     _equivalent(lhs, rhs, mode="both")
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_an_opaque_ops_integer_outputs_come_from_the_program(mode) -> None:
+    """ViTMAE's random masking: ``argsort`` of the noise is an op no frontend knows, whose
+    indices the walk had to remake with a kernel it does not have, and the numbers stopped
+    (exit 2). The program's own integer values are observed now, as its floating ones."""
+    from specgraph.numeric.options import NumericOptions
+    from specgraph.numeric.runner import Context
+
+    class Shuffle(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(C, C)
+
+        def forward(self, x, noise):
+            keep = torch.argsort(noise, dim=1)[:, :3]
+            return torch.gather(self.fc(x), 1, keep[:, :, None].expand(-1, -1, C))
+
+    noise = np.random.default_rng(7).random((B, T)).astype(np.float32)
+    lhs = torch_side(Shuffle(), X, noise, name="argsort_lhs")
+    rhs = torch_side(Shuffle(), X, noise, name="argsort_rhs")
+    assert "opaque" in [n.op for n in canonical(lhs).graph.nodes]
+    context = Context(mode=mode)
+    report = _equivalent(lhs, rhs, mode="both", options=NumericOptions(
+        lhs_context=context, rhs_context=context))
+    assert report.numeric is not None and report.numeric.gradients

@@ -154,14 +154,17 @@ class TorchProgram(NativeProgram):
 
     # --- the program with probes ---------------------------------------------------------
     def _build(self, keys: Collection[Hashable], mode: str
-               ) -> tuple[Any, list[Hashable], list[tuple[tuple[int, ...], Any]]]:
+               ) -> tuple[Any, list[Hashable], list[tuple[tuple[int, ...], Any] | None]]:
         """The keys that can be observed and, compiled, a copy of the exported graph module
-        with a zero probe input added at each of them, whose value becomes an extra output."""
+        with a zero probe input added at each floating one, whose value becomes an extra
+        output (an integer value, which no gradient reaches, is an extra output as it is:
+        an opaque ``argsort``'s indices, which no kernel of the walk could remake)."""
         cache_key = (tuple(sorted(keys, key=repr)), mode)
         if cache_key in self._built:
             return self._built[cache_key]
         if mode == "eager":  # the graph as is (``_Watcher`` keeps the values)
-            eager = [k for k in cache_key[0] if self._node_for(self.nodes, k) is not None]
+            eager = [k for k in cache_key[0]
+                     if self._node_for(self.nodes, k, floating=False) is not None]
             self._built[cache_key] = (None, eager, [])
             return None, eager, []
         gm = copy.deepcopy(self.ep.graph_module)
@@ -170,11 +173,16 @@ class TorchProgram(NativeProgram):
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         output = next(n for n in graph.nodes if n.op == "output")
         observed: list[Hashable] = []
-        metas: list[tuple[tuple[int, ...], Any]] = []
+        metas: list[tuple[tuple[int, ...], Any] | None] = []
         extra = []
         for key in cache_key[0]:
-            node = self._node_for(nodes, key)
+            node = self._node_for(nodes, key, floating=False)
             if node is None:
+                continue
+            if not node.meta["val"].dtype.is_floating_point:
+                observed.append(key)
+                extra.append(node)
+                metas.append(None)  # no probe: no gradient
                 continue
             with graph.inserting_after(placeholders[-1]):
                 probe = graph.placeholder(f"_probe_{len(observed)}")
@@ -196,8 +204,9 @@ class TorchProgram(NativeProgram):
         return run, observed, metas
 
     @staticmethod
-    def _node_for(nodes: Mapping[str, Any], key: Hashable) -> Any:
-        """The FX node holding the value ``key`` names (a tuple output's getitem)."""
+    def _node_for(nodes: Mapping[str, Any], key: Hashable, floating: bool = True) -> Any:
+        """The FX node holding the tensor ``key`` names (a tuple output's getitem): a
+        floating one, or (``floating=False``) any."""
         if not (isinstance(key, tuple) and len(key) == 2 and key[0] in nodes):
             return None
         node = nodes[key[0]]
@@ -206,7 +215,7 @@ class TorchProgram(NativeProgram):
                          and u.args[1] == key[1]), None)
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             return None
-        return node if node.meta["val"].dtype.is_floating_point else None
+        return node if node.meta["val"].dtype.is_floating_point or not floating else None
 
     def _single_readers(self, keys: list[Hashable]) -> set[Hashable]:
         """The keys whose FX value one node alone reads (not an output of the program)."""
@@ -279,8 +288,9 @@ class TorchProgram(NativeProgram):
             seen = [watcher.seen[k] for k in observed]
             wrt_seen = [t for t in seen if t.requires_grad]
         else:
-            flat_probes = [_zero_probe(shape, dtype, device, backward)
-                           for shape, dtype in metas]
+            probe_of = {k: _zero_probe(meta[0], meta[1], device, backward)
+                        for k, meta in zip(observed, metas) if meta is not None}
+            flat_probes = list(probe_of.values())
             with torch.enable_grad():  # as model(*inputs) runs
                 results = list(run(*args, *flat_probes))
             n_out = len(results) - len(observed)
@@ -309,8 +319,9 @@ class TorchProgram(NativeProgram):
                     if g is not None:
                         obs.input_grads[name] = _kept(g)
                 by_tensor = dict(zip(map(id, wrt_seen), grads[len(names) + len(fed):]))
-                sources = seen if not flat_probes else flat_probes
-                for key, t in zip(observed, sources):
+                for key, t in zip(observed, seen):
+                    if context.mode != "eager":  # its gradient is its probe's
+                        t = probe_of.get(key)
                     g = by_tensor.get(id(t))
                     if g is not None:
                         obs.grads[key] = _kept(g)
