@@ -125,8 +125,10 @@ class TFProgram(NativeProgram):
         self.state = frozenset(name for name, v in read if not getattr(v, "trainable", True))
         self.param_of = {id(e): variables[id(e)][0] for e in captures.values()
                          if id(e) in variables}
+        # floating tensors, and integer and boolean ones (no gradient reaches them, but an
+        # opaque op's indices, TopKV2's, are the program's alone to give)
         self.observable = {t.name for op in graph.get_operations() for t in op.outputs
-                           if t.dtype.is_floating}
+                           if t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool}
         self.single = _single_readers(graph)
         self.graph_def, custom = _importable(
             graph.as_graph_def(), {name.split(":")[0] for name in [*captures, *(
@@ -153,7 +155,8 @@ class TFProgram(NativeProgram):
     def _build(self, keys: Collection[Hashable], mode: str, backward: bool, device: str
                ) -> tuple[Any, list[str]]:
         """The program as a ``tf.function`` of (weights, inputs, cotangents), and the keys
-        it observes (the floating tensors of the function's own graph among ``keys``)."""
+        it observes (the tensors of the function's own graph among ``keys``; gradients at
+        the floating ones)."""
         observed = sorted({k for k in keys if isinstance(k, str) and k in self.observable})
         cache_key = (tuple(observed), mode, backward, device)
         if cache_key in self._built:
@@ -190,10 +193,12 @@ class TFProgram(NativeProgram):
             pairs = [(o, ct) for o, ct in zip(outs, cotangents) if o.dtype.is_floating]
             wrt = {**handles, **{f"input:{name}": x for (name, _, _), x in
                                  zip(self.inputs, inputs) if x.dtype.is_floating}}
-            grads = tf.gradients([o for o, _ in pairs], [*seen, *wrt.values()],
+            floating = [t for t in seen if t.dtype.is_floating]
+            grads = tf.gradients([o for o, _ in pairs], [*floating, *wrt.values()],
                                  grad_ys=[ct for _, ct in pairs])
-            dense = [None if g is None else tf.convert_to_tensor(g) for g in grads]
-            return outs, seen, dense[:len(seen)], dict(zip(wrt, dense[len(seen):]))
+            dense = iter([None if g is None else tf.convert_to_tensor(g) for g in grads])
+            at_seen = [next(dense) if t.dtype.is_floating else None for t in seen]
+            return outs, seen, at_seen, dict(zip(wrt, dense))
 
         run = tf.function(program, autograph=False, jit_compile=mode == "compiled")
         self._built[cache_key] = (run, observed)

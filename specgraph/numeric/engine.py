@@ -21,7 +21,7 @@ from specgraph.interpreter import Interpreter
 from specgraph.ir import Graph, Node, Value, permuted
 from specgraph.numeric.program import host_array
 from specgraph.numeric.runner import Pullback, Runner
-from specgraph.ops.dtypes import FLOAT_DTYPES
+from specgraph.ops.dtypes import FLOAT_DTYPES, numpy_dtype
 
 __all__ = ["Execution", "ForwardHook", "BackwardHook", "Feed"]
 
@@ -177,6 +177,11 @@ class Execution(Interpreter):
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)
 
 
+def _storage(dtype: str) -> Any:
+    """The NumPy dtype a stand-in of ``dtype`` is made in (bfloat16 as float32)."""
+    return np.float32 if dtype == "bfloat16" else numpy_dtype(dtype)
+
+
 def _own_gradients(graph: Graph, natives: Mapping[Value, Any],
                    values: set[Value]) -> set[Value]:
     """The ``values`` whose native value's gradient is their own whole gradient.
@@ -260,6 +265,7 @@ class NativeExecution(Execution):
                runner.context)
         obs = model.program.observe(*run)
         self.observed: dict[Value, np.ndarray] = {}
+        self.unobserved: set[Value] = set()  # unread outputs of opaque ops, stood in for
         self.grads: dict[Value, np.ndarray] = {}
         self.single: set[Value] = set()  # values one op of the program alone reads
         for v, native in natives.items():
@@ -348,6 +354,17 @@ class NativeExecution(Execution):
     def run_node(self, index: int, node: Node, args: list[Any]) -> tuple[Any, ...]:
         if all(v in self.observed for v in node.outputs):
             return tuple(self.walk_form(self.observed[v], v.dtype) for v in node.outputs)
+        g = self.graph
+        if node.op == "opaque" and any(v in self.observed for v in node.outputs) and all(
+                v in self.observed or (not g.consumers(v) and v not in g.outputs)
+                for v in node.outputs):
+            # an op no runner knows whose outputs anything reads are the program's (TF's
+            # TopKV2 in an argsort, its values unread and of a shape TF leaves unknown):
+            # the unread ones stand as zeros, never compared (``unobserved``)
+            self.unobserved.update(v for v in node.outputs if v not in self.observed)
+            return tuple(self.walk_form(self.observed[v], v.dtype) if v in self.observed
+                         else self.runner.put(np.zeros(v.shape, _storage(v.dtype)), v.dtype)
+                         for v in node.outputs)
         args = [self.runner_form(a, v.dtype) for a, v in zip(args, node.inputs)]
         saved, self._needs_grad = self._needs_grad, set()  # no pullbacks: native gradients
         try:

@@ -71,6 +71,7 @@ class PairedRun:
         # NaN reached a parameter's gradient (``_judge_backward_nan``)
         self._nan_made: Node | None = None
         self._nan_kept = False
+        self._stood_in: set[Value] = set()  # lhs's opaque outputs no program value stands for
 
     def execute(self) -> list[Finding]:
         """Run both sides; returns the findings (empty when the seed agrees)."""
@@ -147,6 +148,7 @@ class PairedRun:
             self._check_repeat("lhs", ex, s.options.lhs_context.repeat, node, args, kept)
 
         outs = ex.forward(on_node=on_node)
+        self._stood_in = set(getattr(ex, "unobserved", ()))
         for name, o in outs.items():
             lhs.put(("out", name), self.ax.keep(s.lrun, o))
         if not s.backward:
@@ -396,8 +398,11 @@ class PairedRun:
         """Each output of rhs's ``node`` that lhs's ``a`` kept, measured against it."""
         tol = self.s.tol(node)
         out = []
+        stood_in = self._stood_in | getattr(self._rhs_ex, "unobserved", set())
         for k, (v, h) in enumerate(zip(node.outputs, kept)):
             lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
+            if k < len(a.outputs) and (v in stood_in or a.outputs[k] in stood_in):
+                continue  # an opaque op's unread output: the program gave no value
             if lv is not None:
                 drowns = self.s.drowned(a.outputs[k], v)
                 out.append((v, self.ax.measure(lv, h, replace(tol, drowned=True) if drowns

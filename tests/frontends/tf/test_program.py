@@ -137,8 +137,10 @@ def test_the_program_gives_exactly_what_its_concrete_function_gives(name):
     for v, want in reference.items():
         native = traced.graph.natives.get(v)
         if native is not None and native.key in seen.values:
-            got = native.canonical(seen.values[native.key])
-            assert np.abs(got - want).max() <= 1e-3 * max(1.0, np.abs(want).max()), native
+            got = np.asarray(native.canonical(seen.values[native.key]), np.float64)
+            want = np.asarray(want, np.float64)  # integer and boolean values are observed too
+            assert np.abs(got - want).max(initial=0.0) <= \
+                1e-3 * max(1.0, np.abs(want).max(initial=0.0)), native
     floating = [v for v in named if v.dtype.startswith("float")
                 and isinstance(traced.graph.natives[v].key, str)]
     assert all(traced.graph.natives[v].key in seen.values for v in floating)
