@@ -59,15 +59,12 @@ def _check_inputs(lhs: TracedModel, rhs: TracedModel) -> None:
         )
 
 
-def _prepare(model: str | TracedModel, name: str, raw: bool,
-             say: Callable[[str], None], batch: int | None = None,
-             shapes: Mapping[str, Sequence[int]] | None = None) -> TracedModel:
+def _traced(model: str | TracedModel, name: str, say: Callable[[str], None],
+            batch: int | None = None,
+            shapes: Mapping[str, Sequence[int]] | None = None) -> TracedModel:
     if isinstance(model, str):
         say(f"tracing {name} {model}")
         model = trace(model, batch=batch, shapes=shapes, shared_shapes=True)
-    if not raw:
-        say(f"canonicalizing {name} ({len(model.graph)} nodes)")
-        model = canonicalize_model(model)
     return model
 
 
@@ -185,8 +182,8 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     references = [m for m in (lhs, rhs) if isinstance(m, str)]
     shapes = dict(shapes or {})
     check_shapes(shapes, references)
-    left = _prepare(lhs, "lhs", True, say, batch, shapes)
-    right = _prepare(rhs, "rhs", True, say, batch, shapes)
+    left = _traced(lhs, "lhs", say, batch, shapes)
+    right = _traced(rhs, "rhs", say, batch, shapes)
     if not raw:
         left, right = _canonical_pair(left, right, say)
     check_shapes(shapes, references, (left, right))

@@ -45,6 +45,8 @@ class Execution(Interpreter):
                  inputs: Mapping[str, np.ndarray], *, backward: bool) -> None:
         super().__init__(graph, weights)
         self.runner = runner
+        # unread outputs of opaque ops the side's own program stood in for (never compared)
+        self.unobserved: set[Value] = set()
         self.backward_enabled = backward and runner.differentiable
         self.inputs = inputs
         self._pullbacks: dict[int, Pullback] = {}
@@ -177,11 +179,6 @@ class Execution(Interpreter):
         cts[v] = share if v not in cts else self.runner.add(cts[v], share)
 
 
-def _storage(dtype: str) -> Any:
-    """The NumPy dtype a stand-in of ``dtype`` is made in (bfloat16 as float32)."""
-    return np.float32 if dtype == "bfloat16" else numpy_dtype(dtype)
-
-
 def _own_gradients(graph: Graph, natives: Mapping[Value, Any],
                    values: set[Value]) -> set[Value]:
     """The ``values`` whose native value's gradient is their own whole gradient.
@@ -265,7 +262,6 @@ class NativeExecution(Execution):
                runner.context)
         obs = model.program.observe(*run)
         self.observed: dict[Value, np.ndarray] = {}
-        self.unobserved: set[Value] = set()  # unread outputs of opaque ops, stood in for
         self.grads: dict[Value, np.ndarray] = {}
         self.single: set[Value] = set()  # values one op of the program alone reads
         for v, native in natives.items():
@@ -363,7 +359,7 @@ class NativeExecution(Execution):
             # the unread ones stand as zeros, never compared (``unobserved``)
             self.unobserved.update(v for v in node.outputs if v not in self.observed)
             return tuple(self.walk_form(self.observed[v], v.dtype) if v in self.observed
-                         else self.runner.put(np.zeros(v.shape, _storage(v.dtype)), v.dtype)
+                         else self.runner.put(np.zeros(v.shape, numpy_dtype(v.dtype)), v.dtype)
                          for v in node.outputs)
         args = [self.runner_form(a, v.dtype) for a, v in zip(args, node.inputs)]
         saved, self._needs_grad = self._needs_grad, set()  # no pullbacks: native gradients

@@ -180,9 +180,7 @@ def nan_introduced(side: str, graph: Graph, node: Node, direction: str,
     made = "NaN or Inf" if direction == "forward" else "NaN"
     message = (f"{v.name(side)}'s {describe(node)} turns {given} into {made} {what} "
                f"({direction} pass)")
-    place = node_side(graph, node)
-    return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
-                   rhs=place if side == "rhs" else None, blame=side)
+    return _one_side("nan-introduced", message, side, graph, node)
 
 
 def nonfinite_reaches(side: str, graph: Graph, node: Node, output: str,
@@ -190,12 +188,10 @@ def nonfinite_reaches(side: str, graph: Graph, node: Node, output: str,
     """NaN or Inf that one side's layer gives where the other's values are finite, from
     inputs that were not finite already (a -inf fill over a row that keeps no key), and that
     reach an output: no layer turned finite values into them, yet the outputs part."""
-    other = "rhs" if side == "lhs" else "lhs"
-    message = (f"{v.name(side)}'s {describe(node)} gives NaN or Inf where {v.name(other)}'s "
-               f"gives finite values (forward pass), and they reach the output {output}")
-    place = node_side(graph, node)
-    return Finding("nan-introduced", message, op=node.op, lhs=place if side == "lhs" else None,
-                   rhs=place if side == "rhs" else None, blame=side)
+    message = (f"{v.name(side)}'s {describe(node)} gives NaN or Inf where "
+               f"{v.name(v.other(side))}'s gives finite values (forward pass), and they reach "
+               f"the output {output}")
+    return _one_side("nan-introduced", message, side, graph, node)
 
 
 def nondeterministic(side: str, graph: Graph, node: Node, first: Sequence[np.ndarray],
@@ -205,8 +201,13 @@ def nondeterministic(side: str, graph: Graph, node: Node, first: Sequence[np.nda
                  if np.shape(x) == np.shape(y)), default=float("nan"))
     message = (f"{v.name(side)}'s {describe(node)} gives different results on repeated runs of the "
                f"same inputs (max difference {worst:.3g}): the kernel is nondeterministic")
+    return _one_side("nondeterminism", message, side, graph, node)
+
+
+def _one_side(code: str, message: str, side: str, graph: Graph, node: Node) -> Finding:
+    """A finding about one side's ``node`` alone, blamed on that side."""
     place = node_side(graph, node)
-    return Finding("nondeterminism", message, op=node.op, lhs=place if side == "lhs" else None,
+    return Finding(code, message, op=node.op, lhs=place if side == "lhs" else None,
                    rhs=place if side == "rhs" else None, blame=side)
 
 

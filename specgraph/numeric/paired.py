@@ -148,7 +148,7 @@ class PairedRun:
             self._check_repeat("lhs", ex, s.options.lhs_context.repeat, node, args, kept)
 
         outs = ex.forward(on_node=on_node)
-        self._stood_in = set(getattr(ex, "unobserved", ()))
+        self._stood_in = set(ex.unobserved)
         for name, o in outs.items():
             lhs.put(("out", name), self.ax.keep(s.lrun, o))
         if not s.backward:
@@ -398,10 +398,10 @@ class PairedRun:
         """Each output of rhs's ``node`` that lhs's ``a`` kept, measured against it."""
         tol = self.s.tol(node)
         out = []
-        stood_in = self._stood_in | getattr(self._rhs_ex, "unobserved", set())
+        rhs_stood_in = self._rhs_ex.unobserved if self._rhs_ex is not None else set()
         for k, (v, h) in enumerate(zip(node.outputs, kept)):
             lv = self.lhs.kept(a.outputs[k]) if k < len(a.outputs) else None
-            if k < len(a.outputs) and (v in stood_in or a.outputs[k] in stood_in):
+            if k < len(a.outputs) and (v in rhs_stood_in or a.outputs[k] in self._stood_in):
                 continue  # an opaque op's unread output: the program gave no value
             if lv is not None:
                 drowns = self.s.drowned(a.outputs[k], v)
@@ -598,8 +598,7 @@ class PairedRun:
             return
         if i is not None and all(self._lhs_nan_too(i, node, slot) for slot in bad):
             return  # both sides make the same NaN gradients (sqrt of a negative): one program
-        if self._nan_made is None:  # judged once the parameter gradients are known
-            self._nan_made = node
+        self._nan_made = node  # judged once the parameter gradients are known
 
     def _lhs_nan_too(self, i: int, node: Node, slot: int) -> bool:
         """Whether lhs's counterpart gradient at ``slot`` has NaN or Inf as well."""

@@ -6,10 +6,10 @@ network is one graph.
 
 A merge keeps the last ``k`` axes as they are and regroups the ones before them into fewer.
 It moves below an elementwise op or activation (whose other operands are merged the same way,
-broadcast over the kept axes only, or constants laid out unmerged), a softmax or normalization over kept axes, a linear
-layer, a transpose of the kept axes, a product of two operands merged the same way, and
-attention whose query, key and value are merged the same way (a mask broadcast over the kept
-axes only).
+broadcast over the kept axes only, or constants laid out unmerged), a softmax or
+normalization over kept axes, a linear layer, a transpose of the kept axes, a product of two
+operands merged the same way, and attention whose query, key and value are merged the same
+way (a mask broadcast over the kept axes only).
 
 Requires: a verified graph. Ensures: none of those ops reads a merging reshape; exact (the
 same values, in the same order, row by row).
@@ -22,7 +22,6 @@ from math import prod
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
-from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -88,9 +87,7 @@ def _unmerged_constant(rw: Rewriter, v: Value, x0: Value, k: int, rank: int
     lead = x0.shape[:-k]
     if len(full) != k + 1 or full[0] != prod(lead):
         return None
-    shape = lead + full[1:]
-    storage = np.float32 if v.dtype == "bfloat16" else numpy_dtype(v.dtype)
-    return rw.constant(np.asarray(data).reshape(shape).astype(storage, copy=False), v.dtype)
+    return rw.constant(np.asarray(data).reshape(lead + full[1:]), v.dtype)
 
 
 def _kept_only(v: Value, k: int) -> bool:

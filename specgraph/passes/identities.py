@@ -16,10 +16,10 @@ cast of a reshaped or expanded boolean comes first; x·x is pow(x, 2) and x^0.5 
 slice of a concat within one operand is a slice of it; an index made by argmax is not
 wrapped (it is never negative), and one kept with its axis is reshaped; where(c, 1, 0) is c
 cast; a minimum of a maximum with constant bounds is a clip; a root of a sum of squares
-guarded by a constant takes the guard after the root; an activation between two reshapes
-comes before both, which then meet (x·rsqrt(max(s, c)) is
-x / max(√s, √c)); x != 0 is x cast to bool, and logical ops read their operands so cast; a cast between
-integer types that holds every value its input can take
+guarded by a constant takes the guard after the root (x·rsqrt(max(s, c)) is
+x / max(√s, √c)); an activation between two reshapes comes before both, which then meet;
+x != 0 is x cast to bool, logical ops read their operands so cast, and a cast of a boolean's
+cast is one cast; a cast between integer types that holds every value its input can take
 (a count of a boolean mask narrowed and widened again) goes.
 
 Requires: a verified graph. Ensures: no node of the kinds above whose removal keeps the
@@ -77,8 +77,8 @@ def _recast_truth(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     x = node.inputs[0] if node.inputs else None
-    if node.op in ("not_equal", "logical_and", "logical_or", "logical_xor", "logical_not") \
-            and _truth(rw, node):
+    if node.op in ("not_equal", "logical_and", "logical_or", "logical_not") and \
+            _truth(rw, node):
         return True
     if node.op in ("identity", "dropout"):
         rw.replace(node.outputs[0], x)

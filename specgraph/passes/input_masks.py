@@ -140,8 +140,8 @@ def _cone_from(rw: Rewriter, value: Value, at_booleans: bool, casts: bool = True
 def _only_masks(rw: Rewriter, source: Value) -> bool:
     """Whether the input ``source`` serves as a mask and nothing else: every value computed
     from it alone (elementwise, laid out, padded, sliced or joined) is read only by such
-    nodes, applied to other
-    tensors (added, multiplied, selected with, an attention's mask) or counted along
+    nodes, applied to other tensors (added, multiplied, selected with, and-ed with another
+    mask, an attention's mask) or counted along
     (OPT's positions, ``cumsum(m)·m - 1``; ESM's row lengths, ``m.sum(-1)``); never looked
     up, reduced otherwise or returned, as ids, positions or token types are."""
     graph = rw.graph

@@ -464,9 +464,8 @@ def _drowning_fill(rw: Rewriter, node: Node) -> bool:
         return False
     if y not in _drowning_values(rw):
         return False
-    storage = np.float32 if y.dtype == "bfloat16" else np.dtype(y.dtype)
     inputs = list(node.inputs)
-    inputs[slot] = rw.constant(np.array(lowest, dtype=storage), y.dtype)
+    inputs[slot] = rw.constant(np.array(lowest), y.dtype)  # held in float64, as ``select``'s
     rw.replace(y, rw.emit("where", inputs, dict(node.attrs), like=node, shape=y.shape))
     return True
 

@@ -17,10 +17,10 @@ whose transpose then reaches the conv that reads the pad), it is hoisted above t
 instead: the inverse pairs cancel there, the count of transposes never grows and
 every transpose moves toward the inputs (a tie, an NHWC residual whose NHWC input is also
 read elsewhere, goes the same way in every model), and the sinking rules never undo it: they
-move a transpose only when every operand carries it. A reshape that only adds or drops axes of one sinks below a rotary embedding too (its
-position axis renumbered). A transpose reading a ``weight_norm``
-moves onto its weight (and its gain is relaid out), so that the parameters take the layout
-the model reads.
+move a transpose only when every operand carries it. A reshape that only adds or drops axes
+of one sinks below a rotary embedding too (its position axis renumbered). A transpose
+reading a ``weight_norm`` moves onto its weight (and its gain is relaid out), so that the
+parameters take the layout the model reads.
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
 reduction, slice, softmax or rotary embedding whose layout could absorb it, nor all of a
