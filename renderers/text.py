@@ -261,21 +261,6 @@ def _gradients(gradients: Any) -> str:
     return f"{worst:.2e} (at {name}{', zero on lhs' if stats.scale == 0 else ''})"
 
 
-# an output whose RMS is this small has vanished: a deep network on its initial weights
-# shrinks its activations block by block to float32's underflow, and outputs that agree
-# there say little about the layers before them
-_VANISHED = 1e-20
-
-
-def _vanished(outputs: Any) -> str:
-    """A warning for the summary line where every output compared has all but vanished."""
-    scales = [s.scale for s in outputs.values() if not s.shape_differs]
-    if not scales or max(scales) > _VANISHED:
-        return ""
-    return (f" (the outputs have all but vanished, RMS {max(scales):.1e}: their agreement "
-            "says little; the layers' own errors above say more)")
-
-
 def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]:
     """The numbers section: settings, the worst errors, the layers that part; ``names``
     name the two sides."""
@@ -290,7 +275,7 @@ def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]
     parted = [layer for layer in n.layers if (layer.forward and layer.forward.diverges)
               or (layer.backward and layer.backward.diverges)]
     out.append(f"  forward   {len(fwd)} layers, worst error {_worst(fwd):.2e} of the values' "
-               f"scale; outputs {_worst(n.outputs.values()):.2e}{_vanished(n.outputs)}")
+               f"scale; outputs {_worst(n.outputs.values()):.2e}")
     if bwd:
         out.append(f"  backward  {len(bwd)} layers, worst error {_worst(bwd):.2e}; parameter "
                    f"gradients {_gradients(n.gradients)}")

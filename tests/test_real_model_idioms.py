@@ -2808,8 +2808,14 @@ def test_a_padding_mask_also_padded_and_anded_for_local_attention_is_still_a_mas
 
 def test_outputs_that_have_vanished_say_their_agreement_proves_little() -> None:
     """A deep CNN on its initial weights (HF's MobileNetV2, EfficientNet) shrinks its
-    activations to float32's underflow: "outputs 0.00e+00" read as a pass. The summary line
-    says the outputs have all but vanished; outputs of ordinary size say nothing more."""
+    activations to float32's underflow: "outputs 0.00e+00" read as a pass. A note says the
+    outputs have all but vanished, in every format (the text summary, the HTML page, JSON);
+    outputs of ordinary size say nothing more."""
+    import json
+
+    from specgraph.page import build_page
+    from specgraph.renderers.html import HtmlRenderer
+    from specgraph.renderers.json import JsonRenderer
     from specgraph.renderers.text import TextRenderer
 
     class Tiny(torch.nn.Module):
@@ -2822,14 +2828,18 @@ def test_outputs_that_have_vanished_say_their_agreement_proves_little() -> None:
         def forward(self, x):
             return self.fc(x) * self.scale
 
-    lines = {}
     for scale in (1e-30, 1.0):
         report = _equivalent(torch_side(Tiny(scale), X, name="vanished"),
                              torch_side(Tiny(scale), X, name="vanished_too"), mode="both")
-        lines[scale] = next(line for line in TextRenderer().render(report).splitlines()
-                            if line.strip().startswith("forward "))
-    assert "have all but vanished" in lines[1e-30], lines
-    assert "vanished" not in lines[1.0], lines
+        said = [n for n in report.numeric.notes if "vanished" in n]
+        if scale == 1.0:
+            assert not said, report.numeric.notes
+            continue
+        assert said == ["the output has all but vanished (RMS below 1e-20): its agreement says "
+                        "little about the layers before; the layers' own errors say more"], said
+        assert said[0] in TextRenderer().render(report)
+        assert said[0].replace("'", "&#x27;") in HtmlRenderer().render(build_page(report))
+        assert said[0] in json.loads(JsonRenderer().render(report))["numeric"]["notes"]
 
 
 def test_an_in_place_division_of_a_view_leaves_the_layers_own_value_observed() -> None:

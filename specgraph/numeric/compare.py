@@ -23,7 +23,7 @@ import numpy as np
 from specgraph.ir import Value
 from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, loss_weights, rhs_inputs, transfer_weights
-from specgraph.numeric.findings import Passed, passed_notes
+from specgraph.numeric.findings import Passed, passed_notes, vanished
 from specgraph.numeric.options import NumericOptions
 from specgraph.numeric.paired import PairedRun
 from specgraph.numeric.pairing import Pairing
@@ -135,6 +135,9 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
             findings, repro = seed_findings, run.localizer.repro
             break
     notes.extend(passed_notes(passed))  # one note per kind, for every seed together
+    gone = vanished(outputs) if not findings else None
+    if gone is not None:
+        notes.append(gone)
     return findings, NumericResult(
         lhs_context=_describe(lrun), rhs_context=_describe(rrun),
         seeds=tuple(done), transferred=opts.transfer, isolated=opts.isolated,

@@ -317,6 +317,24 @@ def untrained(side: str, graph: Graph, readers: Sequence[Node], names: Sequence[
                    affects="training: which parameters learn")
 
 
+# an output whose RMS is this small has vanished: a deep network on its initial weights
+# shrinks its activations block by block to float32's underflow, and outputs that agree
+# there say little about the layers before them
+VANISHED = 1e-20
+
+
+def vanished(outputs: Mapping[str, Stats]) -> str | None:
+    """A note where every output compared has all but vanished (HF's MobileNetV2 and
+    EfficientNet on their initial weights): "outputs 0.00e+00" would read as a pass."""
+    scales = [s.scale for s in outputs.values() if not s.shape_differs]
+    if not scales or max(scales) > VANISHED:
+        return None
+    many = len(scales) > 1
+    return (f"the output{'s have' if many else ' has'} all but vanished (RMS below "
+            f"{VANISHED:.0e}): {'their' if many else 'its'} agreement says little about "
+            "the layers before; the layers' own errors say more")
+
+
 def passed_notes(passed: Sequence[Passed]) -> list[str]:
     """One note per kind of gradient difference judged no divergence: a single layer's in
     full, several layers' together (how many, the largest difference, the first few named),
