@@ -138,7 +138,7 @@ def test_a_gradient_fault_in_the_program_is_found_and_blamed(fault, op, said,
                                                              torch_side) -> None:
     """Only a parameter's gradient is wrong (fc2's weight, made by ``mm`` in eager autograd):
     the judge holds each program's own weight gradient against the other's, not only the
-    input gradient, so this is no 'rounding in the gradients that reached it'. (The replay
+    input gradient, so this is no difference that 'comes from the gradients that reached it'. (The replay
     computes that gradient with another product, so only the program meets the fault.)
     gelu's backward writes Inf where JAX's gradient is finite: there is no derivative to
     take along that difference (the judge divided by a zero step), the side with the Inf is
@@ -151,7 +151,7 @@ def test_a_gradient_fault_in_the_program_is_found_and_blamed(fault, op, said,
     assert [(f.code, f.op, f.blame) for f in report.findings] == [
         ("gradient-divergence", op, torch_side)]
     assert said in report.findings[0].message
-    assert not any("rounding in the gradients" in n for n in report.numeric.notes)
+    assert not any("gradients that reached it" in n for n in report.numeric.notes)
     assert compare(lhs, rhs, options=NumericOptions()).equivalent
 
 
