@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from specgraph.check import compare
-from tests.idioms.catalog import (canonical, jax_side, keras_side, linen_side, onnx_side,
-                                  torch_side)
+from tests.idioms.catalog import (assert_same_canonical, canonical, jax_side, keras_side,
+                                  linen_side, onnx_side, torch_side)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -2734,8 +2734,8 @@ def test_an_einsum_over_an_inputs_time_axis_is_no_input_mismatch() -> None:
     """``einsum("bnd,bng->bgd", h, g)``: PyTorch's canonical form took ``h`` transposed as
     its input and JAX's took ``g``, and the pair was refused, "the models take different
     inputs" (exit 2), though both programs take the same arrays. Inputs both read alike
-    keep their own layout on both sides now; the two orientations of the product are
-    settled by the numbers."""
+    keep their own layout on both sides now. The two orientations of the product (PyTorch's
+    ``(hᵀ·g)ᵀ``, JAX's ``gᵀ·h``) are one canonical form: the same graph, no arbitration."""
     h = np.random.default_rng(0).standard_normal((B, 8, 4)).astype(np.float32)
     g = np.random.default_rng(1).standard_normal((B, 8, 3)).astype(np.float32)
 
@@ -2750,9 +2750,10 @@ def test_an_einsum_over_an_inputs_time_axis_is_no_input_mismatch() -> None:
     def jax_pool(params, h, g):
         return jnp.einsum("bnd,bng->bgd", h * params["w"], g)
 
-    report = _equivalent(torch_side(TorchPool(), h, g, name="torch_einsum_pool"),
-                         jax_side(jax_pool, {"w": np.ones(4, np.float32)}, h, g,
-                                  name="jax_einsum_pool"), mode="both")
+    lhs = torch_side(TorchPool(), h, g, name="torch_einsum_pool")
+    rhs = jax_side(jax_pool, {"w": np.ones(4, np.float32)}, h, g, name="jax_einsum_pool")
+    assert_same_canonical(lhs, rhs)
+    report = _equivalent(lhs, rhs, mode="both")
     assert report.numeric is not None and report.numeric.outputs
 
 

@@ -1,7 +1,8 @@
 """Lower two-operand ``einsum`` to transpose, reshape and ``matmul``, the form the other
 raising rules (linear, attention) recognize: ``bqhd,bkhd->bhqk`` is a batched q·kᵀ; orient
 a product of two transposed operands (or of anything and transposed softmax weights) so
-that the plain one comes first; and a product that
+that the plain one comes first; a product transposed whole, of a transposed operand, is the
+product the other way round (``(Xᵀ·B)ᵀ = Bᵀ·X``); and a product that
 sums over one term (a contraction of size 1, as an einsum that only scales, like
 ``...hqk,h->...hqk``, is written) is a broadcast multiplication.
 
@@ -86,6 +87,36 @@ def _orient(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _transposed_product(rw: Rewriter, node: Node) -> bool:
+    """(Xᵀ·B)ᵀ = Bᵀ·X (and (A·Yᵀ)ᵀ = Y·Aᵀ): a product transposed whole, of which an operand
+    is itself transposed, is the product the other way round with one transpose fewer.
+    ``einsum("bnd,bng->bgd", h, g)`` is ``(hᵀ·g)ᵀ`` in PyTorch's decomposition and ``gᵀ·h``
+    in JAX's: one canonical form."""
+    rank = node.outputs[0].rank
+    if rank < 2 or tuple(node.attrs["perm"]) != _swap(rank):
+        return False
+    product = rw.producer(node.inputs[0])
+    if product is None or product.op != "matmul" or rw.uses(product.outputs[0]) != 1:
+        return False
+    a, b = product.inputs
+    if a.rank != rank or b.rank != rank:
+        return False
+
+    def swapped(v: Value) -> Value | None:  # what v is the last-two-axes swap of
+        t = rw.producer(v)
+        return t.inputs[0] if t is not None and t.op == "transpose" and \
+            tuple(t.attrs["perm"]) == _swap(rank) else None
+
+    plain_a, plain_b = swapped(a), swapped(b)
+    if plain_a is None and plain_b is None:
+        return False
+    first = plain_b if plain_b is not None else _view(rw, b, _swap(rank), product)
+    second = plain_a if plain_a is not None else _view(rw, a, _swap(rank), product)
+    rw.replace(node.outputs[0], rw.emit("matmul", [first, second], like=product,
+                                        shape=node.outputs[0].shape))
+    return True
+
+
 def _view(rw: Rewriter, v: Value, perm: tuple[int, ...], node: Node) -> Value:
     if perm == tuple(range(len(perm))):
         return v
@@ -106,6 +137,8 @@ def _single_term(rw: Rewriter, node: Node) -> bool:
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul":
         return _single_term(rw, node) or _orient(rw, node)
+    if node.op == "transpose":
+        return _transposed_product(rw, node)
     if node.op != "einsum" or len(node.inputs) != 2:
         return False
     parsed = _parse(node.attrs["equation"])
