@@ -2976,3 +2976,40 @@ def test_argsort_against_tfs_top_k_runs_its_numbers() -> None:
     assert all(not s.diverges for s in report.numeric.outputs.values())
     assert {f.code for f in report.findings} <= {"attr-mismatch", "missing-op"}, \
         [f.message for f in report.findings]
+
+
+def test_a_rescaling_before_a_channels_first_conv_keeps_its_own_layer() -> None:
+    """Keras' EfficientNet rescales its NHWC input (``Rescaling(1/255)``) before the stem
+    conv, which its trace reads through a transpose to channels-first. The scalars pass
+    moved the scaling below that transpose and the transposes pass moved it back, round
+    after round, and the scaling took the conv's layer: the finding said "at stem_conv". It
+    stays above the transpose now (nothing it could meet lies below), canonicalization
+    reaches its fixed point, and the finding names ``rescaling``."""
+    import keras
+
+    from specgraph.passes import DEFAULT_PASSES, canonicalize
+
+    nhwc = np.random.default_rng(0).standard_normal((2, 8, 8, 3)).astype(np.float32)
+
+    class TorchStem(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.stem_conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.stem_conv(x)).mean((2, 3))
+
+    inp = keras.Input((8, 8, 3))
+    x = keras.layers.Rescaling(1 / 255.0, name="rescaling")(inp)
+    x = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="stem_conv")(x)
+    keras_stem = keras.Model(inp, keras.layers.GlobalAveragePooling2D(name="pool")(x))
+    rhs = keras_side(keras_stem, nhwc, name="keras_rescaled_stem")
+    graph = canonicalize(rhs.graph)
+    assert not any(p(graph).modified for p in DEFAULT_PASSES)  # a fixed point
+    assert [(n.op, n.scope) for n in graph.nodes][:2] == [("mul", "rescaling"),
+                                                          ("transpose", "stem_conv")]
+    lhs = torch_side(TorchStem(), nhwc.transpose(0, 3, 1, 2).copy(), name="torch_stem")
+    report = compare(lhs, rhs, mode="structure")
+    assert [(f.code, f.op, f.rhs.scope) for f in report.findings] == [
+        ("missing-op", "mul", "rescaling")], [f.message for f in report.findings]

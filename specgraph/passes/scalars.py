@@ -4,8 +4,10 @@ and scalar factors that meet combine, one that comes to one going away. Flax's G
 multiplies q by sqrt(d) before an attention that divides the scores by sqrt(d); PyTorch's
 scales nothing: both become the plain product.
 
-Requires: a verified graph. Ensures: no reshape, transpose or matmul of two non-parameters
-reads a single-use scalar multiplication; no scalar multiplication reads another;
+Requires: a verified graph. Ensures: no reshape or matmul of two non-parameters reads a
+single-use scalar multiplication, nor a transpose whose one reader moves data, is such a
+product or scales (elsewhere the transpose sinks below the scaling instead: the transposes
+pass moves it through elementwise ops); no scalar multiplication reads another;
 exact in real arithmetic (the scalar commutes with the data movement and is bilinear in a
 product); a product with a parameter, or with a value made of parameters and constants
 alone (a tied embedding's transpose: T5's output head), keeps its scaled input (a linear
@@ -55,6 +57,25 @@ def _scale(rw: Rewriter, value: Value, c: float, like: Node) -> Value:
     return rw.emit("mul", [value, factor], like=like, shape=value.shape)
 
 
+def _onward(rw: Rewriter, moved: Value) -> bool:
+    """Whether a scaling moved below the transpose that makes ``moved`` goes on from there:
+    its one reader moves data too, is a product of two activations, or scales again.
+    Elsewhere it stays above: a transpose sinks through an elementwise op (the scaling),
+    and the two passes would move them past each other forever (Keras' Rescaling before a
+    channels-first conv's transpose)."""
+    if moved in rw.graph.outputs:
+        return False
+    readers = rw.graph.consumers(moved)
+    if len(readers) != 1:
+        return False
+    (reader,) = readers
+    if reader.op in _MOVES:
+        return True
+    if reader.op == "matmul":
+        return not any(rw.is_fixed(v) for v in reader.inputs)
+    return _factor(rw, reader) is not None
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     out = node.outputs[0] if len(node.outputs) == 1 else None
     if out is None or out.dtype not in ("float32", "float64", "float16", "bfloat16"):
@@ -63,12 +84,13 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _combine(rw, node)
     if node.op in _MOVES:
         found = _scaled(rw, node.inputs[0])
-        if found is None:
+        if found is None or node.op == "transpose" and not _onward(rw, out):
             return False
         x, c = found
         moved = rw.emit(node.op, [x, *node.inputs[1:]], dict(node.attrs), like=node,
                         shape=out.shape)
-        rw.replace(out, _scale(rw, moved, c, node))
+        # the scaling keeps its own layer (Keras' Rescaling, not the conv after it)
+        rw.replace(out, _scale(rw, moved, c, rw.producer(node.inputs[0]) or node))
         return True
     if node.op == "matmul" and not any(rw.is_fixed(v) for v in node.inputs):
         total, inputs = 1.0, list(node.inputs)
