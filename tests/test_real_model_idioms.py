@@ -3013,3 +3013,46 @@ def test_a_rescaling_before_a_channels_first_conv_keeps_its_own_layer() -> None:
     report = compare(lhs, rhs, mode="structure")
     assert [(f.code, f.op, f.rhs.scope) for f in report.findings] == [
         ("missing-op", "mul", "rescaling")], [f.message for f in report.findings]
+
+
+def test_a_keras_batch_norm_without_scale_is_a_batch_norm() -> None:
+    """Keras' ``BatchNormalization(scale=False)`` (every BatchNorm of InceptionV3) keeps a
+    bias and no scale: three parameters, which the raise left as arithmetic (an
+    op-mismatch in 94 places, and no numbers, as no weight could move). It is a batch norm
+    with ``scale=False``, as PyTorch's ``F.batch_norm(weight=None)`` is."""
+    import keras
+    import torch.nn.functional as F
+
+    nhwc = np.random.default_rng(0).standard_normal((2, 8, 8, 3)).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((8, 8, 3))
+    conv = keras.layers.Conv2D(4, 3, use_bias=False, name="conv")(inp)
+    norm = keras.layers.BatchNormalization(scale=False, epsilon=1e-3, name="bn")
+    out = keras.layers.Activation("relu")(norm(conv))
+    model = keras.Model(inp, keras.layers.Permute((3, 1, 2))(out))
+    rng = np.random.default_rng(1)
+    norm.set_weights([rng.normal(0, .1, 4).astype(np.float32),
+                      rng.normal(0, .1, 4).astype(np.float32),
+                      rng.uniform(.5, 1.5, 4).astype(np.float32)])
+
+    class TorchBiasOnly(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)
+            self.bias = torch.nn.Parameter(torch.zeros(4))
+            self.register_buffer("mean", torch.zeros(4))
+            self.register_buffer("var", torch.ones(4))
+
+        def forward(self, x):
+            y = self.conv(x.permute(0, 3, 1, 2))
+            return F.relu(F.batch_norm(y, self.mean, self.var, None, self.bias, False, 0.01,
+                                       1e-3))
+
+    rhs = keras_side(model, nhwc, name="keras_bn_no_scale")
+    norms = [n for n in canonical(rhs).graph.nodes if n.op == "batch_norm"]
+    assert [(n.attrs["scale"], n.attrs["bias"]) for n in norms] == [(False, True)], \
+        [n.op for n in canonical(rhs).graph.nodes]
+    report = _equivalent(torch_side(TorchBiasOnly().eval(), nhwc, name="torch_bn_no_scale"),
+                         rhs, mode="both")
+    assert report.numeric is not None and report.numeric.outputs

@@ -121,7 +121,7 @@ def _try_batch_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
     if not any(n.op in ("rsqrt", "sqrt") for n in nodes):
         return False
     params = params_in(rw, nodes)
-    if len(params) not in (2, 4) or any(len(_squeezed(p)) != 1 for p in params):
+    if len(params) not in (2, 3, 4) or any(len(_squeezed(p)) != 1 for p in params):
         return False
     c = _squeezed(params[0])[0]
     if any(_squeezed(p) != (c,) for p in params):
@@ -132,18 +132,24 @@ def _try_batch_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
         inv = tuple(perm.index(i) for i in range(x.rank))
         for eps in _eps_candidates(rw, nodes):
             for roles in itertools.permutations(params):
-                if _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv):
-                    _emit_batch_norm(rw, node, x, roles, _nice(eps), perm, inv)
-                    return True
+                for flags in _affine_flags(len(roles)):
+                    if _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv, flags):
+                        _emit_batch_norm(rw, node, x, roles, _nice(eps), perm, inv, flags)
+                        return True
     return False
 
 
-def _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv) -> bool:
-    count = len(roles)
-    if count == 3:
-        return False  # ambiguous (scale or bias missing); left as arithmetic
+def _affine_flags(count: int) -> tuple[tuple[bool, bool], ...]:
+    """The (scale, bias) a batch norm of ``count`` parameters may have: mean and variance
+    alone, with both, or with one of them (Keras' ``BatchNormalization(scale=False)``,
+    every one of InceptionV3's: a bias and no scale; the proof tells which)."""
+    return {2: ((False, False),), 3: ((False, True), (True, False)),
+            4: ((True, True),)}.get(count, ())
+
+
+def _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv, flags) -> bool:
     attrs = get_spec("batch_norm").normalize_attrs(
-        {"eps": eps, "scale": count == 4, "bias": count == 4})
+        {"eps": eps, "scale": flags[0], "bias": flags[1]})
     spec = get_spec("batch_norm")
 
     def candidate(env):
@@ -157,10 +163,9 @@ def _batch_norm_agrees(rw, nodes, y, x, roles, eps, perm, inv) -> bool:
                   claim=("batch_norm", attrs, perm, inv), batch={y: others, x: others})
 
 
-def _emit_batch_norm(rw, node, x, roles, eps, perm, inv) -> None:
+def _emit_batch_norm(rw, node, x, roles, eps, perm, inv, flags) -> None:
     y = node.outputs[0]
-    count = len(roles)
-    attrs = {"eps": eps, "scale": count == 4, "bias": count == 4}
+    attrs = {"eps": eps, "scale": flags[0], "bias": flags[1]}
     sources = []
     for p in roles:
         src = _param_source(rw, p)
