@@ -3056,3 +3056,33 @@ def test_a_keras_batch_norm_without_scale_is_a_batch_norm() -> None:
     report = _equivalent(torch_side(TorchBiasOnly().eval(), nhwc, name="torch_bn_no_scale"),
                          rhs, mode="both")
     assert report.numeric is not None and report.numeric.outputs
+
+
+def test_a_flatten_of_a_channels_last_1x1_map_is_the_flatten_of_the_channels_first_one() -> None:
+    """MobileNetV3's head: a 1x1 conv on the pooled ``[B, 1, 1, C]`` map, then ``Flatten``.
+    Keras flattens it channels-last, read through a transpose that moves only size-1 axes;
+    PyTorch flattens ``[B, C, 1, 1]``: the same elements in the same order, yet a
+    missing-op finding the numbers (0.00e+00) could not settle. Such a transpose read by a
+    reshape alone is part of the reshape."""
+    import keras
+
+    nhwc = np.random.default_rng(0).standard_normal((2, 4, 4, 8)).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((4, 4, 8))
+    pooled = keras.layers.GlobalAveragePooling2D(keepdims=True)(inp)
+    logits = keras.layers.Conv2D(10, 1, name="logits")(pooled)
+    model = keras.Model(inp, keras.layers.Flatten(name="flatten")(logits))
+
+    class TorchHead(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.logits = torch.nn.Conv2d(8, 10, 1)
+
+        def forward(self, x):
+            return self.logits(x.permute(0, 3, 1, 2).mean((2, 3), keepdim=True)).flatten(1)
+
+    lhs = keras_side(model, nhwc, name="keras_flat_head")
+    rhs = torch_side(TorchHead(), nhwc, name="torch_flat_head")
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs, mode="both")

@@ -3,7 +3,7 @@ expands, identity transposes, multiplications by one and additions of zero, resh
 only add leading size-1 axes for broadcasting elementwise ops and matrix products (NumPy's
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
 below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
-output joins the reshape); squeeze/unsqueeze become reshapes;
+output, or of what a reshape alone reads next, joins the reshape); squeeze/unsqueeze become reshapes;
 chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
 go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
@@ -139,7 +139,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "gather" and (_only_entry(rw, node) or _gather_range(rw, node)):
         return True
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
-                                 _rank_promotion(rw, node)):
+                                 _rank_promotion(rw, node) or _unit_axes_before(rw, node)):
         return True
     if node.op == "concat" and (_one_nonempty(rw, node) or _copies(rw, node)
                                 or _zeros_around(rw, node)):
@@ -330,6 +330,24 @@ def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
     out = node.outputs[0]
     t = rw.emit("transpose", [x], {"perm": inner_perm}, like=node, shape=moved)
     rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
+                            shape=out.shape))
+    return True
+
+
+def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(x)) where the transpose moves only size-1 axes (the others keep
+    their order) and nothing else reads it: one reshape of x (Keras' ``Flatten`` of an NHWC
+    ``[B, 1, 1, C]`` after a channels-first 1x1 conv, where PyTorch flattens
+    ``[B, C, 1, 1]``: MobileNetV3's head)."""
+    t = rw.producer(node.inputs[0])
+    if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
+        return False
+    perm, shape = t.attrs["perm"], t.inputs[0].shape
+    kept = [p for p in perm if shape[p] != 1]
+    if kept != sorted(kept):
+        return False
+    out = node.outputs[0]
+    rw.replace(out, rw.emit("reshape", [t.inputs[0]], {"shape": out.shape}, like=node,
                             shape=out.shape))
     return True
 
