@@ -92,15 +92,8 @@ class PairedRun:
             with remembering():  # a pair measured twice (under two tolerances) is read once
                 self._run_lhs()
                 # lhs's program is gone: its memory serves rhs's, given back to the system
-                # once the values it spills are on file. rhs starts meanwhile where its
-                # program starts small (op by op); a compiled program hands over all its
-                # observations at once at its end, on top of what lhs's still held
-                # (ResNet-50's: 617 MiB at its peak against 416 waiting)
-                if rhs_model is not None and self.s.options.rhs_context.mode == "compiled":
-                    self.lhs.store.settle()
-                    return_freed_memory()
-                else:
-                    self.lhs.store.after_writes(return_freed_memory)
+                # once the values it spills are on file (rhs starts meanwhile)
+                self.lhs.store.after_writes(return_freed_memory)
                 self._run_rhs()
             self._note_underflow()
         finally:

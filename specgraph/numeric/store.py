@@ -145,10 +145,6 @@ class Store:
         self._twins[where] = (weakref.ref(data), key)
         return False
 
-    def settle(self) -> None:
-        """Wait until everything handed to the writer is on file (what it held is let go)."""
-        self._wait(0)
-
     def lagging(self) -> int:
         """Bytes handed to the writer and not yet known to be on file."""
         return self._lag
