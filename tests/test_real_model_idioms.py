@@ -3086,3 +3086,38 @@ def test_a_flatten_of_a_channels_last_1x1_map_is_the_flatten_of_the_channels_fir
     rhs = torch_side(TorchHead(), nhwc, name="torch_flat_head")
     assert_same_canonical(lhs, rhs)
     _equivalent(lhs, rhs, mode="both")
+
+
+def test_a_layer_norm_applied_through_expand_dims_and_squeeze_is_the_same_norm() -> None:
+    """TF's BLIP normalizes its pooled ``[B, C]`` features as
+    ``squeeze(post_layernorm(expand_dims(x, 1)), 1)`` where PyTorch's calls the LayerNorm
+    on ``[B, C]``: "layer_norm axis is 1 in lhs but 2 in rhs", NOT EQUIVALENT, though both
+    normalize each row over C. A norm between reshapes that regroup only its rows is the
+    norm of the outer shape."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    x = np.random.default_rng(0).standard_normal((2, 5, 16)).astype(np.float32)
+
+    class TorchPooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(16)
+
+        def forward(self, h):
+            return self.ln(h[:, 0, :])
+
+    class TfPooled(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln = keras.layers.LayerNormalization(epsilon=1e-5)
+
+        def call(self, h):
+            return tf.squeeze(self.ln(tf.expand_dims(h[:, 0, :], 1)), 1)
+
+    tf_model = TfPooled()
+    tf_model(x)
+    lhs = torch_side(TorchPooled(), x, name="torch_pooled_ln")
+    rhs = keras_side(tf_model, x, name="tf_pooled_ln")
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs, mode="both")

@@ -3,7 +3,8 @@ expands, identity transposes, multiplications by one and additions of zero, resh
 only add leading size-1 axes for broadcasting elementwise ops and matrix products (NumPy's
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
 below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
-output, or of what a reshape alone reads next, joins the reshape); squeeze/unsqueeze become reshapes;
+output, or of what a reshape alone reads next, joins the reshape; a norm between two
+reshapes that regroup only its rows is the norm of the outer shape); squeeze/unsqueeze become reshapes;
 chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
 go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
@@ -139,7 +140,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "gather" and (_only_entry(rw, node) or _gather_range(rw, node)):
         return True
     if node.op == "reshape" and (_batched_transpose(rw, node) or _select(rw, node) or
-                                 _rank_promotion(rw, node) or _unit_axes_before(rw, node)):
+                                 _rank_promotion(rw, node) or _unit_axes_before(rw, node)
+                                 or _norm_between_reshapes(rw, node)):
         return True
     if node.op == "concat" and (_one_nonempty(rw, node) or _copies(rw, node)
                                 or _zeros_around(rw, node)):
@@ -349,6 +351,30 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     out = node.outputs[0]
     rw.replace(out, rw.emit("reshape", [t.inputs[0]], {"shape": out.shape}, like=node,
                             shape=out.shape))
+    return True
+
+
+def _norm_between_reshapes(rw: Rewriter, node: Node) -> bool:
+    """reshape(norm(reshape(x)), x.shape) where the inner reshape regroups only the rows
+    (the axes before the normalized ones, which it keeps as they are): the norm of x over
+    its own trailing axes. TF's BLIP normalizes its pooled ``[B, C]`` features as
+    ``squeeze(layer_norm(expand_dims(x, 1)), 1)``, PyTorch's as ``layer_norm(x)``."""
+    norm = rw.producer(node.inputs[0])
+    if norm is None or norm.op not in ("layer_norm", "rms_norm") or \
+            rw.uses(node.inputs[0]) != 1:
+        return False
+    inner = rw.producer(norm.inputs[0])
+    if inner is None or inner.op != "reshape" or rw.uses(norm.inputs[0]) != 1:
+        return False
+    x, y = inner.inputs[0], norm.inputs[0]
+    axis = norm.attrs["axis"]
+    block = y.shape[axis:]
+    if node.outputs[0].shape != x.shape or not 0 < len(block) < x.rank + 1 or \
+            x.shape[x.rank - len(block):] != block:
+        return False
+    attrs = {**norm.attrs, "axis": x.rank - len(block)}
+    rw.replace(node.outputs[0], rw.emit(norm.op, [x, *norm.inputs[1:]], attrs, like=norm,
+                                        shape=x.shape))
     return True
 
 
