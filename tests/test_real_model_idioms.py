@@ -3121,3 +3121,44 @@ def test_a_layer_norm_applied_through_expand_dims_and_squeeze_is_the_same_norm()
     rhs = keras_side(tf_model, x, name="tf_pooled_ln")
     assert_same_canonical(lhs, rhs)
     _equivalent(lhs, rhs, mode="both")
+
+
+@pytest.mark.parametrize("eps", [1e-3, 1e-4])
+def test_tf_keras_fused_layer_norm_is_a_layer_norm(eps) -> None:
+    """tf_keras' LayerNormalization takes its fused path for an epsilon above 1.001e-5 (its
+    default 1e-3 included): ``fused_batch_norm`` of x laid out as ``[1, B·T, C, 1]``, which
+    reduces over axes 0, 2 and 3. It was left as eleven ops, an op-mismatch against
+    PyTorch's LayerNorm and no numbers; it is the layer norm of x over C, and a different
+    eps is told as the eps."""
+    import tf_keras as keras
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 32)).astype(np.float32)
+
+    class TorchNormed(torch.nn.Module):
+        def __init__(self, eps: float) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(32, 32)
+            self.ln = torch.nn.LayerNorm(32, eps=eps)
+
+        def forward(self, h):
+            return self.ln(self.fc(h))
+
+    class KerasNormed(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = keras.layers.Dense(32)
+            self.ln = keras.layers.LayerNormalization(epsilon=eps)
+
+        def call(self, h):
+            return self.ln(self.fc(h))
+
+    keras_model = KerasNormed()
+    keras_model(x)
+    rhs = keras_side(keras_model, x, name=f"tf_keras_fused_ln_{eps}")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["linear", "layer_norm"]
+    _equivalent(torch_side(TorchNormed(eps), x, name=f"torch_ln_{eps}"), rhs, mode="both")
+    report = compare(torch_side(TorchNormed(1e-5), x, name="torch_ln_1e-5"), rhs,
+                     mode="structure")
+    assert [(f.code, f.op) for f in report.findings] == [("attr-mismatch", "layer_norm")]
+    assert "eps" in report.findings[0].message, report.findings[0].message

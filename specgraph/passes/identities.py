@@ -30,6 +30,8 @@ also proved on random values).
 
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
@@ -355,10 +357,12 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
 
 
 def _norm_between_reshapes(rw: Rewriter, node: Node) -> bool:
-    """reshape(norm(reshape(x)), x.shape) where the inner reshape regroups only the rows
-    (the axes before the normalized ones, which it keeps as they are): the norm of x over
-    its own trailing axes. TF's BLIP normalizes its pooled ``[B, C]`` features as
-    ``squeeze(layer_norm(expand_dims(x, 1)), 1)``, PyTorch's as ``layer_norm(x)``."""
+    """reshape(norm(reshape(x)), x.shape): the norm of x over its trailing axes with as
+    many elements as the norm's rows (in C order each row is the same run of elements
+    either way). TF's BLIP normalizes its pooled ``[B, C]`` features as
+    ``squeeze(layer_norm(expand_dims(x, 1)), 1)``, PyTorch's as ``layer_norm(x)``;
+    tf_keras' fused LayerNormalization normalizes ``[B, T, C]`` laid out as
+    ``[1, B·T, C, 1]``."""
     norm = rw.producer(node.inputs[0])
     if norm is None or norm.op not in ("layer_norm", "rms_norm") or \
             rw.uses(node.inputs[0]) != 1:
@@ -367,13 +371,19 @@ def _norm_between_reshapes(rw: Rewriter, node: Node) -> bool:
     if inner is None or inner.op != "reshape" or rw.uses(norm.inputs[0]) != 1:
         return False
     x, y = inner.inputs[0], norm.inputs[0]
-    axis = norm.attrs["axis"]
-    block = y.shape[axis:]
-    if node.outputs[0].shape != x.shape or not 0 < len(block) < x.rank + 1 or \
-            x.shape[x.rank - len(block):] != block:
+    size = prod(y.shape[norm.attrs["axis"]:])
+    if node.outputs[0].shape != x.shape:
         return False
-    attrs = {**norm.attrs, "axis": x.rank - len(block)}
-    rw.replace(node.outputs[0], rw.emit(norm.op, [x, *norm.inputs[1:]], attrs, like=norm,
+    # the trailing axes of x with as many elements: each row is the same run of elements
+    axis = next((k for k in range(x.rank - 1, -1, -1) if prod(x.shape[k:]) == size), None)
+    if axis is None:
+        return False
+    block = x.shape[axis:]
+    params = [p if p.shape == block else rw.emit("reshape", [p], {"shape": block}, like=norm,
+                                                 shape=block)
+              for p in norm.inputs[1:]]
+    attrs = {**norm.attrs, "axis": axis}
+    rw.replace(node.outputs[0], rw.emit(norm.op, [x, *params], attrs, like=norm,
                                         shape=x.shape))
     return True
 

@@ -57,9 +57,11 @@ def _try_layer_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
     if len(axes) != 1:
         return False
     (reduced,) = axes
-    if reduced is None or reduced != tuple(range(reduced[0], x.rank)):
+    if reduced is None:
         return False
-    axis = reduced[0]
+    axis = _trailing_from(reduced, x.shape)
+    if axis is None:
+        return False
     norm_shape = x.shape[axis:]
     params = [p for p in params_in(rw, nodes) if _squeezed(p) == norm_shape and p is not x]
     eps_list = _eps_candidates(rw, nodes)
@@ -69,6 +71,20 @@ def _try_layer_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
                       norm_shape):
                 return True
     return False
+
+
+def _trailing_from(reduced: tuple[int, ...], shape: tuple[int, ...]) -> int | None:
+    """The first of the trailing axes ``reduced`` covers, size-1 axes aside (a reduction
+    over one changes nothing): tf_keras' fused LayerNormalization (epsilon above 1e-5,
+    its default 1e-3 included) normalizes ``[1, rows, features, 1]`` over axes 0, 2 and 3,
+    a layer norm over the features. None if they are not trailing."""
+    real = [a for a in reduced if shape[a] != 1]
+    if not real:
+        return None
+    first = min(real)
+    if all(a in reduced or shape[a] == 1 for a in range(first, len(shape))):
+        return first
+    return None
 
 
 def _assignments(params: list[Value], most: int) -> list[tuple[Value | None, ...]]:
