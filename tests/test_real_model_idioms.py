@@ -3162,3 +3162,43 @@ def test_tf_keras_fused_layer_norm_is_a_layer_norm(eps) -> None:
                      mode="structure")
     assert [(f.code, f.op) for f in report.findings] == [("attr-mismatch", "layer_norm")]
     assert "eps" in report.findings[0].message, report.findings[0].message
+
+
+@pytest.mark.parametrize("size", [9, 8], ids=["symmetric", "one_sided"])
+def test_a_minus_inf_pad_before_a_valid_max_pool_is_the_pools_padding(size) -> None:
+    """TF's "same" max pooling (Keras' Xception) ported to PyTorch as timm's
+    ``MaxPool2dSame`` does: ``F.pad(y, pads, value=-inf)`` then a valid ``max_pool2d``. It
+    was a missing pad and a padding mismatch, two findings for identical outputs; a -inf
+    pad is the pool's own padding, before any value (a conv's output included), on both
+    sides or one (size 8 pads (0, 1): no ``padding=`` of PyTorch's pool can say it)."""
+    import math
+
+    import keras
+    import torch.nn.functional as F
+
+    nhwc = np.random.default_rng(0).standard_normal((2, size, size, 4)).astype(np.float32)
+
+    def same(n: int, k: int = 3, s: int = 2) -> tuple[int, int]:
+        total = max((math.ceil(n / s) - 1) * s + k - n, 0)
+        return total // 2, total - total // 2
+
+    class TorchPoolSame(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(4, 4, 1)
+
+        def forward(self, x):
+            y = self.conv(x.permute(0, 3, 1, 2))
+            (t, b), (l, r) = same(y.shape[2]), same(y.shape[3])
+            return F.max_pool2d(F.pad(y, (l, r, t, b), value=float("-inf")), 3, 2)
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((size, size, 4))
+    pooled = keras.layers.MaxPooling2D(3, 2, padding="same")(keras.layers.Conv2D(4, 1)(inp))
+    model = keras.Model(inp, keras.layers.Permute((3, 1, 2))(pooled))
+    lhs = torch_side(TorchPoolSame(), nhwc, name=f"torch_pool_same_{size}")
+    rhs = keras_side(model, nhwc, name=f"keras_pool_same_{size}")
+    assert "pad" not in [n.op for n in canonical(lhs).graph.nodes]
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs, mode="both")

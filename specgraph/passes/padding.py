@@ -12,7 +12,9 @@ sigmoid, softmax, exp... never goes below 0, a clip below its minimum; views and
 keep their input's bound), is at least the padded value; and the producer, the pad and the
 pool, run on random inputs of the producer, agree with the producer and the pool with the
 padding folded in (every window keeps a real element, ceil mode and strides unchanged). A
-pad before a value that can be negative (a conv's output, a tanh's) stays.
+pad of -inf is the pool's own padding before any value (timm's ``MaxPool2dSame``: TF's
+"same" pooling ported to PyTorch), proved on random inputs alike. A zero pad before a
+value that can be negative (a conv's output, a tanh's) stays.
 """
 
 from __future__ import annotations
@@ -117,23 +119,39 @@ def _max_pool(rw: Rewriter, node: Node) -> bool:
     begins, ends = pad.attrs["pads"][:rank], pad.attrs["pads"][rank:]
     if begins[0] or begins[1] or ends[0] or ends[1]:
         return False
-    bound = _lower_bound(rw, source)
-    producer = rw.producer(source)
-    if bound is None or bound < pad.attrs["value"] or producer is None:
-        return False
     spatial = rank - 2
     old = node.attrs["padding"]
     attrs = {**node.attrs, "padding": tuple(old[i] + begins[2 + i] for i in range(spatial))
              + tuple(old[spatial + i] + ends[2 + i] for i in range(spatial))}
-    free = list(dict.fromkeys(v for v in producer.inputs if rw.constant_value(v) is None))
     reference = get_spec("max_pool").reference
+    out = node.outputs[0]
+    claim = ("max-pool-absorbs-pad", tuple(sorted(attrs.items())))
+    if pad.attrs["value"] == -np.inf:  # the pool's own padding, whatever pads (timm's
+        # MaxPool2dSame, TF's "same" pooling ported to PyTorch): proved on any input
+        return _folded_pool(rw, node, pad, source, attrs, claim)
+    bound = _lower_bound(rw, source)
+    producer = rw.producer(source)
+    if bound is None or bound < pad.attrs["value"] or producer is None:
+        return False
+    free = list(dict.fromkeys(v for v in producer.inputs if rw.constant_value(v) is None))
 
     def folded(env: Mapping[Value, np.ndarray]) -> np.ndarray:
         return reference(run_region(rw, [producer], env, source), **attrs)
 
+    if not agrees(rw, [producer, pad, node], out, free, folded, claim=claim):
+        return False
+    rw.replace(out, rw.emit("max_pool", [source], attrs, like=node, shape=out.shape))
+    return True
+
+
+def _folded_pool(rw: Rewriter, node: Node, pad: Node, source: Value, attrs: dict,
+                 claim: tuple) -> bool:
+    """max_pool(pad(x, -inf)) as max_pool(x) with the padding: proved on random x (every
+    window keeps a real element, ceil mode and strides unchanged)."""
+    reference = get_spec("max_pool").reference
     out = node.outputs[0]
-    if not agrees(rw, [producer, pad, node], out, free, folded,
-                  claim=("max-pool-absorbs-pad", tuple(sorted(attrs.items())))):
+    if not agrees(rw, [pad, node], out, [source],
+                  lambda env: reference(env[source], **attrs), claim=claim):
         return False
     rw.replace(out, rw.emit("max_pool", [source], attrs, like=node, shape=out.shape))
     return True
