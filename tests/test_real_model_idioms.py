@@ -3202,3 +3202,23 @@ def test_a_minus_inf_pad_before_a_valid_max_pool_is_the_pools_padding(size) -> N
     assert "pad" not in [n.op for n in canonical(lhs).graph.nodes]
     assert_same_canonical(lhs, rhs)
     _equivalent(lhs, rhs, mode="both")
+
+
+def test_a_softmax_guarded_against_nan_is_the_softmax() -> None:
+    """torch.onnx's export of ``scaled_dot_product_attention`` with a boolean mask writes
+    ``where(s != s, 0, s)`` after the softmax (the rows whose every key is masked, NaN in a
+    plain softmax, are 0, as in PyTorch's own safe softmax): a missing-op against the
+    softmax PyTorch's graph holds. The guarded softmax is the softmax."""
+
+    class Guarded(torch.nn.Module):
+        def forward(self, x):
+            s = torch.softmax(x, -1)
+            return torch.where(s != s, 0.0, s)
+
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, -1)
+
+    lhs = torch_side(Guarded(), X, name="guarded_softmax")
+    assert [n.op for n in canonical(lhs).graph.nodes] == ["softmax"]
+    _equivalent(lhs, torch_side(Plain(), X, name="plain_softmax"), mode="both")

@@ -9,7 +9,8 @@ chains of reshapes, of transposes or of slices (over distinct axes) become one; 
 go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
 the reshapes around them, become one expand; an expand between reshapes loses the axes of
 size one it leaves alone; a select on a constant condition that is the same everywhere is
-the operand it picks; a concat of one operand beside empty ones (an empty key cache) is that
+the operand it picks; a softmax guarded against NaN (``where(s != s, 0, s)``) is the softmax; a concat of one
+operand beside empty ones (an empty key cache) is that
 operand, a concat of copies of a value of size one along its axis is that value expanded,
 and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a
@@ -127,7 +128,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                                             shape=node.outputs[0].shape))
         return True
     if node.op == "where":
-        return _constant_condition(rw, node) or _index_wrap(rw, node) or _indicator(rw, node)
+        return _constant_condition(rw, node) or _index_wrap(rw, node) or \
+            _indicator(rw, node) or _nan_guarded_softmax(rw, node)
     if node.op in ("argmax", "argmin") and node.attrs["keepdims"]:
         # the index with its axis kept is the index reshaped (PyTorch's max(keepdim=True))
         out = node.outputs[0]
@@ -423,6 +425,24 @@ def _batched_transpose(rw: Rewriter, node: Node) -> bool:
     full = tuple(range(len(lead))) + tuple(len(lead) + p - 1 for p in perm[1:])
     rw.replace(node.outputs[0], rw.emit("transpose", [x], {"perm": full}, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _nan_guarded_softmax(rw: Rewriter, node: Node) -> bool:
+    """where(s != s, 0, s) of a softmax s is s: the guard zeroes only the rows a softmax
+    turns to NaN, those whose every key is masked with -inf, and PyTorch's own attention
+    (its safe softmax) gives those rows 0 as well. torch.onnx's export writes the guard
+    out after the softmax of ``scaled_dot_product_attention`` with a boolean mask; each
+    program's numbers still show a masked-out row that one side leaves NaN."""
+    cond, fill, s = node.inputs
+    test = rw.producer(cond)
+    soft = rw.producer(s)
+    if test is None or test.op != "not_equal" or soft is None or \
+            soft.op not in ("softmax", "log_softmax") or rw.scalar(fill) != 0.0:
+        return False
+    if [rw.resolve(v) for v in test.inputs] != [rw.resolve(s), rw.resolve(s)]:
+        return False
+    rw.replace(node.outputs[0], s)
     return True
 
 
