@@ -3222,3 +3222,48 @@ def test_a_softmax_guarded_against_nan_is_the_softmax() -> None:
     lhs = torch_side(Guarded(), X, name="guarded_softmax")
     assert [n.op for n in canonical(lhs).graph.nodes] == ["softmax"]
     _equivalent(lhs, torch_side(Plain(), X, name="plain_softmax"), mode="both")
+
+
+@pytest.mark.parametrize("pick", ["argmax", "reduce_max"])
+def test_a_tf_gather_of_one_index_per_batch_entry_is_pytorchs_row_pick(pick) -> None:
+    """HF's GPT-2 for sequence classification takes each sequence's last real token:
+    PyTorch as ``logits[arange(B), last]``, TF as ``tf.gather(logits, last, batch_dims=1,
+    axis=1)`` with one index per batch entry, which was opaque (an op-mismatch, NOT
+    EQUIVALENT, outputs agreeing). It is the flat gather of rows PyTorch's indexing is;
+    TF's ``reduce_max`` of the positions where PyTorch takes their ``argmax`` is settled by
+    the numbers."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 16)).astype(np.float32)
+    ids = np.random.default_rng(1).integers(1, 50, (2, 8))
+    ids[1, -3:] = 0
+
+    class TorchLast(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.score = torch.nn.Linear(16, 3)
+
+        def forward(self, h, ids):
+            m = (ids != 0).to(torch.int32)
+            last = (torch.arange(ids.shape[-1], dtype=torch.int32) * m).argmax(-1)
+            return self.score(h)[torch.arange(h.shape[0]), last]
+
+    class TfLast(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.score = keras.layers.Dense(3)
+
+        def call(self, h, ids):
+            r = tf.range(tf.shape(ids)[-1])
+            m = tf.cast(ids != 0, r.dtype)
+            last = tf.argmax(r * m, -1, output_type=tf.int32) if pick == "argmax" else \
+                tf.reduce_max(r * m, -1)
+            return tf.gather(self.score(h), last, batch_dims=1, axis=1)
+
+    tf_model = TfLast()
+    tf_model(x, ids.astype(np.int32))
+    rhs = keras_side(tf_model, x, ids.astype(np.int32), name=f"tf_last_token_{pick}")
+    assert "opaque" not in [n.op for n in canonical(rhs).graph.nodes]
+    _equivalent(torch_side(TorchLast(), x, ids, name="torch_last_token"), rhs, mode="both")

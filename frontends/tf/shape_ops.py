@@ -6,6 +6,7 @@ model was traced with; arithmetic on them folds into constants as it is emitted.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -353,8 +354,10 @@ def _gather_along(cx: Any, op: Any, batch: int, axis: int) -> Any:
     indices = cx.materialize(cx.value(op.inputs[1]))
     dims, ishape = tuple(x.shape), tuple(indices.shape)
     rank = len(dims)
-    batch %= max(len(ishape), 1)
     axis %= max(rank, 1)
+    if batch == len(ishape) and axis == batch and ishape == dims[:batch]:
+        return _batch_entry_rows(cx, x, indices, batch)
+    batch %= max(len(ishape), 1)
     if axis != batch or len(ishape) != batch + 1 or ishape[:batch] != dims[:batch]:
         raise Unsupported("gather with batch dimensions other than one index per position")
     shape = dims[:axis] + (ishape[-1],) + dims[axis + 1:]
@@ -362,6 +365,31 @@ def _gather_along(cx: Any, op: Any, batch: int, axis: int) -> Any:
     if keyed != ishape:
         indices = cx.emit("reshape", [indices], {"shape": keyed}, out=(keyed, indices.dtype))
     return emit_along_gather(cx, x, indices, axis, shape, lambda a: a)
+
+
+def _batch_entry_rows(cx: Any, x: Any, indices: Any, batch: int) -> Any:
+    """``tf.gather(x, indices, batch_dims=b, axis=b)`` with one index per batch entry
+    (indices shaped ``x.shape[:b]``: GPT-2's last token per sequence) takes the slice
+    ``x[i₀, …, i_{b-1}, indices[i₀, …]]``: the batch and the indexed axis flattened into
+    rows, each index shifted to its entry's rows, one gather of whole rows, as PyTorch's
+    ``x[torch.arange(B), ids]`` writes it."""
+    dims = tuple(int(n) for n in x.shape)
+    entries = prod(dims[:batch])
+    rest = dims[batch + 1:]
+    rows = cx.emit("reshape", [x], {"shape": (entries * dims[batch],) + rest},
+                   out=((entries * dims[batch],) + rest, x.dtype))
+    ids = indices
+    if tuple(indices.shape) != (entries,):
+        ids = cx.emit("reshape", [indices], {"shape": (entries,)},
+                      out=((entries,), indices.dtype))
+    shift = (np.arange(entries) * dims[batch]).astype(np.dtype(indices.dtype))
+    ids = cx.emit("add", [ids, shift], out=((entries,), indices.dtype))
+    picked = cx.emit("gather", [rows, ids], {"axis": 0},
+                     out=((entries,) + rest, x.dtype))
+    if batch == 1:
+        return picked
+    return cx.emit("reshape", [picked], {"shape": dims[:batch] + rest},
+                   out=(dims[:batch] + rest, x.dtype))
 
 
 @_reg("GatherNd")
