@@ -342,7 +342,8 @@ def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
 
 def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     """reshape(transpose(x)) where the transpose moves only size-1 axes (the others keep
-    their order) and nothing else reads it: one reshape of x (Keras' ``Flatten`` of an NHWC
+    their order, and x's size-1 axes are its last), nothing else reads it and the reshape
+    drops them: one reshape of x (Keras' ``Flatten`` of an NHWC
     ``[B, 1, 1, C]`` after a channels-first 1x1 conv, where PyTorch flattens
     ``[B, C, 1, 1]``: MobileNetV3's head)."""
     t = rw.producer(node.inputs[0])
@@ -350,9 +351,15 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
         return False
     perm, shape = t.attrs["perm"], t.inputs[0].shape
     kept = [p for p in perm if shape[p] != 1]
-    if kept != sorted(kept):
-        return False
     out = node.outputs[0]
+    units = [k for k, n in enumerate(shape) if n == 1]
+    if kept != sorted(kept) or 1 in out.shape[1:] or \
+            units != list(range(len(shape) - len(units), len(shape))):
+        # a pooled map's trailing size-1 axes (``[B, C, 1, 1]``) the reshape drops (a
+        # flatten) only: heads merged back over one token (``[B, H, 1, D]`` transposed
+        # and reshaped to ``[B, H·D]``, MobileViT's attention at one patch, a decoder's
+        # step) stay the attention's own transpose
+        return False
     rw.replace(out, rw.emit("reshape", [t.inputs[0]], {"shape": out.shape}, like=node,
                             shape=out.shape))
     return True
