@@ -223,12 +223,14 @@ def with_reach(finding: Finding, later: int, outputs: Mapping[str, Stats]) -> Fi
 # --- gradient differences judged no divergence -----------------------------------------------
 @dataclass(frozen=True)
 class Passed:
-    """A layer's gradients that differ beyond the tolerance yet were judged no divergence.
+    """A layer's gradients (or values) that differ beyond the tolerance yet were judged no
+    divergence.
 
     Attributes:
         kind: why: ``ties`` (its input ties for a maximum), ``kink`` (its input lies within
             rounding of a kink), ``inherited`` (its pullback agrees fed the same inputs and
-            output gradients).
+            output gradients); ``accumulated``, of its values: every layer agrees fed the
+            same inputs and no definition differs.
         layer: the layer, in words.
         size: the difference, relative to the values' scale.
         seed: the input seed.
@@ -255,9 +257,16 @@ _PASSED_ONE = {
                   "there, grown where its own gradient cancels), not reported as a "
                   "divergence"),
 }
+_PASSED_ONE["accumulated"] = (
+    "beyond the tolerance, yet every layer agrees when fed the same inputs and no "
+    "definition differs: rounding that accumulated, not reported as a divergence")
+_FORWARD = frozenset({"accumulated"})  # kinds said of the layers' values, not gradients
 _PASSED_MANY = {  # the same said of each of several layers
     **{kind: "each " + text.replace("a divergence", "divergences")
-       for kind, text in _PASSED_ONE.items() if kind != "inherited"},
+       for kind, text in _PASSED_ONE.items() if kind not in ("inherited", "accumulated")},
+    "accumulated": ("each beyond its tolerance, yet every layer agrees when fed the same "
+                    "inputs and no definition differs: rounding that accumulated, not "
+                    "reported as divergences"),
     "inherited": ("yet each one's pullback agrees when fed the same inputs and output "
                   "gradients: the differences come from the gradients that reached them "
                   "(within tolerance there, grown where their own gradients cancel), not "
@@ -351,14 +360,17 @@ def passed_notes(passed: Sequence[Passed]) -> list[str]:
         group = [p for p in passed if p.kind == kind]
         layers = list(dict.fromkeys(p.layer for p in group))
         worst = max(group, key=lambda p: math.inf if math.isnan(p.size) else p.size)
+        forward = kind in _FORWARD
+        noun, scale = ("values", " of their scale") if forward else ("gradients", "")
         if len(group) == 1:
-            comma = "," if kind == "inherited" else ""
-            notes.append(f"gradients of {worst.layer} differ by {worst.size:.2e} "
+            comma = "," if kind in ("inherited", "accumulated") else ""
+            at = "at" if forward else "of"
+            notes.append(f"{noun} {at} {worst.layer} differ by {worst.size:.2e}{scale} "
                          f"(seed {worst.seed}){comma} {_PASSED_ONE[kind]}")
             continue
-        what = (f"gradients of {worst.layer}" if len(layers) == 1 else
-                f"gradients of {len(layers)} layers ({_named(layers)})")
-        notes.append(f"{what} differ by up to {worst.size:.2e} "
+        what = (f"{noun} {'at' if forward else 'of'} {worst.layer}" if len(layers) == 1
+                else f"{noun} of {len(layers)} layers ({_named(layers)})")
+        notes.append(f"{what} differ by up to {worst.size:.2e}{scale} "
                      f"({len(group)} times, {_seeds([p.seed for p in group])}), "
                      f"{_PASSED_MANY[kind]}")
     return notes

@@ -78,8 +78,8 @@ class Localizer:
             self.notes.append(text)
 
     def _passed(self, kind: str, b: Node, stats: Stats) -> None:
-        """A gradient difference at rhs node ``b`` judged no divergence: noted with the
-        others of its kind (``findings.passed_notes``)."""
+        """A difference at rhs node ``b`` (its gradients, or its values: ``accumulated``)
+        judged no divergence: noted with the others of its kind (``findings.passed_notes``)."""
         new = words.Passed(kind, words.describe(b), stats.max_rel, self.seed)
         seen = self.passed.get((kind, new.layer))
         if seen is None or not seen.size >= new.size:
@@ -178,10 +178,8 @@ class Localizer:
                       "divergence")
             return False
         if verdict.reason == "inherited" and not upstream:
-            self.note(f"values at {words.describe(b)} differ by {stats.max_rel:.2e} of their "
-                      f"scale (seed {self.seed}), beyond the tolerance ({tol.rtol:.1e}), yet "
-                      "every layer agrees when fed the same inputs and no definition "
-                      "differs: rounding that accumulated, not reported as a divergence")
+            # one note for every such layer (a deep CNN has dozens): ``passed_notes``
+            self._passed("accumulated", b, stats)
             return False
         return self._add_forward(words.numeric_divergence(
             p.lhs, a, p.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,

@@ -90,3 +90,24 @@ def test_a_definition_gap_says_it_is_too_small_to_show_only_where_it_is() -> Non
     assert "(3.00e+00 of the values' scale apart in float64)" in words[1]
     assert "(their float64 values part)" in words[2]
     assert not any("too little" in w for w in words[1:])
+
+
+def test_rounding_that_accumulated_is_one_note_for_many_layers() -> None:
+    """A deep CNN whose values drift past the tolerance layer after layer, each layer
+    agreeing when fed the same inputs, got one note per layer (43 for Keras' MobileNetV2
+    against a port): one note tells them all, the largest difference and the first few."""
+    (one,) = passed_notes([Passed("accumulated", "conv at block_1", 2.97e-5, 0)])
+    assert one == (
+        "values at conv at block_1 differ by 2.97e-05 of their scale (seed 0), beyond the "
+        "tolerance, yet every layer agrees when fed the same inputs and no definition "
+        "differs: rounding that accumulated, not reported as a divergence")
+    many = passed_notes([Passed("accumulated", f"conv at block_{i}", 1e-5 * (i + 1), 0)
+                         for i in range(43)]
+                        + [Passed("kink", "relu at block_3", 0.1, 0)])
+    assert len(many) == 2
+    assert many[0] == (
+        "values of 43 layers (conv at block_0, conv at block_1, conv at block_2, conv at "
+        "block_3 and 39 more) differ by up to 4.30e-04 of their scale (43 times, seed 0), "
+        "each beyond its tolerance, yet every layer agrees when fed the same inputs and no "
+        "definition differs: rounding that accumulated, not reported as divergences")
+    assert many[1].startswith("gradients of relu at block_3")
