@@ -230,6 +230,8 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
         findings = [*group_repeated(findings, alignment, voice), *numeric]
     else:
         findings = group_repeated(findings, alignment, voice)
+    if not findings and keep is None:
+        rows = _unexplained_rows(rows, settled=result is not None)
     return DiffReport(left.reference, right.reference, left.framework, right.framework,
                       tuple(findings), tuple(rows), numeric=result, notes=tuple(notes),
                       alignment=alignment)
@@ -237,6 +239,15 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
 
 
 ARBITRATION_SEEDS = (0, 1, 2)  # inputs every region is proved on, besides the numbers' own
+
+
+def _unexplained_rows(rows: Sequence[Row], settled: bool) -> list[Row]:
+    """With no finding left, no row differs: rows written differently that the diff or the
+    numbers showed to be the same (a layout the other side absorbs, VisionEncoderDecoder's
+    cross-attention keys transposed) were marked as differing in an EQUIVALENT report.
+    Where the numbers ran and agree, they are settled (``~``)."""
+    return [dataclasses.replace(r, differs=False, settled=settled) if r.differs else r
+            for r in rows]
 
 
 def _settled_rows(rows: Sequence[Row], same: Sequence[Region]) -> list[Row]:

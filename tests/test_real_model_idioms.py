@@ -3267,3 +3267,47 @@ def test_a_tf_gather_of_one_index_per_batch_entry_is_pytorchs_row_pick(pick) -> 
     rhs = keras_side(tf_model, x, ids.astype(np.int32), name=f"tf_last_token_{pick}")
     assert "opaque" not in [n.op for n in canonical(rhs).graph.nodes]
     _equivalent(torch_side(TorchLast(), x, ids, name="torch_last_token"), rhs, mode="both")
+
+
+def test_an_equivalent_report_marks_no_row_as_differing() -> None:
+    """HF's VisionEncoderDecoder (ViT with a GPT-2 decoder), PyTorch against Flax: the
+    decoder's cross-attention keys are laid out otherwise on each side, which canonical
+    form leaves as rows of their own, and the report was EQUIVALENT with six rows marked
+    ``!``, which reads "a finding concerns this row". With no finding left, no row
+    differs: the numbers ran and agree, so they are settled (``~``)."""
+    transformers = pytest.importorskip("transformers")
+    from specgraph.renderers.text import TextRenderer
+
+    encoder = transformers.ViTConfig(hidden_size=48, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=64, image_size=32, patch_size=8)
+    decoder = transformers.GPT2Config(vocab_size=99, n_positions=32, n_embd=32, n_layer=1,
+                                      n_head=4, add_cross_attention=True, is_decoder=True)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder,
+                                                                                 decoder)
+    config.decoder_start_token_id, config.pad_token_id = 1, 0
+    pixels = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    ids = np.random.default_rng(0).integers(3, 99, (2, 6))
+
+    class Logits(torch.nn.Module):
+        def __init__(self, model) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, decoder_input_ids, pixel_values):
+            return self.model(decoder_input_ids=decoder_input_ids,
+                              pixel_values=pixel_values).logits
+
+    torch.manual_seed(0)
+    torch_model = transformers.VisionEncoderDecoderModel(config).eval()
+    flax_model = transformers.FlaxVisionEncoderDecoderModel(config, seed=0)
+
+    def apply_fn(params, decoder_input_ids, pixel_values):
+        return flax_model(decoder_input_ids=decoder_input_ids, pixel_values=pixel_values,
+                          params=params).logits
+
+    lhs = torch_side(Logits(torch_model), ids, pixels, name="ved_torch")
+    rhs = jax_side(apply_fn, flax_model.params, ids.astype(np.int32), pixels, name="ved_flax")
+    report = _equivalent(lhs, rhs)
+    assert not [row for row in report.rows if row.differs]
+    assert not [line for line in TextRenderer().render(report).splitlines()
+                if line.startswith("!")]
