@@ -285,8 +285,11 @@ class Localizer:
         producers (None for a graph input or parameter) each side reads in those slots."""
         if len(a.inputs) != len(b.inputs):
             return []
+        lc, rc = self.p.lhs.constants, self.p.rhs.constants
         return [(self.p.lhs.producer(u), self.p.rhs.producer(v))
-                for u, v in zip(a.inputs, b.inputs) if self.p.values.get(v) is not u]
+                for u, v in zip(a.inputs, b.inputs) if self.p.values.get(v) is not u
+                # one constant on both sides (a hard swish's 1/6) is no other wiring
+                and not (u in lc and v in rc and np.array_equal(lc[u], rc[v]))]
 
     def _upstream(self, a: Node, b: Node) -> list[tuple[str, Node]]:
         """The unmatched nodes above the two layers that explain why their inputs differ."""
