@@ -676,6 +676,22 @@ def reduction_size(node: Node) -> int:
     return 1
 
 
+def pullback_size(node: Node) -> int:
+    """How many terms one element of the gradient at ``node``'s (first) input sums over: a
+    linear layer's output features, a conv's output channels of its group times its kernel,
+    a product's other free axis; what the forward sums over elsewhere. A 1x1 conv from 96 to
+    576 channels (MobileNetV3's) rounds its input's gradient over 576 terms, not 96."""
+    ins = node.inputs
+    if node.op == "linear" and len(ins) >= 2 and ins[1].rank == 2:
+        return int(ins[1].shape[1])
+    if node.op == "conv" and len(ins) >= 2 and ins[1].rank >= 2:
+        groups = max(1, int(node.attrs.get("groups", 1)))
+        return int(ins[1].shape[0]) // groups * int(math.prod(ins[1].shape[2:]))
+    if node.op == "matmul" and len(ins) == 2 and ins[0].rank >= 2 and ins[1].rank >= 2:
+        return max(int(ins[1].shape[-1]), int(ins[0].shape[-2]))
+    return reduction_size(node)
+
+
 def share_floor(floor: float, node: Node, slot: int) -> float:
     """The least scale for the gradient ``node``'s pullback gives input ``slot`` when the
     gradients that reached its outputs have RMS ``floor``. Where that input was broadcast
@@ -719,12 +735,15 @@ def _broadcast_count(node: Node, slot: int) -> int:
 def tolerance(node: Node, precisions: tuple[str, str], *, rtol: float | None = None,
               atol: float | None = None, backward: bool = False) -> Tolerance:
     """The tolerance for ``node``'s outputs (or, with ``backward``, the gradients its
-    pullback gives, which round twice as often) when one side runs in ``precisions[0]`` and
+    pullback gives, which round twice as often, over as many terms as the pullback sums
+    where that is more: ``pullback_size``) when one side runs in ``precisions[0]`` and
     the other in ``precisions[1]``; ``rtol``/``atol`` given by the user win (``atol`` is
     then absolute)."""
     base = max(BASE_RTOL.get(p, BASE_RTOL["float32"]) for p in precisions)
     base *= 2.0 if backward else 1.0
-    grown = base * max(1.0, math.sqrt(reduction_size(node) / 64.0))
+    terms = max(reduction_size(node), pullback_size(node)) if backward else \
+        reduction_size(node)
+    grown = base * max(1.0, math.sqrt(terms / 64.0))
     r = rtol if rtol is not None else grown
     if atol is not None:
         return Tolerance(r, atol, absolute=True)

@@ -312,3 +312,32 @@ def test_long_arrays_are_measured_in_parts_on_threads_with_the_same_figures() ->
         again = measure(a, held, tol)
         assert (again.cosine, again.scale, again.max_abs) == (got.cosine, got.scale,
                                                               got.max_abs)
+
+
+def test_a_pullback_that_sums_over_more_terms_than_the_forward_is_allowed_their_rounding(
+) -> None:
+    """A 1x1 conv from 96 to 576 channels (MobileNetV3's) sums 96 terms forward and 576 for
+    its input's gradient: the backward tolerance follows the larger count (a linear's
+    output features, likewise); the forward keeps its own."""
+    from specgraph.ir import GraphBuilder
+    from specgraph.numeric.stats import pullback_size, tolerance
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 96, 4, 4), "float32")
+    w = b.param("w", (576, 96, 1, 1), "float32")
+    y = b.add("conv", [x, w], {"stride": (1, 1), "padding": (0, 0, 0, 0),
+                               "dilation": (1, 1), "groups": 1, "bias": False},
+              shape=(2, 576, 4, 4), dtype="float32")
+    h = b.input("h", (2, 16), "float32")
+    wl = b.param("wl", (16, 1024), "float32")
+    z = b.add("linear", [h, wl], {"bias": False}, shape=(2, 1024), dtype="float32")
+    b.output("y", y)
+    b.output("z", z)
+    graph = b.build()
+    conv, linear = graph.nodes
+    assert pullback_size(conv) == 576 and pullback_size(linear) == 1024
+    fp32 = ("float32", "float32")
+    assert math.isclose(tolerance(conv, fp32).rtol, 2e-5 * math.sqrt(96 / 64))
+    assert math.isclose(tolerance(conv, fp32, backward=True).rtol, 4e-5 * math.sqrt(576 / 64))
+    assert math.isclose(tolerance(linear, fp32).rtol, 2e-5)
+    assert math.isclose(tolerance(linear, fp32, backward=True).rtol, 4e-5 * 4)
