@@ -81,3 +81,17 @@ def test_layouts_are_recorded_where_the_boundary_moved() -> None:
     linen = _canonical("jax", "preln/linen")
     kernels = {k: v for k, v in linen.param_layouts.items() if k.endswith("kernel")}
     assert kernels and all(step[0][0] == "reshape" for step in kernels.values())
+
+
+@pytest.mark.parametrize("variant", ["torch", *VARIANTS])
+@pytest.mark.parametrize("golden", sorted(GOLDEN))
+def test_canonical_graphs_are_fixed_points_of_the_passes(golden: str, variant: str) -> None:
+    """No pass changes a canonical graph any more: two passes that undo each other (the
+    scalars and transposes passes did, around Keras' Rescaling) end where the run happens
+    to stop, and the canonical form would hang on the passes' order."""
+    from specgraph.passes import DEFAULT_PASSES
+    from specgraph.passes.manager import FINISHING_PASSES
+
+    graph = (_canonical("torch", GOLDEN[golden][0]) if variant == "torch"
+             else _variant(golden, variant)).graph
+    assert not [p.name for p in (*DEFAULT_PASSES, *FINISHING_PASSES) if p(graph).modified]
