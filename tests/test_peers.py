@@ -55,3 +55,20 @@ def test_peer_model_traces_with_no_opaque_node(model: str) -> None:
     traced = trace(f"bench/peer_models.py:{model}")
     assert [n.origin for n in traced.graph.nodes if n.op == "opaque"] == []
     assert [n for n in canonicalize_model(traced).graph.nodes if n.op == "opaque"] == []
+
+
+@pytest.mark.parametrize("model", ["wav2vec2_torch", "whisper_flax", "deberta_v2_tf",
+                                   "convnext_torch"])
+def test_peer_model_canonical_graph_is_a_fixed_point_of_the_passes(model: str) -> None:
+    """Canonicalization ends where no pass changes the graph. Two passes that undo each
+    other were stopped only by the guard against cycles, so the canonical form hung on the
+    passes' order: the transposes and layouts passes moved a transpose across wav2vec2's
+    and Whisper's feature-encoder gelu (the layouts pass's tie goes one way, sinking the
+    other, ConvNeXt's residual stream alike), and the scalars and batch reshapes passes a
+    scaling across DeBERTa's merge of batch and heads."""
+    from specgraph.loading import trace
+    from specgraph.passes import DEFAULT_PASSES, canonicalize_model
+    from specgraph.passes.manager import FINISHING_PASSES
+
+    graph = canonicalize_model(trace(f"bench/peer_models.py:{model}")).graph
+    assert not [p.name for p in (*DEFAULT_PASSES, *FINISHING_PASSES) if p(graph).modified]

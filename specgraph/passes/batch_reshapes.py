@@ -25,7 +25,7 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
-__all__ = ["SinkBatchReshapesPass"]
+__all__ = ["SinkBatchReshapesPass", "batch_merge"]
 
 _ROW_WISE = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 
@@ -33,14 +33,27 @@ _ROW_WISE = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 def _merge(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
     """``value`` as a reshape merging the leading axes of x: (x, k kept trailing axes)."""
     node = rw.producer(value)
-    if node is None or node.op != "reshape":
+    if node is None:
         return None
-    x, y = node.inputs[0], value
+    k = _kept(node)
+    return None if k is None else (node.inputs[0], k)
+
+
+def _kept(node: Node) -> int | None:
+    """How many trailing axes ``node``, a reshape merging leading axes, keeps (else None)."""
+    if node.op != "reshape":
+        return None
+    x, y = node.inputs[0], node.outputs[0]
     for k in range(min(x.rank, y.rank) - 1, 0, -1):
         if x.shape[-k:] == y.shape[-k:] and x.rank - k > y.rank - k and \
                 prod(x.shape[:-k]) == prod(y.shape[:-k]):
-            return x, k
+            return k
     return None
+
+
+def batch_merge(node: Node) -> bool:
+    """Whether ``node`` is a reshape merging leading axes, which this pass moves down."""
+    return _kept(node) is not None
 
 
 def _axis(axis: int, y: Value, x: Value, k: int) -> int | None:

@@ -4,7 +4,8 @@ and scalar factors that meet combine, one that comes to one going away. Flax's G
 multiplies q by sqrt(d) before an attention that divides the scores by sqrt(d); PyTorch's
 scales nothing: both become the plain product.
 
-Requires: a verified graph. Ensures: no reshape or matmul of two non-parameters reads a
+Requires: a verified graph. Ensures: no reshape (but one merging leading axes, which the
+batch reshapes pass moves below the scaling) or matmul of two non-parameters reads a
 single-use scalar multiplication, nor a transpose whose one reader moves data, is such a
 product or scales (elsewhere the transpose sinks below the scaling instead: the transposes
 pass moves it through elementwise ops); no scalar multiplication reads another;
@@ -20,6 +21,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops.values import same_value
+from specgraph.passes.batch_reshapes import batch_merge
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["SinkScalarsPass"]
@@ -86,6 +88,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         found = _scaled(rw, node.inputs[0])
         if found is None or node.op == "transpose" and not _onward(rw, out):
             return False
+        if batch_merge(node):
+            return False  # the merge moves below the scaling instead (batch reshapes
+            # pass), on its way to the split it meets: DeBERTa's scaled scores
         x, c = found
         moved = rw.emit(node.op, [x, *node.inputs[1:]], dict(node.attrs), like=node,
                         shape=out.shape)

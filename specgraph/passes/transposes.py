@@ -81,6 +81,36 @@ def relayout_operand(rw: Rewriter, value: Value, perm: tuple[int, ...], rank: in
     return rw.emit("reshape", [value], {"shape": target}, like=like, shape=target)
 
 
+def _stuck_below(rw: Rewriter, node: Node, perm: tuple[int, ...]) -> bool:
+    """Whether a transpose by ``perm`` sunk below ``node`` would stop at its one reader: an
+    elementwise op that also reads a value made by another layer in the layout the
+    transpose leaves (not carrying the same transpose, not a constant a reshape relays
+    out). The
+    transpose then only moves between two ops of one stretch, which the layouts pass gives
+    one layout, and the two passes would move it back and forth (wav2vec2's feature
+    encoder: a gelu between a conv's transpose and a residual add)."""
+    out = node.outputs[0]
+    if out in rw.graph.outputs:
+        return False
+    readers = rw.graph.consumers(out)
+    if len(readers) != 1 or get_spec(readers[0].op).category not in ELEMENTWISE:
+        return False
+    rank = out.rank
+    for v in readers[0].inputs:
+        if v is out or v.rank == 0 or all(n == 1 for n in v.shape):
+            continue
+        if rw.is_fixed(v):  # a constant or weight the reader could read relaid out
+            full = (1,) * (rank - v.rank) + v.shape
+            order = [i for i in inverse_perm(perm) if full[i] != 1]
+            if order != sorted(order):
+                return True  # only a real transpose would do (Whisper's positions)
+            continue
+        t = _sinkable_transpose(rw, v)
+        if t is None or t.attrs["perm"] != perm:
+            return True
+    return False
+
+
 def _elementwise(rw: Rewriter, node: Node) -> bool:
     transposes = [_sinkable_transpose(rw, v) for v in node.inputs]
     found = [t for t in transposes if t is not None]
@@ -90,6 +120,10 @@ def _elementwise(rw: Rewriter, node: Node) -> bool:
     rank = node.outputs[0].rank
     if len(perm) != rank:
         return False
+    if len(found) == 1 and all(t is not None or rw.is_fixed(v) or v.rank == 0
+                               for v, t in zip(node.inputs, transposes)) and \
+            _stuck_below(rw, node, perm):
+        return False  # one transpose that would only move to the next op
     inputs = []
     for value, t in zip(node.inputs, transposes):
         if t is not None and t.attrs["perm"] == perm:
