@@ -20,9 +20,13 @@ read elsewhere, goes the same way in every model), and the sinking rules never u
 move a transpose only when every operand carries it. A reshape that only adds or drops axes
 of one sinks below a rotary embedding too (its position axis renumbered). A transpose
 reading a ``weight_norm`` moves onto its weight (and its gain is relaid out), so that the
-parameters take the layout the model reads.
+parameters take the layout the model reads. A lone transpose does not sink through an
+elementwise op into one whose other operands, made elsewhere, keep the layout it leaves:
+it would stop there anyway, and the layouts pass gives that stretch one layout (the two
+passes moved it back and forth).
 
-Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op,
+Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op (but one
+the next op of its stretch would stop),
 reduction, slice, softmax or rotary embedding whose layout could absorb it, nor all of a
 concat's operands alike, nor a reshape that only splits its axes into runs, nor reads a
 reshape that only merges runs of axes, nor reads an op it could be hoisted above with fewer
