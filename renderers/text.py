@@ -107,7 +107,8 @@ class TextRenderer(Renderer):
                 checked = (f"{len(r.accepted)} known "
                            f"{'difference' if len(r.accepted) == 1 else 'differences'} "
                            "accepted")
-            elif any(row.differs for row in r.rows):
+            elif any(row.differs or row.settled for row in r.rows):
+                # rows the numbers settled (``~``) are written differently too
                 checked = "written differently, computes the same"
             else:
                 checked = "same canonical graph"

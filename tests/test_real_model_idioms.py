@@ -3309,8 +3309,12 @@ def test_an_equivalent_report_marks_no_row_as_differing() -> None:
     rhs = jax_side(apply_fn, flax_model.params, ids.astype(np.int32), pixels, name="ved_flax")
     report = _equivalent(lhs, rhs)
     assert not [row for row in report.rows if row.differs]
-    assert not [line for line in TextRenderer().render(report).splitlines()
-                if line.startswith("!")]
+    text = TextRenderer().render(report).splitlines()
+    assert not [line for line in text if line.startswith("!")]
+    assert [line for line in text if line.startswith("~")]
+    # written differently where the rows say so: not "same canonical graph"
+    assert text[-1].startswith("verdict: EQUIVALENT (written differently, computes the "
+                               "same;"), text[-1]
 
 
 def test_a_layer_reading_one_constant_on_both_sides_is_not_wired_differently() -> None:
