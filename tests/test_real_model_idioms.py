@@ -2910,6 +2910,19 @@ def test_a_constant_bias_added_to_scores_merged_over_batch_and_heads_is_laid_out
     _equivalent(lhs, rhs, mode="both")
 
 
+class TorchShuffle(torch.nn.Module):
+    """ViTMAE's random masking: the tokens of the 3 smallest noises, by ``argsort``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(C, C)
+
+    def forward(self, x, noise):
+        keep = torch.argsort(noise, dim=1)[:, :3]
+        return torch.gather(self.fc(x), 1, keep[:, :, None].expand(-1, -1, C))
+
+
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
 def test_an_opaque_ops_integer_outputs_come_from_the_program(mode) -> None:
     """ViTMAE's random masking: ``argsort`` of the noise is an op no frontend knows, whose
@@ -2918,19 +2931,9 @@ def test_an_opaque_ops_integer_outputs_come_from_the_program(mode) -> None:
     from specgraph.numeric.options import NumericOptions
     from specgraph.numeric.runner import Context
 
-    class Shuffle(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.fc = torch.nn.Linear(C, C)
-
-        def forward(self, x, noise):
-            keep = torch.argsort(noise, dim=1)[:, :3]
-            return torch.gather(self.fc(x), 1, keep[:, :, None].expand(-1, -1, C))
-
     noise = np.random.default_rng(7).random((B, T)).astype(np.float32)
-    lhs = torch_side(Shuffle(), X, noise, name="argsort_lhs")
-    rhs = torch_side(Shuffle(), X, noise, name="argsort_rhs")
+    lhs = torch_side(TorchShuffle(), X, noise, name="argsort_lhs")
+    rhs = torch_side(TorchShuffle(), X, noise, name="argsort_rhs")
     assert "opaque" in [n.op for n in canonical(lhs).graph.nodes]
     context = Context(mode=mode)
     report = _equivalent(lhs, rhs, mode="both", options=NumericOptions(
@@ -2949,16 +2952,6 @@ def test_argsort_against_tfs_top_k_runs_its_numbers() -> None:
     import tf_keras as keras
 
     noise = np.random.default_rng(7).random((B, T)).astype(np.float32)
-
-    class TorchShuffle(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.fc = torch.nn.Linear(C, C)
-
-        def forward(self, x, noise):
-            keep = torch.argsort(noise, dim=1)[:, :3]
-            return torch.gather(self.fc(x), 1, keep[:, :, None].expand(-1, -1, C))
 
     class TFShuffle(keras.Model):
         def __init__(self) -> None:

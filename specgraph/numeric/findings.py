@@ -256,10 +256,10 @@ _PASSED_ONE = {
                   "the difference comes from the gradients that reached it (within tolerance "
                   "there, grown where its own gradient cancels), not reported as a "
                   "divergence"),
+    "accumulated": ("beyond the tolerance, yet every layer agrees when fed the same inputs "
+                    "and no definition differs: rounding that accumulated, not reported as "
+                    "a divergence"),
 }
-_PASSED_ONE["accumulated"] = (
-    "beyond the tolerance, yet every layer agrees when fed the same inputs and no "
-    "definition differs: rounding that accumulated, not reported as a divergence")
 _FORWARD = frozenset({"accumulated"})  # kinds said of the layers' values, not gradients
 _PASSED_MANY = {  # the same said of each of several layers
     **{kind: "each " + text.replace("a divergence", "divergences")

@@ -4,13 +4,13 @@ only add leading size-1 axes for broadcasting elementwise ops and matrix product
 implicit rank promotion, which JAX and TF write out and PyTorch does not; a transpose sinks
 below such a reshape to reach them, and one that moves only size-1 axes of a reshape's
 output, or of what a reshape alone reads next, joins the reshape; a norm between two
-reshapes that regroup only its rows is the norm of the outer shape); squeeze/unsqueeze become reshapes;
-chains of reshapes, of transposes or of slices (over distinct axes) become one; zero pads
-go, as do slices that keep every element in order; tiles that only repeat size-1 axes, with
-the reshapes around them, become one expand; an expand between reshapes loses the axes of
-size one it leaves alone; a select on a constant condition that is the same everywhere is
-the operand it picks; a softmax guarded against NaN (``where(s != s, 0, s)``) is the softmax; a concat of one
-operand beside empty ones (an empty key cache) is that
+reshapes that regroup only its rows is the norm of the outer shape); squeeze/unsqueeze
+become reshapes; chains of reshapes, of transposes or of slices (over distinct axes) become
+one; zero pads go, as do slices that keep every element in order; tiles that only repeat
+size-1 axes, with the reshapes around them, become one expand; an expand between reshapes
+loses the axes of size one it leaves alone; a select on a constant condition that is the
+same everywhere is the operand it picks; a softmax guarded against NaN (``where(s != s, 0,
+s)``) is the softmax; a concat of one operand beside empty ones (an empty key cache) is that
 operand, a concat of copies of a value of size one along its axis is that value expanded,
 and one of a value between blocks of zeros is a pad; a gather of evenly spaced constant
 indices is a slice; an elementwise op reads the source of an expand it broadcasts anyway; a

@@ -74,25 +74,29 @@ def relayout_operand(rw: Rewriter, value: Value, perm: tuple[int, ...], rank: in
     it depends on an input or its non-unit axes would change order."""
     if value.rank == 0 or all(s == 1 for s in value.shape):
         return value
-    if not rw.is_fixed(value):
-        return None
+    if not rw.is_fixed(value) or not _keeps_order(value, perm, rank):
+        return None  # (non-unit axes that would change order need a real transpose)
     full = (1,) * (rank - value.rank) + value.shape
     inv = inverse_perm(perm)
     target = tuple(full[inv[i]] for i in range(rank))
-    order = [i for i in inv if full[i] != 1]
-    if order != sorted(order):  # non-unit axes would change order: needs a real transpose
-        return None
     return rw.emit("reshape", [value], {"shape": target}, like=like, shape=target)
+
+
+def _keeps_order(value: Value, perm: tuple[int, ...], rank: int) -> bool:
+    """Whether ``value``, broadcast to ``rank`` axes, keeps its non-unit axes in order
+    when read in the layout ``perm`` makes: a reshape then relays it out."""
+    full = (1,) * (rank - value.rank) + value.shape
+    order = [i for i in inverse_perm(perm) if full[i] != 1]
+    return order == sorted(order)
 
 
 def _stuck_below(rw: Rewriter, node: Node, perm: tuple[int, ...]) -> bool:
     """Whether a transpose by ``perm`` sunk below ``node`` would stop at its one reader: an
     elementwise op that also reads a value made by another layer in the layout the
     transpose leaves (not carrying the same transpose, not a constant a reshape relays
-    out). The
-    transpose then only moves between two ops of one stretch, which the layouts pass gives
-    one layout, and the two passes would move it back and forth (wav2vec2's feature
-    encoder: a gelu between a conv's transpose and a residual add)."""
+    out). The transpose then only moves between two ops of one stretch, which the layouts
+    pass gives one layout, and the two passes would move it back and forth (wav2vec2's
+    feature encoder: a gelu between a conv's transpose and a residual add)."""
     out = node.outputs[0]
     if out in rw.graph.outputs:
         return False
@@ -103,11 +107,9 @@ def _stuck_below(rw: Rewriter, node: Node, perm: tuple[int, ...]) -> bool:
     for v in readers[0].inputs:
         if v is out or v.rank == 0 or all(n == 1 for n in v.shape):
             continue
-        if rw.is_fixed(v):  # a constant or weight the reader could read relaid out
-            full = (1,) * (rank - v.rank) + v.shape
-            order = [i for i in inverse_perm(perm) if full[i] != 1]
-            if order != sorted(order):
-                return True  # only a real transpose would do (Whisper's positions)
+        if rw.is_fixed(v):  # a constant or weight the reader could read relaid out,
+            if not _keeps_order(v, perm, rank):  # unless only a real transpose would do
+                return True  # (Whisper's positions)
             continue
         t = _sinkable_transpose(rw, v)
         if t is None or t.attrs["perm"] != perm:
