@@ -3338,3 +3338,109 @@ def test_a_layer_reading_one_constant_on_both_sides_is_not_wired_differently() -
                          jax_side(jax_cancel, {"a": w1, "b": w2}, x, name="jax_cancel"))
     assert any("rounding that accumulated" in n for n in report.numeric.notes), \
         report.numeric.notes
+
+
+# --- pieces of a split stacked tensor multiplied with the stacked axis kept, a padding mask -
+class TorchStackedHeads(torch.nn.Module):
+    """Self-attention over a fused q·k·v projection with a key-padding mask. ``kept``: the
+    pieces of ``split(qkv, 1)`` keep their stacked axis, q·kᵀ is multiplied as
+    ``[1, B, H, T, T]`` and the axis dropped only after the scale, before the mask (as a
+    dynamo ONNX export of GPT-2 writes it; ``nn.MultiheadAttention`` keeps it through
+    attention); else ``unbind`` drops it at once and SDPA attends."""
+
+    def __init__(self, kept: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.kept = kept
+        self.qkv = torch.nn.Linear(C, 3 * C)
+
+    def forward(self, x, m):
+        b, t, _ = x.shape
+        qkv = self.qkv(x).reshape(b, t, 3, 2, C // 2).permute(2, 0, 3, 1, 4)
+        mask = m[:, None, None, :] > 0
+        if self.kept:
+            q, k, v = qkv.split(1, dim=0)
+            scores = (q @ k.transpose(-1, -2) * 0.5).reshape(b, 2, t, t)
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            out = scores.softmax(-1) @ v.reshape(b, 2, t, C // 2)
+        else:
+            q, k, v = qkv.unbind(0)
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                   scale=0.5)
+        return out.transpose(1, 2).reshape(b, t, C)
+
+
+def test_pieces_multiplied_with_their_stacked_axis_kept_are_attention_at_rank_4() -> None:
+    """The stacked axis a split leaves on each piece is dropped where it is unpacked and put
+    back where the program kept it; moved down, it meets the reshape that drops it, and the
+    attention is raised. Before, the rank-5 product, parted from its softmax by the reshape,
+    was no attention, against SDPA's on the other side."""
+    mask = np.ones((B, T), np.float32)
+    mask[1, 3:] = 0
+    kept = torch_side(TorchStackedHeads(True), X, mask, name="torch_kept")
+    sdpa = torch_side(TorchStackedHeads(False), X, mask, name="torch_sdpa")
+    assert [n.op for n in canonical(kept).graph.nodes].count("attention") == 1
+    assert_same_canonical(kept, sdpa)
+    _equivalent(kept, sdpa)
+
+
+class TorchFlatMask(torch.nn.Module):
+    """A padding mask read back from its flattened form at ``arange(B·T)`` shaped [B, T]."""
+
+    def forward(self, x, m):
+        b, t = m.shape
+        again = m.reshape(-1)[torch.arange(b * t).reshape(b, t)]
+        return x * again[..., None]
+
+
+class TorchMask(torch.nn.Module):
+    def forward(self, x, m):
+        return x * m[..., None]
+
+
+def test_a_gather_of_every_index_in_order_laid_out_in_two_axes_is_a_reshape() -> None:
+    mask = (np.arange(B * T).reshape(B, T) % 3 != 0).astype(np.float32)
+    assert_same_canonical(torch_side(TorchFlatMask(), X, mask, name="torch_flat_mask"),
+                          torch_side(TorchMask(), X, mask, name="torch_mask"))
+
+
+def test_hf_gpt2_with_a_padding_mask_and_its_export_are_equivalent() -> None:
+    """HF's GPT-2 given an ``attention_mask`` against its dynamo export: the export splits
+    q, k, v as [1, B, H, T, d] and multiplies q·kᵀ at rank 5, and reads the padding mask
+    back from its flattened form before and-ing the causal pattern into it. Before, five
+    false findings, and with ``--no-transfer`` an internal error (the export's folded
+    position table, a parameter there, stands for a value PyTorch computes). Now attention
+    is raised, causal and masked, on both sides, and the two are equivalent either way."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4,
+                                     n_positions=16)
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2Model(config).eval()
+
+    class Masked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = gpt2
+
+        def forward(self, ids, mask):
+            return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    ids = torch.from_numpy(np.random.default_rng(1).integers(0, 100, (2, 8)))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 6:] = 0
+    model = Masked().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, (ids, mask), dynamo=True, verbose=False)
+    direct = torch_frontend.trace(model, (ids, mask), reference="gpt2")
+    exported = onnx_frontend.trace_model(program.model_proto, (ids.numpy(), mask.numpy()),
+                                         reference="gpt2.onnx")
+    for side in (direct, exported):
+        attention = [n for n in canonical(side).graph.nodes if n.op == "attention"]
+        assert len(attention) == 2 and all(n.attrs["causal"] and n.attrs["has_mask"]
+                                           for n in attention), side.reference
+    _equivalent(direct, exported)
+    from specgraph.numeric.options import NumericOptions
+
+    report = _equivalent(direct, exported, options=NumericOptions(transfer=False))
+    assert report.numeric is not None and report.numeric.layers

@@ -52,7 +52,11 @@ def _param_agreement(pairing: Pairing, lweights: Mapping[str, np.ndarray],
         if transferred or u is None:
             out[v] = transferred
             continue
-        a = np.asarray(lweights[pairing.lhs.param_name(u)])
+        lname = pairing.lhs.param_name(u)
+        if lname is None and u not in pairing.lhs.constants:  # a value lhs computes
+            out[v] = False
+            continue
+        a = np.asarray(lweights[lname] if lname is not None else pairing.lhs.constants[u])
         b = np.asarray(rweights[name])
         out[v] = a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=1e-7))
     return out

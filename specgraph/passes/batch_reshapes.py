@@ -11,8 +11,14 @@ normalization over kept axes, a linear layer, a transpose of the kept axes, a pr
 operands merged the same way, and attention whose query, key and value are merged the same
 way (a mask broadcast over the kept axes only).
 
-Requires: a verified graph. Ensures: none of those ops reads a merging reshape; exact (the
-same values, in the same order, row by row).
+Reshapes that only put leading axes of size one before a value (a promotion) move down past
+the same ops, operands promoted alike, until they meet the reshape that drops those axes: the
+pieces of a split stacked tensor, each dropped of its stacked axis where it is unpacked and
+promoted again where the program kept it, are multiplied as ``[B, H, T, D]`` whether the
+program did so in 5-D (PyTorch's ``nn.MultiheadAttention``, a dynamo ONNX export) or not.
+
+Requires: a verified graph. Ensures: none of those ops reads a merging reshape or a
+promotion; exact (the same values, in the same order, row by row).
 """
 
 from __future__ import annotations
@@ -25,18 +31,54 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
-__all__ = ["SinkBatchReshapesPass", "batch_merge"]
+__all__ = ["SinkBatchReshapesPass", "batch_merge", "batch_promotion", "promoted"]
 
 _ROW_WISE = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 
 
 def _merge(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
-    """``value`` as a reshape merging the leading axes of x: (x, k kept trailing axes)."""
+    """``value`` as a reshape merging the leading axes of x: (x, k kept trailing axes). A
+    piece of a split along the first axis with that axis dropped is no merge: it is how a
+    stacked tensor is unpacked (``specgraph.passes.unpacking``), and stays there."""
     node = rw.producer(value)
     if node is None:
         return None
     k = _kept(node)
-    return None if k is None else (node.inputs[0], k)
+    if k is None or _unpacked_piece(rw, node):
+        return None
+    return node.inputs[0], k
+
+
+def _unpacked_piece(rw: Rewriter, node: Node) -> bool:
+    """Whether the reshape ``node`` drops the first axis of a piece of one that a split
+    along that axis made (``q, k, v = qkv``)."""
+    x, y = node.inputs[0], node.outputs[0]
+    split = rw.producer(x)
+    return split is not None and split.op == "split" and \
+        split.attrs["axis"] % split.inputs[0].rank == 0 and x.rank >= 2 and \
+        x.shape[0] == 1 and y.shape == x.shape[1:]
+
+
+def promoted(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
+    """``value`` as a reshape that puts ``m`` leading axes of size one before x: (x, m)."""
+    node = rw.producer(value)
+    if node is None or node.op != "reshape":
+        return None
+    return _promotion(node)
+
+
+def _promotion(node: Node) -> tuple[Value, int] | None:
+    x, y = node.inputs[0], node.outputs[0]
+    m = y.rank - x.rank
+    if m < 1 or y.shape[m:] != x.shape or any(s != 1 for s in y.shape[:m]):
+        return None
+    return x, m
+
+
+def batch_promotion(node: Node) -> bool:
+    """Whether ``node`` is a reshape putting leading axes of size one before its input,
+    which this pass moves down."""
+    return node.op == "reshape" and _promotion(node) is not None
 
 
 def _kept(node: Node) -> int | None:
@@ -118,7 +160,61 @@ def _emit_merged(rw: Rewriter, node: Node, inputs: list[Value], x0: Value, k: in
     return True
 
 
+def _pieces_kept_whole(rw: Rewriter, node: Node) -> bool:
+    """A split into pieces of one along the first axis whose pieces some op reads as they
+    are, each such piece dropped of the axis and promoted back for its readers: the
+    promotion then moves down (``_sink_promotion``, below) to where the program drops the
+    axis, and the product is the one a program that drops it at once computes. Only where
+    every such reader lets the promotion through: one left at once above a reader would be
+    the identity, undone by the identities pass."""
+    x, sizes = node.inputs[0], node.attrs["sizes"]
+    if node.attrs["axis"] % x.rank != 0 or x.rank < 2 or set(sizes) != {1} or len(sizes) < 2:
+        return False
+    pieces = set(node.outputs)
+    kept = [v for v in node.outputs
+            if any(r.op != "reshape" for r in rw.graph.consumers(v))]
+    if not kept or not all(_passes(rw.graph, r, pieces) for v in kept
+                           for r in rw.graph.consumers(v)):
+        return False
+    rw.keep(node)
+    for piece in kept:
+        dropped = rw.emit("reshape", [piece], {"shape": piece.shape[1:]}, like=node,
+                          shape=piece.shape[1:])
+        rw.replace(piece, rw.emit("reshape", [dropped], {"shape": piece.shape}, like=node,
+                                  shape=piece.shape))
+    return True
+
+
+def _passes(graph: Graph, reader: Node, pieces: set[Value]) -> bool:
+    """Whether a promotion of the pieces moves below ``reader`` (see ``_sink_promotion``):
+    its operands the pieces (or their transposes that keep the first axis first) or
+    operands of fewer axes."""
+    if reader.op == "reshape":
+        return True
+    if reader.op == "transpose":
+        return reader.attrs["perm"][0] == 0
+    rank = reader.outputs[0].rank if len(reader.outputs) == 1 else 0
+    if reader.op in _ROW_WISE:
+        return reader.attrs["axis"] % rank != 0
+
+    def piece(v: Value) -> bool:
+        if v in pieces:
+            return True
+        made = graph.producer(v)
+        return made is not None and made.op == "transpose" and made.attrs["perm"][0] == 0 \
+            and made.inputs[0] in pieces
+
+    if reader.op == "attention":
+        return all(piece(v) for v in reader.inputs[:3]) and \
+            all(v.rank < rank for v in reader.inputs[3:])
+    if reader.op == "matmul" or get_spec(reader.op).category in ("elementwise", "activation"):
+        return all(piece(v) or v.rank < rank for v in reader.inputs)
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "split":
+        return _pieces_kept_whole(rw, node)
     if len(node.outputs) != 1 or not node.inputs:
         return False
     spec = get_spec(node.op)
@@ -127,7 +223,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         3 if node.op == "attention" else 1)
     found = _unmerged(rw, node, data)
     if found is None:
-        return False
+        return _sink_promotion(rw, node, elementwise, data)
     inputs, x0, k, slot = found
     y, attrs = node.outputs[0], dict(node.attrs)
     if y.rank < k:
@@ -158,6 +254,75 @@ def _rule(rw: Rewriter, node: Node) -> bool:
             and all(_kept_only(v, k) for v in inputs[3:]):
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     return False
+
+
+def _unpromoted(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], int] | None:
+    """The first ``data`` inputs of ``node`` before the promotion they share (m leading
+    axes of size one put before each; an operand of no more axes than what follows them
+    broadcasts alike without them and stays as it is), and m; None where none is promoted
+    or the promoted ones differ in m."""
+    y = node.outputs[0]
+    found = [promoted(rw, v) for v in node.inputs[:data]]
+    ms = {p[1] for p in found if p is not None}
+    if len(ms) != 1:
+        return None
+    (m,) = ms
+    if y.rank <= m or any(s != 1 for s in y.shape[:m]):
+        return None
+    inputs: list[Value] = []
+    for v, p in zip(node.inputs[:data], found):
+        if p is not None:
+            inputs.append(p[0])
+        elif v.rank <= y.rank - m:
+            inputs.append(v)
+        else:
+            return None
+    return inputs + list(node.inputs[data:]), m
+
+
+def _sink_promotion(rw: Rewriter, node: Node, elementwise: bool, data: int) -> bool:
+    """``op(reshape(x, [1, *x.shape]))`` as ``reshape(op(x), [1, *op(x).shape])`` where
+    ``op`` works alike without the leading axes of size one: an elementwise op, a transpose
+    that leaves them in place, a softmax or normalization over other axes, a product or
+    attention of operands promoted alike (not a linear layer: raising one keeps the rank
+    its product has, ``raise_linear``). The axes a split of a stacked tensor
+    leaves on each piece (PyTorch's ``nn.MultiheadAttention`` and a dynamo ONNX export of
+    GPT-2 multiply its pieces as ``[1, B, H, T, D]``) so reach the reshape that drops them."""
+    if node.op == "reshape":
+        p = promoted(rw, node.inputs[0])
+        if p is None:
+            return False
+        y = node.outputs[0]
+        rw.replace(y, p[0] if p[0].shape == y.shape else rw.emit(
+            "reshape", [p[0]], {"shape": y.shape}, like=node, shape=y.shape))
+        return True
+    if not (elementwise or node.op in _ROW_WISE or node.op in (
+            "transpose", "matmul", "attention")):
+        return False
+    found = _unpromoted(rw, node, data)
+    if found is None:
+        return False
+    inputs, m = found
+    y, attrs = node.outputs[0], dict(node.attrs)
+    if elementwise and not any(v.shape == y.shape[m:] for v in inputs[:data]):
+        return False
+    if node.op in _ROW_WISE:
+        axis = attrs["axis"] % y.rank
+        if axis < m:
+            return False
+        attrs["axis"] = axis - m
+    elif node.op == "transpose":
+        perm = attrs["perm"]
+        if tuple(perm[:m]) != tuple(range(m)):
+            return False
+        attrs["perm"] = tuple(p - m for p in perm[m:])
+    elif node.op in ("matmul", "attention") and any(v.rank < 2 for v in inputs[:data]):
+        return False
+    if node.op == "attention" and any(v.rank > y.rank - m for v in inputs[data:]):
+        return False  # a mask laid out over the promoted axes too
+    inner = rw.emit(node.op, inputs, attrs, like=node, shape=y.shape[m:])
+    rw.replace(y, rw.emit("reshape", [inner], {"shape": y.shape}, like=node, shape=y.shape))
+    return True
 
 
 class SinkBatchReshapesPass:

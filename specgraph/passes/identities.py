@@ -587,6 +587,9 @@ def _gather_range(rw: Rewriter, node: Node) -> bool:
     PyTorch, ``x[:, :klen]`` in TF); a parameter's rows are a lookup (``lookups``)."""
     x, out = node.inputs[0], node.outputs[0]
     data = rw.constant_value(node.inputs[1]) if len(node.inputs) == 2 else None
+    if data is not None and np.ndim(data) > 1 and x.rank and \
+            np.asarray(data).dtype.kind in "iu":
+        return _gather_all_reshaped(rw, node, np.asarray(data))
     if data is None or rw.is_param(x) or np.ndim(data) != 1 or len(data) < 1 or \
             np.asarray(data).dtype.kind not in "iu" or not x.rank:
         return False
@@ -600,6 +603,20 @@ def _gather_range(rw: Rewriter, node: Node) -> bool:
     attrs = {"axes": (axis,), "starts": (int(ids[0]),), "ends": (int(ids[-1]) + 1,),
              "steps": (step,)}
     rw.replace(out, rw.emit("slice", [x], attrs, like=node, shape=out.shape))
+    return True
+
+
+def _gather_all_reshaped(rw: Rewriter, node: Node, ids: np.ndarray) -> bool:
+    """A gather of every index of an axis once, in order, laid out in several axes, is a
+    reshape of that axis into them: a dynamo ONNX export reads HF's padding mask
+    ``m[b, j]`` as the flattened mask gathered at ``arange(B·T)`` shaped ``[B, T]``."""
+    x, out = node.inputs[0], node.outputs[0]
+    axis = node.attrs["axis"] % x.rank
+    n = x.shape[axis]
+    if ids.size != n or not np.array_equal(np.where(ids < 0, ids + n, ids).reshape(-1),
+                                           np.arange(n)):
+        return False
+    rw.replace(out, rw.emit("reshape", [x], {"shape": out.shape}, like=node, shape=out.shape))
     return True
 
 

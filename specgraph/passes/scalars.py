@@ -21,7 +21,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops.values import same_value
-from specgraph.passes.batch_reshapes import batch_merge
+from specgraph.passes.batch_reshapes import batch_merge, batch_promotion
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["SinkScalarsPass"]
@@ -88,9 +88,10 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         found = _scaled(rw, node.inputs[0])
         if found is None or node.op == "transpose" and not _onward(rw, out):
             return False
-        if batch_merge(node):
+        if batch_merge(node) or batch_promotion(node):
             return False  # the merge moves below the scaling instead (batch reshapes
-            # pass), on its way to the split it meets: DeBERTa's scaled scores
+            # pass), on its way to the split it meets: DeBERTa's scaled scores; so does
+            # a promotion, on its way to the reshape that drops its axes again
         x, c = found
         moved = rw.emit(node.op, [x, *node.inputs[1:]], dict(node.attrs), like=node,
                         shape=out.shape)
