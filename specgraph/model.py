@@ -34,6 +34,11 @@ class TracedModel:
             the steps from the framework's array to the canonical one, in order (the
             frontend's, then those canonicalization found): ``("reshape", shape)`` or
             ``("transpose", perm)``.
+        param_pieces: parameters that are a block of one of the framework's parameters
+            (a packed projection's weight, separated by canonicalization): each piece's
+            name -> (the whole's name, axis, start, stop), the block taken along the axis
+            of the whole in its canonical layout (after the whole's ``param_layouts``);
+            the piece's own ``param_layouts`` steps, if any, follow.
         program: the program the frontend traced, to run again as written and observe at
             the values ``graph.natives`` names (``specgraph.numeric.program``); None where
             the frontend keeps none.
@@ -55,6 +60,7 @@ class TracedModel:
     output_layouts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     param_layouts: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(
         default_factory=dict)
+    param_pieces: Mapping[str, tuple[str, int, int, int]] = field(default_factory=dict)
     program: Any = field(default=None, repr=False)
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     layer_attrs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -3444,3 +3444,121 @@ def test_hf_gpt2_with_a_padding_mask_and_its_export_are_equivalent() -> None:
 
     report = _equivalent(direct, exported, options=NumericOptions(transfer=False))
     assert report.numeric is not None and report.numeric.layers
+
+
+# --- q, k and v projected by one packed linear layer against three ----------------------
+E_ATT, HEADS_ATT = 16, 4
+X_ATT = np.random.default_rng(3).standard_normal((B, T, E_ATT)).astype(np.float32)
+
+
+class TorchPackedQKV(torch.nn.Module):
+    """timm's ViT attention: one ``qkv`` linear layer ``[E, 3E]``, reshaped to
+    ``[B, T, 3, H, D]``, permuted and unbound. ``interleaved``: BLOOM's layout instead,
+    ``[B, T, H, 3, D]``, each head's q, k and v side by side."""
+
+    def __init__(self, interleaved: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.interleaved = interleaved
+        self.qkv = torch.nn.Linear(E_ATT, 3 * E_ATT)
+        self.proj = torch.nn.Linear(E_ATT, E_ATT)
+
+    def forward(self, x):
+        b, t, e = x.shape
+        d = e // HEADS_ATT
+        if self.interleaved:
+            qkv = self.qkv(x).reshape(b, t, HEADS_ATT, 3, d).permute(3, 0, 2, 1, 4)
+        else:
+            qkv = self.qkv(x).reshape(b, t, 3, HEADS_ATT, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(b, t, e))
+
+
+class TorchSeparateQKV(torch.nn.Module):
+    """HF's ViT attention: ``query``, ``key`` and ``value`` linear layers, written out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.query, self.key, self.value, self.dense = (
+            torch.nn.Linear(E_ATT, E_ATT) for _ in range(4))
+
+    def forward(self, x):
+        b, t, e = x.shape
+
+        def heads(h):
+            return h.view(b, t, HEADS_ATT, e // HEADS_ATT).permute(0, 2, 1, 3)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        s = q @ k.transpose(-1, -2) / math.sqrt(e // HEADS_ATT)
+        y = (s.softmax(-1) @ v).permute(0, 2, 1, 3).reshape(b, t, e)
+        return self.dense(y)
+
+
+def test_a_packed_qkv_projection_is_three_projections_with_the_weights_moved_both_ways(
+) -> None:
+    """timm's fused ``qkv`` against HF's ``query``/``key``/``value``: five findings and no
+    numbers before (the weights had nowhere to go). The packed layer is now one linear
+    layer per block of its output features, its weight and bias stored as the blocks
+    (``qkv.weight[0:16]``...): one graph, and the numbers of every layer and every
+    parameter gradient agree whichever side holds the packed weight (moved into it, the
+    blocks are joined again for PyTorch's own program)."""
+    packed = torch_side(TorchPackedQKV(), X_ATT, name="torch_packed_qkv")
+    separate = torch_side(TorchSeparateQKV(), X_ATT, name="torch_separate_qkv")
+    assert_same_canonical(packed, separate)
+    pieces = canonical(packed).param_pieces
+    assert pieces["qkv.weight[16:32]"] == ("qkv.weight", 1, 16, 32), pieces
+    assert pieces["qkv.bias[32:48]"] == ("qkv.bias", 0, 32, 48), pieces
+    for lhs, rhs in ((packed, separate), (separate, packed)):
+        report = _equivalent(lhs, rhs)
+        assert report.numeric is not None and report.numeric.gradients, report.notes
+        assert not report.numeric.notes, report.numeric.notes
+
+
+def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
+    """``nn.MultiheadAttention`` (packed ``in_proj_weight``, sequence first, its pieces
+    multiplied with their stacked axis kept) against the same attention written with
+    separate layers, and timm's packed layer against Flax's
+    ``MultiHeadDotProductAttention`` (``DenseGeneral`` q, k and v): equivalent, in numbers
+    too. BLOOM's interleaved packing holds no block per piece and stays one layer."""
+
+    class TorchMHA(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.attn = torch.nn.MultiheadAttention(E_ATT, HEADS_ATT)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    class TorchSeqFirst(TorchSeparateQKV):
+        def forward(self, x):
+            t, b, e = x.shape
+            q, k, v = (p(x).view(t, b, HEADS_ATT, e // HEADS_ATT).permute(1, 2, 0, 3)
+                       for p in (self.query, self.key, self.value))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return self.dense(y.permute(2, 0, 1, 3).reshape(t, b, e))
+
+    seq_first = np.ascontiguousarray(X_ATT.transpose(1, 0, 2))
+    mha = torch_side(TorchMHA().eval(), seq_first, name="torch_mha")
+    _equivalent(mha, torch_side(TorchSeqFirst(), seq_first, name="torch_seq_first"))
+
+    class LinenMHA(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            return fnn.MultiHeadDotProductAttention(HEADS_ATT, name="attn")(x, x)
+
+    module = LinenMHA()
+    variables = module.init(jax.random.PRNGKey(0), X_ATT)
+    flax = linen_side(module, variables, X_ATT, name="linen_mha")
+    packed = torch_side(TorchPackedQKV(), X_ATT, name="torch_packed_qkv")
+    for lhs, rhs in ((packed, flax), (flax, packed)):
+        report = _equivalent(lhs, rhs)
+        assert report.numeric is not None and report.numeric.gradients
+
+    interleaved = canonical(torch_side(TorchPackedQKV(interleaved=True), X_ATT,
+                                       name="torch_interleaved_qkv"))
+    assert not interleaved.param_pieces
+    assert [n.outputs[0].shape[-1] for n in interleaved.graph.nodes
+            if n.op == "linear"] == [3 * E_ATT, E_ATT]

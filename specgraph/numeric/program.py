@@ -183,14 +183,43 @@ class DeviceCopies:
         return self._kept[name][3]
 
 
+def _canonical_shape(traced: Any, name: str, native: tuple[int, ...] | None
+                     ) -> tuple[int, ...] | None:
+    """The shape of framework parameter ``name`` once its ``param_layouts`` steps ran."""
+    shape = native
+    for kind, arg in traced.param_layouts.get(name, ()):
+        if shape is None:
+            return None
+        shape = tuple(shape[p] for p in arg) if kind == "transpose" else tuple(arg)
+    return shape
+
+
 def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
                    native_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """Canonical ``weights`` of ``traced``'s graph in the program's layouts
-    (``param_layouts`` undone; ``native_shapes`` gives each native shape for reshapes)."""
-    out = {}
+    (``param_layouts`` undone; ``native_shapes`` gives each native shape for reshapes); the
+    pieces of a parameter (``param_pieces``) joined into it, where all of them are given
+    (else the program keeps its own)."""
+    out: dict[str, np.ndarray] = {}
+    pieces = getattr(traced, "param_pieces", {})
+    parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     for name, array in weights.items():
         steps = tuple(traced.param_layouts.get(name, ()))
+        if name in pieces:
+            whole, axis, start, stop = pieces[name]
+            full = _canonical_shape(traced, whole, native_shapes.get(whole))
+            before = None if full is None else full[:axis] + (stop - start,) + full[axis + 1:]
+            parts.setdefault(whole, []).append((start, _undo(np.asarray(array), steps,
+                                                             before)))
+            continue
         out[name] = _undo(np.asarray(array), steps, native_shapes.get(name))
+    for whole, given in parts.items():
+        axis = next(p[1] for p in pieces.values() if p[0] == whole)
+        if len(given) != sum(1 for p in pieces.values() if p[0] == whole):
+            continue
+        joined = np.concatenate([a for _, a in sorted(given, key=lambda g: g[0])], axis=axis)
+        out[whole] = np.ascontiguousarray(_undo(joined, tuple(
+            traced.param_layouts.get(whole, ())), native_shapes.get(whole)))
     return out
 
 
@@ -207,10 +236,22 @@ def native_cotangents(traced: Any, cts: Mapping[str, np.ndarray]) -> dict[str, n
 
 
 def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Native parameter gradients laid out like the canonical parameters."""
+    """Native parameter gradients laid out like the canonical parameters (a parameter stored
+    as pieces, ``param_pieces``: each piece's block)."""
+    pieces: dict[str, list[tuple[str, int, int, int]]] = {}
+    for piece, (whole, axis, start, stop) in getattr(traced, "param_pieces", {}).items():
+        pieces.setdefault(whole, []).append((piece, axis, start, stop))
     out = {}
     for name, g in grads.items():
         for kind, arg in traced.param_layouts.get(name, ()):
             g = permuted(g, arg) if kind == "transpose" else g.reshape(tuple(arg))
-        out[name] = g
+        if name not in pieces:
+            out[name] = g
+            continue
+        for piece, axis, start, stop in pieces[name]:
+            block = g[(slice(None),) * axis + (slice(start, stop),)]
+            for kind, arg in traced.param_layouts.get(piece, ()):
+                block = permuted(block, arg) if kind == "transpose" else block.reshape(
+                    tuple(arg))
+            out[piece] = block
     return out

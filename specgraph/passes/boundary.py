@@ -233,6 +233,38 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
 
 
+def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray], known: Collection[str]
+                       ) -> tuple[Graph, dict[str, tuple[str, int, int, int]]]:
+    """A parameter read only by one split (a packed projection's weight, separated by
+    ``specgraph.passes.packed``) is stored as its pieces, each named by the block it holds
+    (``in_proj_weight[0:32]``: output features 0 to 31), each a parameter of its own; the
+    pieces of parameters that are pieces already (``known``) stay as they are read."""
+    pieces: dict[str, tuple[str, int, int, int]] = {}
+    params: dict[str, Value] = {}
+    replaced: dict[Value, Value] = {}
+    dropped: set[int] = set()
+    for name, v in graph.params.items():
+        users = graph.consumers(v)
+        if name in known or len(users) != 1 or users[0].op != "split" or v in graph.outputs:
+            params[name] = v
+            continue
+        (split,) = users
+        axis = split.attrs["axis"] % v.rank
+        data, start = weights[name], 0
+        for out, size in zip(split.outputs, split.attrs["sizes"]):
+            piece = f"{name}[{start}:{start + size}]"
+            params[piece] = replaced[out] = Value(out.shape, out.dtype)
+            weights[piece] = np.take(data, np.arange(start, start + size), axis=axis)
+            pieces[piece] = (name, axis, start, start + size)
+            start += size
+        dropped.add(id(split))
+    if not pieces:
+        return graph, pieces
+    nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
+    outputs = [replaced.get(v, v) for v in graph.outputs]
+    return graph.replace(params=params, nodes=nodes, outputs=outputs), pieces
+
+
 def _broadcast_alike(graph: Graph, v: Value, users: list[Node]) -> tuple[int, ...] | None:
     """``v``'s shape without its leading size-1 axes, where it has some and is read only by
     elementwise ops that broadcast it to the same result without them (an exporter's folded
@@ -385,9 +417,12 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     graph = canonicalize(_trig_tables_as_constants(
         _integer_params_as_constants(traced.graph, weights), weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
+    param_pieces = dict(traced.param_pieces)
     for _ in range(4):
+        graph, pieces = _fold_param_splits(graph, weights, param_pieces)
+        param_pieces.update(pieces)
         graph, steps = _fold_param_layouts(graph, weights)
-        if not steps:
+        if not steps and not pieces:
             break
         for name, chain in steps.items():
             param_layouts[name] = param_layouts.get(name, ()) + chain
@@ -418,7 +453,7 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     weights = LazyOutputs(lambda: {k: changed[k] for k in kept}, kept)  # read when read
     return dataclasses.replace(
         traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,
-        param_layouts=param_layouts,
+        param_layouts=param_layouts, param_pieces=param_pieces,
         input_layouts={**traced.input_layouts, **in_layouts},
         output_layouts={**traced.output_layouts, **out_layouts},
     )

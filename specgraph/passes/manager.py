@@ -18,6 +18,7 @@ from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.grouped_heads import FoldRepeatedHeadsPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.layouts import UnifyLayoutsPass
+from specgraph.passes.packed import SeparatePackedProjectionsPass
 from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
 from specgraph.passes.raise_activations import RaiseActivationsPass
@@ -58,6 +59,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseRotaryPass(),
     RaiseLinearPass(),
     SinkBatchReshapesPass(),
+    SeparatePackedProjectionsPass(),
     RaiseAttentionPass(),
     FoldRepeatedHeadsPass(),
 )
