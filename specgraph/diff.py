@@ -298,8 +298,8 @@ class _Differ:
         """Attention over another split into heads: one finding, the default scale that
         follows from it is not a second one."""
         qa, qb = a.inputs[0].shape, b.inputs[0].shape
-        if qa == qb or len(qa) < 3 or len(qb) < 3:
-            return False
+        if len(qa) < 3 or len(qb) < 3 or (qa[-3], qa[-1]) == (qb[-3], qb[-1]):
+            return False  # the same heads (the batch laid out otherwise is no heads' matter)
         self._add(i, Finding(
             "attr-mismatch",
             f"attention uses {qa[-3]} heads of size {qa[-1]} in {self.v.lhs} "
