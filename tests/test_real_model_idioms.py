@@ -3520,8 +3520,8 @@ def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
     """``nn.MultiheadAttention`` (packed ``in_proj_weight``, sequence first, its pieces
     multiplied with their stacked axis kept) against the same attention written with
     separate layers, and timm's packed layer against Flax's
-    ``MultiHeadDotProductAttention`` (``DenseGeneral`` q, k and v): equivalent, in numbers
-    too. BLOOM's interleaved packing holds no block per piece and stays one layer."""
+    ``MultiHeadDotProductAttention`` (``DenseGeneral`` q, k and v) and Keras'
+    ``MultiHeadAttention`` (``EinsumDense``): equivalent, in numbers too. BLOOM's interleaved packing holds no block per piece and stays one layer."""
 
     class TorchMHA(torch.nn.Module):
         def __init__(self) -> None:
@@ -3556,6 +3556,13 @@ def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
     for lhs, rhs in ((packed, flax), (flax, packed)):
         report = _equivalent(lhs, rhs)
         assert report.numeric is not None and report.numeric.gradients
+    import keras
+
+    inputs = keras.Input((T, E_ATT))
+    attention = keras.layers.MultiHeadAttention(HEADS_ATT, E_ATT // HEADS_ATT, name="attn")
+    report = _equivalent(packed, keras_side(keras.Model(inputs, attention(inputs, inputs)),
+                                            X_ATT, name="keras_mha"))
+    assert report.numeric is not None and report.numeric.gradients
 
     interleaved = canonical(torch_side(TorchPackedQKV(interleaved=True), X_ATT,
                                        name="torch_interleaved_qkv"))
