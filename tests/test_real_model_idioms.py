@@ -3519,7 +3519,9 @@ def test_a_packed_qkv_projection_is_three_projections_with_the_weights_moved_bot
 def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
     """``nn.MultiheadAttention`` (packed ``in_proj_weight``, sequence first, its pieces
     multiplied with their stacked axis kept) against the same attention written with
-    separate layers, and timm's packed layer against Flax's
+    separate layers, sequence first; with ``batch_first=True`` (its input moved sequence
+    first and its output back: the transposes sink below the linear layers and hoist above
+    the output's, and meet the heads') against HF's batch-first layers; and timm's packed layer against Flax's
     ``MultiHeadDotProductAttention`` (``DenseGeneral`` q, k and v) and Keras'
     ``MultiHeadAttention`` (``EinsumDense``): equivalent, in numbers too. BLOOM's interleaved packing holds no block per piece and stays one layer."""
 
@@ -3543,6 +3545,12 @@ def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
     seq_first = np.ascontiguousarray(X_ATT.transpose(1, 0, 2))
     mha = torch_side(TorchMHA().eval(), seq_first, name="torch_mha")
     _equivalent(mha, torch_side(TorchSeqFirst(), seq_first, name="torch_seq_first"))
+    batch_first = TorchMHA()
+    batch_first.attn.batch_first = True  # its input moved sequence-first, its output back
+    mha_batch_first = torch_side(batch_first.eval(), X_ATT, name="torch_mha_batch_first")
+    separate = torch_side(TorchSeparateQKV(), X_ATT, name="torch_separate_qkv")
+    assert_same_canonical(mha_batch_first, separate)
+    _equivalent(mha_batch_first, separate)
 
     class LinenMHA(fnn.Module):
         @fnn.compact

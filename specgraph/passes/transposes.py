@@ -23,7 +23,13 @@ reading a ``weight_norm`` moves onto its weight (and its gain is relaid out), so
 parameters take the layout the model reads. A lone transpose does not sink through an
 elementwise op into one whose other operands, made elsewhere, keep the layout it leaves:
 it would stop there anyway, and the layouts pass gives that stretch one layout (the two
-passes moved it back and forth).
+passes moved it back and forth). A transpose that leaves the last axis in place sinks below
+the linear layers that read it, and hoists above a linear layer that reads a merge of a
+transpose's output, where the two transposes then meet: ``nn.MultiheadAttention(batch_first=
+True)`` moves its input sequence-first and its output back, around heads split and merged
+sequence-first; its heads then are those of an attention written batch-first. (A split of
+an axis a transpose leaves in place goes above it only where another transpose reads the
+split, as those heads are moved.)
 
 Requires: a verified graph. Ensures: no transpose directly feeds an elementwise op (but one
 the next op of its stretch would stop),
@@ -328,13 +334,73 @@ def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
     x, p, out = t.inputs[0], t.attrs["perm"], node.outputs[0]
     runs = _merge_groups(out.shape, t.outputs[0].shape)  # output axes per transposed axis
     split_axes = [i for i, run in enumerate(runs or ()) if len(run) > 1]
-    if not split_axes or any(p[i] == i for i in split_axes):
+    if not split_axes or any(p[i] == i for i in split_axes) and not _transposed_next(rw, out):
         return False
     sizes = {p[i]: [out.shape[a] for a in run] for i, run in enumerate(runs)}
     split = tuple(s for axis in range(x.rank) for s in sizes[axis])
     starts = np.cumsum([0] + [len(sizes[axis]) for axis in range(x.rank)])
     perm = tuple(int(starts[p[i]]) + k for i in range(x.rank) for k in range(len(runs[i])))
     return _reshaped_first(rw, node, t, split, perm, "split-after-transpose")
+
+
+def _transposed_next(rw: Rewriter, value: Value) -> bool:
+    """Whether ``value`` is read only by a transpose (no graph output): a split of an axis
+    the transpose before it leaves in place goes above it there, the two transposes then
+    one (a sequence-first attention's heads, ``[T, B, H·D]`` split and moved to ``[B, H,
+    T, D]``), where a rotary embedding's pairs are read by other ops."""
+    readers = rw.graph.consumers(value)
+    return value not in rw.graph.outputs and len(readers) == 1 and \
+        readers[0].op == "transpose"
+
+
+def _linear(rw: Rewriter, node: Node) -> bool:
+    """linear(transpose(x, p)), p leaving the last axis in place: transpose(linear(x), p)
+    (the layer works on the last axis alone). A transpose that several linear layers read
+    (the q, k and v of ``nn.MultiheadAttention(batch_first=True)``, which moves the sequence
+    first) sinks below each."""
+    x = node.inputs[0]
+    t = rw.producer(x)
+    if t is None or t.op != "transpose" or x in rw.graph.outputs:
+        return False
+    perm = tuple(t.attrs["perm"])
+    if perm[-1] != len(perm) - 1 or any(r.op != "linear" or r.inputs[0] is not x
+                                        for r in rw.graph.consumers(x)):
+        return False
+    source, out = t.inputs[0], node.outputs[0]
+    shape = source.shape[:-1] + out.shape[-1:]
+    inner = rw.emit("linear", [source, *node.inputs[1:]], dict(node.attrs), like=node,
+                    shape=shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
+    return True
+
+
+def _over_linear(rw: Rewriter, node: Node) -> bool:
+    """transpose(linear(reshape(y, M)), q), y a transpose's output, M merging runs of y's
+    axes and q leaving the last axis in place: linear(reshape(transpose(y, p), M')), p
+    moving the runs whole; the two transposes then meet (``nn.MultiheadAttention``'s heads
+    merged sequence-first, then its output moved batch-first)."""
+    q = tuple(node.attrs["perm"])
+    lin = rw.producer(node.inputs[0])
+    if q[-1] != len(q) - 1 or lin is None or lin.op != "linear" or \
+            rw.uses(node.inputs[0]) != 1:
+        return False
+    r = rw.producer(lin.inputs[0])
+    if r is None or r.op != "reshape" or rw.uses(lin.inputs[0]) != 1:
+        return False
+    y = r.inputs[0]
+    made = rw.producer(y)
+    groups = _merge_groups(y.shape, r.outputs[0].shape)
+    if made is None or made.op != "transpose" or groups is None or \
+            all(len(g) == 1 for g in groups):
+        return False
+    perm = tuple(i for j in q for i in groups[j])
+    moved = rw.emit("transpose", [y], {"perm": perm}, like=node,
+                    shape=tuple(y.shape[i] for i in perm))
+    merged_shape = tuple(r.outputs[0].shape[j] for j in q)
+    merged = rw.emit("reshape", [moved], {"shape": merged_shape}, like=r, shape=merged_shape)
+    rw.replace(node.outputs[0], rw.emit("linear", [merged, *lin.inputs[1:]], dict(lin.attrs),
+                                        like=lin, shape=node.outputs[0].shape))
+    return True
 
 
 def _reshaped_first(rw: Rewriter, node: Node, t: Node, split: tuple[int, ...],
@@ -510,7 +576,9 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "transpose":
-        return _merge_after_transpose(rw, node) or _hoist(rw, node)
+        return _merge_after_transpose(rw, node) or _over_linear(rw, node) or _hoist(rw, node)
+    if node.op == "linear":
+        return _linear(rw, node)
     if node.op == "reshape":
         return _split_after_transpose(rw, node) or _block_after_transpose(rw, node)
     if node.op == "concat":
