@@ -45,8 +45,10 @@ def test_hf_model_traces_faithfully(factory) -> None:
 def test_gpt2_canonical_form_has_its_layers() -> None:
     traced = canonicalize_model(torch_frontend.trace(*_gpt2(), reference="gpt2"))
     ops = Counter(n.op for n in traced.graph.nodes)
-    # Conv1D (addmm) becomes linear; gelu_new's tanh formula becomes gelu(tanh).
-    assert ops["linear"] == 2 * 4 + 1 and ops["attention"] == 2 and ops["layer_norm"] == 5
+    # Conv1D (addmm) becomes linear, the packed c_attn one per q, k and v (its weight
+    # stored as the three blocks); gelu_new's tanh formula becomes gelu(tanh).
+    assert ops["linear"] == 2 * 6 + 1 and ops["attention"] == 2 and ops["layer_norm"] == 5
+    assert "transformer.h.0.attn.c_attn.weight[32:64]" in traced.param_pieces
     gelus = [n for n in traced.graph.nodes if n.op == "gelu"]
     assert len(gelus) == 2 and all(n.attrs["approximate"] == "tanh" for n in gelus)
     causal = [n.attrs["causal"] or n.attrs["has_mask"] for n in traced.graph.nodes
