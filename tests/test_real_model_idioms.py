@@ -3577,3 +3577,30 @@ def test_torch_multihead_attention_against_flax_and_its_own_layers() -> None:
     assert not interleaved.param_pieces
     assert [n.outputs[0].shape[-1] for n in interleaved.graph.nodes
             if n.op == "linear"] == [3 * E_ATT, E_ATT]
+
+
+def test_torch_transformer_encoder_layer_batch_first_against_keras() -> None:
+    """PyTorch's ``nn.TransformerEncoderLayer(batch_first=True)`` (its attention an
+    ``nn.MultiheadAttention``: packed, sequence-first inside) against the same post-LN layer
+    written in Keras: equivalent, every parameter gradient compared; the Keras layer with a
+    GELU where PyTorch's default is ReLU is that one finding."""
+    import keras
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(E_ATT, HEADS_ATT, 2 * E_ATT, dropout=0.0,
+                                             batch_first=True).eval()
+    lhs = torch_side(layer, X_ATT, name="torch_encoder_layer")
+
+    def keras_layer(activation: str):
+        x = keras.Input((T, E_ATT))
+        a = keras.layers.MultiHeadAttention(HEADS_ATT, E_ATT // HEADS_ATT)(x, x)
+        h = keras.layers.LayerNormalization(epsilon=1e-5)(x + a)
+        f = keras.layers.Dense(E_ATT)(keras.layers.Dense(2 * E_ATT, activation=activation)(h))
+        return keras_side(keras.Model(x, keras.layers.LayerNormalization(epsilon=1e-5)(h + f)),
+                          X_ATT, name=f"keras_encoder_layer_{activation}")
+
+    report = _equivalent(lhs, keras_layer("relu"))
+    assert report.numeric is not None and report.numeric.gradients
+    wrong = compare(lhs, keras_layer("gelu"))
+    assert [(f.code, f.message.split(" (")[0]) for f in wrong.findings] == [
+        ("op-mismatch", "lhs computes relu where rhs computes gelu")], wrong.findings
