@@ -3604,3 +3604,38 @@ def test_torch_transformer_encoder_layer_batch_first_against_keras() -> None:
     wrong = compare(lhs, keras_layer("gelu"))
     assert [(f.code, f.message.split(" (")[0]) for f in wrong.findings] == [
         ("op-mismatch", "lhs computes relu where rhs computes gelu")], wrong.findings
+
+
+def test_torch_cross_attention_splits_its_packed_weight_twice() -> None:
+    """``nn.MultiheadAttention`` attending from one sequence to another splits
+    ``in_proj_weight`` into q's block and a packed k·v block, each transposed, then unpacks
+    k and v after their product: "rhs has no split between the weight
+    attn.in_proj_weight[32:96] and linear", no numbers. The k·v block split again is two
+    blocks of the whole, laid out as it is; against Flax's attention it is one graph, the
+    weights moved both ways."""
+
+    class TorchCross(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.attn = torch.nn.MultiheadAttention(E_ATT, HEADS_ATT, batch_first=True)
+
+        def forward(self, x, memory):
+            return self.attn(x, memory, memory, need_weights=False)[0]
+
+    class LinenCross(fnn.Module):
+        @fnn.compact
+        def __call__(self, x, memory):
+            return fnn.MultiHeadDotProductAttention(HEADS_ATT, name="attn")(x, memory)
+
+    memory = np.random.default_rng(4).standard_normal((B, T + 2, E_ATT)).astype(np.float32)
+    lhs = torch_side(TorchCross().eval(), X_ATT, memory, name="torch_cross")
+    assert sorted(canonical(lhs).param_pieces) == [
+        f"attn.in_proj_{kind}[{a}:{a + E_ATT}]" for kind in ("bias", "weight")
+        for a in (0, E_ATT, 2 * E_ATT)]
+    module = LinenCross()
+    rhs = linen_side(module, module.init(jax.random.PRNGKey(0), X_ATT, memory), X_ATT, memory,
+                     name="linen_cross")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert report.numeric is not None and report.numeric.gradients

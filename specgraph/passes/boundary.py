@@ -233,36 +233,66 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
     return graph.replace(params=params, nodes=nodes, outputs=outputs), steps
 
 
-def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray], known: Collection[str]
-                       ) -> tuple[Graph, dict[str, tuple[str, int, int, int]]]:
+def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
+                       known: Mapping[str, tuple[str, int, int, int]],
+                       laid: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]]
+                       ) -> tuple[Graph, dict[str, tuple[str, int, int, int]],
+                                  dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
     """A parameter read only by one split (a packed projection's weight, separated by
-    ``specgraph.passes.packed``) is stored as its pieces, each named by the block it holds
-    (``in_proj_weight[0:32]``: output features 0 to 31), each a parameter of its own; the
-    pieces of parameters that are pieces already (``known``) stay as they are read."""
+    ``specgraph.passes.packed``; PyTorch's cross-attention splitting ``in_proj_weight``
+    into q's and the packed k·v's) is stored as its pieces, each named by the block it
+    holds (``in_proj_weight[0:32]``: output features 0 to 31), each a parameter of its own.
+    A piece (``known``) split again along the axis it was cut along (through the transposes
+    laid on it since, ``laid``: PyTorch splits ``in_proj_weight`` before it transposes
+    each part) is stored as blocks of the whole, laid out as that piece; the layouts of
+    such blocks are returned with them."""
     pieces: dict[str, tuple[str, int, int, int]] = {}
+    moved: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     params: dict[str, Value] = {}
     replaced: dict[Value, Value] = {}
     dropped: set[int] = set()
     for name, v in graph.params.items():
         users = graph.consumers(v)
-        if name in known or len(users) != 1 or users[0].op != "split" or v in graph.outputs:
+        if len(users) != 1 or users[0].op != "split" or v in graph.outputs:
             params[name] = v
             continue
         (split,) = users
         axis = split.attrs["axis"] % v.rank
+        whole, offset, steps = name, 0, ()
+        if name in known:
+            whole, whole_axis, offset, _ = known[name]
+            steps = tuple(laid.get(name, ()))
+            if _axis_before(axis, steps) != whole_axis:
+                params[name] = v
+                continue
         data, start = weights[name], 0
         for out, size in zip(split.outputs, split.attrs["sizes"]):
-            piece = f"{name}[{start}:{start + size}]"
+            piece = f"{whole}[{offset + start}:{offset + start + size}]"
             params[piece] = replaced[out] = Value(out.shape, out.dtype)
             weights[piece] = np.take(data, np.arange(start, start + size), axis=axis)
-            pieces[piece] = (name, axis, start, start + size)
+            pieces[piece] = (whole, whole_axis if steps else axis, offset + start,
+                             offset + start + size)
+            if steps:
+                moved[piece] = steps  # laid out as the piece it is cut from
             start += size
+        if name in known:
+            pieces[name] = ("", -1, 0, 0)  # split further: no longer a parameter
         dropped.add(id(split))
     if not pieces:
-        return graph, pieces
+        return graph, pieces, moved
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
-    return graph.replace(params=params, nodes=nodes, outputs=outputs), pieces
+    return graph.replace(params=params, nodes=nodes, outputs=outputs), pieces, moved
+
+
+def _axis_before(axis: int, steps: tuple[tuple[str, tuple[int, ...]], ...]) -> int | None:
+    """The axis of a parameter, before its layout ``steps``, that is ``axis`` after them
+    (None through a reshape)."""
+    for kind, arg in reversed(steps):
+        if kind != "transpose":
+            return None
+        axis = arg[axis]
+    return axis
 
 
 def _broadcast_alike(graph: Graph, v: Value, users: list[Node]) -> tuple[int, ...] | None:
@@ -419,8 +449,11 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     param_pieces = dict(traced.param_pieces)
     for _ in range(4):
-        graph, pieces = _fold_param_splits(graph, weights, param_pieces)
+        graph, pieces, laid = _fold_param_splits(graph, weights, param_pieces, param_layouts)
         param_pieces.update(pieces)
+        param_layouts.update(laid)
+        for name in [k for k, p in pieces.items() if not p[0]]:
+            del param_pieces[name]  # a piece split further: its blocks stand for it
         graph, steps = _fold_param_layouts(graph, weights)
         if not steps and not pieces:
             break
