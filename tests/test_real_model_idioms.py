@@ -3639,3 +3639,34 @@ def test_torch_cross_attention_splits_its_packed_weight_twice() -> None:
     for a, b in ((lhs, rhs), (rhs, lhs)):
         report = _equivalent(a, b)
         assert report.numeric is not None and report.numeric.gradients
+
+
+def test_a_key_padding_mask_filled_with_minus_inf_or_the_lowest_float_is_one_mask() -> None:
+    """``nn.MultiheadAttention``'s ``key_padding_mask`` becomes an additive operand filled
+    with -inf, Flax's boolean mask one filled with ``finfo.min``: "where at attn reads the
+    constant -inf in lhs but the constant -3.40282e+38 in rhs" before, though no row keeps
+    no key. One mask now, and the numbers agree."""
+
+    class TorchPadded(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.attn = torch.nn.MultiheadAttention(E_ATT, HEADS_ATT, batch_first=True)
+
+        def forward(self, x, padded):
+            return self.attn(x, x, x, key_padding_mask=padded, need_weights=False)[0]
+
+    class LinenPadded(fnn.Module):
+        @fnn.compact
+        def __call__(self, x, padded):
+            keep = jnp.logical_not(padded)[:, None, None, :]
+            return fnn.MultiHeadDotProductAttention(HEADS_ATT, name="attn")(x, mask=keep)
+
+    padded = np.zeros((B, T), bool)
+    padded[1, -2:] = True
+    module = LinenPadded()
+    rhs = linen_side(module, module.init(jax.random.PRNGKey(0), X_ATT, padded), X_ATT, padded,
+                     name="linen_padded")
+    report = _equivalent(torch_side(TorchPadded().eval(), X_ATT, padded, name="torch_padded"),
+                         rhs)
+    assert report.numeric is not None and report.numeric.gradients

@@ -470,6 +470,37 @@ def _drowning_fill(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _lowest_operand_fill(rw: Rewriter, node: Node) -> bool:
+    """attention whose additive mask operand is ``where(K, 0, fill)`` (or ``where(K, fill,
+    0)``) read there alone, a scalar fill that drowns the keys it selects other than the
+    dtype's lowest (``nn.MultiheadAttention``'s ``key_padding_mask`` fills with -inf where
+    Flax fills with ``finfo.min``): the same operand with the lowest, as ``_drowning_fill``
+    writes the scores' selects. Wherever a row keeps a key the attention is the same; a
+    row that keeps none is told apart by the numbers, each side's program running as
+    written."""
+    if len(node.inputs) != 4:
+        return False
+    m = node.inputs[3]
+    w = rw.producer(m)
+    if w is None or w.op != "where" or rw.uses(m) != 1 or m.dtype not in LOWEST or \
+            w.inputs[0].dtype != "bool":
+        return False
+    fills = [rw.uniform(v) for v in w.inputs[1:]]
+    if None in fills or 0.0 not in fills:
+        return False
+    slot = 1 if fills[0] != 0.0 else 2
+    fill, lowest = fills[slot - 1], LOWEST[m.dtype]
+    if not fill <= DROWN or fill == lowest:
+        return False
+    inputs = list(w.inputs)
+    inputs[slot] = rw.constant(np.array(lowest), m.dtype)
+    mask = rw.emit("where", inputs, dict(w.attrs), like=w, shape=m.shape)
+    y = node.outputs[0]
+    rw.replace(y, rw.emit("attention", [*node.inputs[:3], mask], dict(node.attrs), like=node,
+                          shape=y.shape))
+    return True
+
+
 def _drowning_values(rw: Rewriter) -> frozenset[Value]:
     """``drowning`` of the graph the rewrite started from (found once per rewrite)."""
     if "drowning" not in rw.memo:
@@ -483,7 +514,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("mul", "where") and _drowning_mask(rw, node):
         return True
     if node.op == "attention":
-        return _constant_mask(rw, node) or _fed_operand(rw, node) or _fold_scale(rw, node)
+        return _constant_mask(rw, node) or _fed_operand(rw, node) or \
+            _lowest_operand_fill(rw, node) or _fold_scale(rw, node)
     if node.op == "softmax":
         return _canonical_mask(rw, node)
     if node.op != "matmul":
