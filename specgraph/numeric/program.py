@@ -194,6 +194,14 @@ def _canonical_shape(traced: Any, name: str, native: tuple[int, ...] | None
     return shape
 
 
+def _blocks_by_whole(traced: Any) -> dict[str, list[tuple[str, int, int, int]]]:
+    """Each framework parameter stored as pieces: (piece, axis, start, stop) of each."""
+    blocks: dict[str, list[tuple[str, int, int, int]]] = {}
+    for piece, (whole, axis, start, stop) in traced.param_pieces.items():
+        blocks.setdefault(whole, []).append((piece, axis, start, stop))
+    return blocks
+
+
 def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
                    native_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """Canonical ``weights`` of ``traced``'s graph in the program's layouts
@@ -201,7 +209,7 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
     pieces of a parameter (``param_pieces``) joined into it, where all of them are given
     (else the program keeps its own)."""
     out: dict[str, np.ndarray] = {}
-    pieces = getattr(traced, "param_pieces", {})
+    pieces = traced.param_pieces
     parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     for name, array in weights.items():
         steps = tuple(traced.param_layouts.get(name, ()))
@@ -213,10 +221,11 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
                                                              before)))
             continue
         out[name] = _undo(np.asarray(array), steps, native_shapes.get(name))
+    blocks = _blocks_by_whole(traced)
     for whole, given in parts.items():
-        axis = next(p[1] for p in pieces.values() if p[0] == whole)
-        if len(given) != sum(1 for p in pieces.values() if p[0] == whole):
+        if len(given) != len(blocks[whole]):
             continue
+        axis = blocks[whole][0][1]
         joined = np.concatenate([a for _, a in sorted(given, key=lambda g: g[0])], axis=axis)
         out[whole] = np.ascontiguousarray(_undo(joined, tuple(
             traced.param_layouts.get(whole, ())), native_shapes.get(whole)))
@@ -238,9 +247,7 @@ def native_cotangents(traced: Any, cts: Mapping[str, np.ndarray]) -> dict[str, n
 def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Native parameter gradients laid out like the canonical parameters (a parameter stored
     as pieces, ``param_pieces``: each piece's block)."""
-    pieces: dict[str, list[tuple[str, int, int, int]]] = {}
-    for piece, (whole, axis, start, stop) in getattr(traced, "param_pieces", {}).items():
-        pieces.setdefault(whole, []).append((piece, axis, start, stop))
+    pieces = _blocks_by_whole(traced)
     out = {}
     for name, g in grads.items():
         for kind, arg in traced.param_layouts.get(name, ()):

@@ -31,7 +31,8 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
-__all__ = ["SinkBatchReshapesPass", "batch_merge", "batch_promotion", "promoted"]
+__all__ = ["SinkBatchReshapesPass", "batch_merge", "batch_promotion", "promoted",
+           "unit_split"]
 
 _ROW_WISE = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 
@@ -49,14 +50,20 @@ def _merge(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
     return node.inputs[0], k
 
 
+def unit_split(node: Node) -> bool:
+    """Whether ``node`` splits a stacked tensor into its pieces of one along the first axis
+    (``q, k, v = qkv``)."""
+    x = node.inputs[0] if node.inputs else None
+    return node.op == "split" and x is not None and x.rank >= 2 and \
+        node.attrs["axis"] % x.rank == 0 and set(node.attrs["sizes"]) == {1} and \
+        len(node.attrs["sizes"]) >= 2
+
+
 def _unpacked_piece(rw: Rewriter, node: Node) -> bool:
-    """Whether the reshape ``node`` drops the first axis of a piece of one that a split
-    along that axis made (``q, k, v = qkv``)."""
+    """Whether the reshape ``node`` drops the first axis of a piece of a ``unit_split``."""
     x, y = node.inputs[0], node.outputs[0]
     split = rw.producer(x)
-    return split is not None and split.op == "split" and \
-        split.attrs["axis"] % split.inputs[0].rank == 0 and x.rank >= 2 and \
-        x.shape[0] == 1 and y.shape == x.shape[1:]
+    return split is not None and unit_split(split) and y.shape == x.shape[1:]
 
 
 def promoted(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
@@ -167,8 +174,7 @@ def _pieces_kept_whole(rw: Rewriter, node: Node) -> bool:
     axis, and the product is the one a program that drops it at once computes. Only where
     every such reader lets the promotion through: one left at once above a reader would be
     the identity, undone by the identities pass."""
-    x, sizes = node.inputs[0], node.attrs["sizes"]
-    if node.attrs["axis"] % x.rank != 0 or x.rank < 2 or set(sizes) != {1} or len(sizes) < 2:
+    if not unit_split(node):
         return False
     pieces = set(node.outputs)
     kept = [v for v in node.outputs

@@ -237,7 +237,8 @@ def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
                        known: Mapping[str, tuple[str, int, int, int]],
                        laid: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]]
                        ) -> tuple[Graph, dict[str, tuple[str, int, int, int]],
-                                  dict[str, tuple[tuple[str, tuple[int, ...]], ...]]]:
+                                  dict[str, tuple[tuple[str, tuple[int, ...]], ...]],
+                                  list[str]]:
     """A parameter read only by one split (a packed projection's weight, separated by
     ``specgraph.passes.packed``; PyTorch's cross-attention splitting ``in_proj_weight``
     into q's and the packed k·v's) is stored as its pieces, each named by the block it
@@ -245,9 +246,10 @@ def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
     A piece (``known``) split again along the axis it was cut along (through the transposes
     laid on it since, ``laid``: PyTorch splits ``in_proj_weight`` before it transposes
     each part) is stored as blocks of the whole, laid out as that piece; the layouts of
-    such blocks are returned with them."""
+    such blocks are returned with them, and the pieces they replace."""
     pieces: dict[str, tuple[str, int, int, int]] = {}
     moved: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
+    retired: list[str] = []
     params: dict[str, Value] = {}
     replaced: dict[Value, Value] = {}
     dropped: set[int] = set()
@@ -257,7 +259,7 @@ def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
             params[name] = v
             continue
         (split,) = users
-        axis = split.attrs["axis"] % v.rank
+        axis = whole_axis = split.attrs["axis"] % v.rank
         whole, offset, steps = name, 0, ()
         if name in known:
             whole, whole_axis, offset, _ = known[name]
@@ -270,19 +272,18 @@ def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
             piece = f"{whole}[{offset + start}:{offset + start + size}]"
             params[piece] = replaced[out] = Value(out.shape, out.dtype)
             weights[piece] = np.take(data, np.arange(start, start + size), axis=axis)
-            pieces[piece] = (whole, whole_axis if steps else axis, offset + start,
-                             offset + start + size)
+            pieces[piece] = (whole, whole_axis, offset + start, offset + start + size)
             if steps:
                 moved[piece] = steps  # laid out as the piece it is cut from
             start += size
         if name in known:
-            pieces[name] = ("", -1, 0, 0)  # split further: no longer a parameter
+            retired.append(name)  # split further: no longer a parameter
         dropped.add(id(split))
     if not pieces:
-        return graph, pieces, moved
+        return graph, pieces, moved, retired
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
-    return graph.replace(params=params, nodes=nodes, outputs=outputs), pieces, moved
+    return graph.replace(params=params, nodes=nodes, outputs=outputs), pieces, moved, retired
 
 
 def _axis_before(axis: int, steps: tuple[tuple[str, tuple[int, ...]], ...]) -> int | None:
@@ -449,11 +450,13 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     param_pieces = dict(traced.param_pieces)
     for _ in range(4):
-        graph, pieces, laid = _fold_param_splits(graph, weights, param_pieces, param_layouts)
+        graph, pieces, laid, retired = _fold_param_splits(graph, weights, param_pieces,
+                                                          param_layouts)
         param_pieces.update(pieces)
         param_layouts.update(laid)
-        for name in [k for k, p in pieces.items() if not p[0]]:
-            del param_pieces[name]  # a piece split further: its blocks stand for it
+        for name in retired:  # a piece split further: its blocks stand for it
+            del param_pieces[name]
+            param_layouts.pop(name, None)
         graph, steps = _fold_param_layouts(graph, weights)
         if not steps and not pieces:
             break

@@ -25,6 +25,7 @@ import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.passes.batch_reshapes import unit_split
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["SeparatePackedProjectionsPass"]
@@ -48,8 +49,7 @@ def _chain(rw: Rewriter, node: Node) -> tuple[list[Node], Node, list[Node]] | No
             return None
         chain.append(reader)
         value = reader.outputs[0]
-    x, sizes = reader.inputs[0], reader.attrs["sizes"]
-    if reader.attrs["axis"] % x.rank != 0 or set(sizes) != {1} or len(sizes) < 2:
+    if not unit_split(reader):
         return None
     ends = []
     for piece in reader.outputs:
