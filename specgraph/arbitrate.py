@@ -154,7 +154,12 @@ class _Proof:
         if v in g.inputs:
             return np.asarray(self.rinputs[g.input_names[g.inputs.index(v)]])
         u = self.p.values.get(v)
-        value = None if u is None else self.lhs(u)
+        if u is None or _made_in(self.p.lhs, u, self.region.lhs):
+            # no counterpart, or one the region computes on lhs: feeding it would hold lhs's
+            # region against itself (rhs's last linear layer, an output, paired with lhs's
+            # residual add after it, which rhs lacks)
+            return None
+        value = self.lhs(u)
         if value is None or value.shape != v.shape:
             return None  # a counterpart of another shape (paired views): nothing to feed
         return value
@@ -174,8 +179,11 @@ class _Proof:
             except ExecutionError:  # an op the reference interpreter cannot run
                 return None
             self.rvalues.update(zip(node.outputs, outs))
+        exits = self._exits()
+        if not exits:  # nothing reads what the region makes on both sides: nothing proved
+            return None
         worst = 0.0
-        for lhs_value, rhs_value in self._exits():
+        for lhs_value, rhs_value in exits:
             if lhs_value is None or rhs_value is None:
                 return None
             worst = max(worst, _distance(lhs_value, rhs_value))
@@ -197,13 +205,8 @@ class _Proof:
                 out.extend(self._commutative(a, b))
                 continue
             out.extend(self._selected(a, b, s) for s in touched)
-        lnames = dict(zip(lg.output_names, lg.outputs))
-        for name, v in zip(rg.output_names, rg.outputs):
-            if _made_in(rg, v, rin) and name in lnames:
-                out.append((self.lhs(lnames[name]), self.rhs(v)))
-        for name, u in zip(lg.output_names, lg.outputs):
-            if _made_in(lg, u, lin) and name in dict(zip(rg.output_names, rg.outputs)):
-                v = dict(zip(rg.output_names, rg.outputs))[name]
+        for u, v in _output_pairs(lg, rg):
+            if _made_in(lg, u, lin) or _made_in(rg, v, rin):
                 out.append((self.lhs(u), self.rhs(v)))
         return out
 
@@ -239,6 +242,18 @@ class _Proof:
         straight = max(_distance(x, y) for x, y in zip(la, rb))
         crossed = max(_distance(x, y) for x, y in zip(la, reversed(rb)))
         return list(zip(la, rb)) if straight <= crossed else list(zip(la, reversed(rb)))
+
+
+def _output_pairs(lg: Graph, rg: Graph) -> list[tuple[Value, Value]]:
+    """Each lhs output with rhs's of its name, else (as many outputs on each side) with the
+    one in its place: an export renames its outputs (``output`` becomes ``transpose_12``)."""
+    rnames = dict(zip(rg.output_names, rg.outputs))
+    if all(name in rnames for name in lg.output_names):
+        return [(u, rnames[name]) for name, u in zip(lg.output_names, lg.outputs)]
+    if len(lg.outputs) != len(rg.outputs):
+        return [(u, rnames[name]) for name, u in zip(lg.output_names, lg.outputs)
+                if name in rnames]
+    return list(zip(lg.outputs, rg.outputs))
 
 
 def _made_in(graph: Graph, value: Value, nodes: set[int]) -> bool:

@@ -22,7 +22,7 @@ from specgraph.folds import (Fold, Folded, find_folded, find_folds, fold_notes,
                              folded_notes)
 from specgraph.grouping import group_repeated
 from specgraph.loading import check_shapes, trace
-from specgraph.model import TracedModel
+from specgraph.model import INFERENCE_ONLY, TracedModel
 from specgraph.numeric.compare import compare_numeric
 from specgraph.numeric.feeds import transfer_weights
 from specgraph.numeric.options import NumericOptions
@@ -200,7 +200,9 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     findings: list[Finding] = [f for f in found if kept(f)] if mode != "numbers" else []
     notes: list[str] = fold_notes(alignment, folds, unlike, voice,
                                   numbers=mode != "structure") + moot + \
-        folded_notes(alignment, folded, voice)
+        folded_notes(alignment, folded, voice,
+                     exported={"lhs": left.framework in INFERENCE_ONLY,
+                               "rhs": right.framework in INFERENCE_ONLY})
     result = None
     if mode != "structure":
         opts = options or NumericOptions()
@@ -294,11 +296,9 @@ def numeric_pairing(left: TracedModel, right: TracedModel, alignment: Alignment,
     if folded is None:
         folded = find_folded(alignment, left.weights, right.weights)
     return pair(alignment, folds, folded, right.weights,
-                keep_unpaired=right.framework in _INFERENCE_ONLY)
+                keep_unpaired=right.framework in INFERENCE_ONLY)
 
 
-# frontends whose models are inference programs: they hold nothing only training reads
-_INFERENCE_ONLY = frozenset({"onnx"})
 
 
 def _training_only_against_inference(findings: list[Finding], left: TracedModel,
@@ -308,7 +308,7 @@ def _training_only_against_inference(findings: list[Finding], left: TracedModel,
     against an inference program (an ONNX file, which has no word for a padding row) is no
     difference the program can have: each is a note instead, one for all."""
     inference = [side for side, model in (("lhs", left), ("rhs", right))
-                 if model.framework in _INFERENCE_ONLY]
+                 if model.framework in INFERENCE_ONLY]
     if not inference:
         return findings, []
     side = inference[0]

@@ -480,8 +480,11 @@ def _folded_sums(al: Alignment, pending: Mapping[tuple[str, int], _Term]
     return tuple(found)
 
 
-def folded_notes(al: Alignment, folded: Sequence[Folded], voice: Voice) -> list[str]:
-    """One note per side whose computations the other holds folded into constants."""
+def folded_notes(al: Alignment, folded: Sequence[Folded], voice: Voice,
+                 exported: Mapping[str, bool] | None = None) -> list[str]:
+    """One note per side whose computations the other holds folded into constants;
+    ``exported``: which sides are exported inference programs (an exporter folded them),
+    else the constants were computed when the program was traced."""
     notes = []
     for side in ("lhs", "rhs"):
         mine = [f for f in folded if f.side == side]
@@ -495,11 +498,13 @@ def folded_notes(al: Alignment, folded: Sequence[Folded], voice: Voice) -> list[
             scope = graph.nodes[min(f.cone)].scope or "<model>"
             what.append(f"{ops} at {scope}")
         what = list(dict.fromkeys(what))
+        how = ("as an exporter folds constants" if exported is None or exported.get(other)
+               else "computed once, when its program was traced")
         notes.append(
             f"{voice.name(other)} holds as constants what {voice.name(side)} computes from "
             f"its weights alone ({'; '.join(what[:4])}"
-            f"{f' and {len(what) - 4} more' if len(what) > 4 else ''}), as an exporter "
-            f"folds constants: {voice.name(other)}'s numbers are "
+            f"{f' and {len(what) - 4} more' if len(what) > 4 else ''}), "
+            f"{how}: {voice.name(other)}'s numbers are "
             f"{voice.name(side)}'s, so they are no difference; the numbers read each side's "
             "own there")
     return notes

@@ -10,7 +10,11 @@ import numpy as np
 
 from specgraph.ir import Graph
 
-__all__ = ["TracedModel", "LazyOutputs"]
+__all__ = ["TracedModel", "LazyOutputs", "INFERENCE_ONLY"]
+
+# frontends whose models are inference programs: they hold nothing only training reads, and
+# no gradients
+INFERENCE_ONLY = frozenset({"onnx"})
 
 
 @dataclass(frozen=True, eq=False)

@@ -158,6 +158,13 @@ def _run_eagerly(model: Any, args: tuple[Any, ...], keras: bool, reference: str)
     try:
         return _call(model, tuple(tf.nest.map_structure(tf.convert_to_tensor, args)), keras)
     except Exception as err:
+        if keras and len(args) > 1 and isinstance(err, TypeError) and \
+                "multiple values for argument" in str(err):
+            # Keras's call(inputs, training): a second input landed on ``training``
+            raise TraceError(
+                f"{reference}: the Keras model takes its {len(args)} inputs as one "
+                "argument, a list, and they were given as separate example inputs; return "
+                "(model, ([x1, x2],)) from the factory: one example input, the list") from err
         raise TraceError(f"{reference}: the model failed on its example inputs with "
                          f"{_reason(err)}; check the inputs' shapes and dtypes against the "
                          "model") from err

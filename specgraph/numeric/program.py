@@ -223,8 +223,9 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
         out[name] = _undo(np.asarray(array), steps, native_shapes.get(name))
     blocks = _blocks_by_whole(traced)
     for whole, given in parts.items():
-        if len(given) != len(blocks[whole]):
-            continue
+        if len(given) != len(blocks[whole]) or whole in out:
+            continue  # not all given, or given whole too (an inference program's one
+            # initializer read whole and split: ``boundary._fold_param_splits``)
         axis = blocks[whole][0][1]
         joined = np.concatenate([a for _, a in sorted(given, key=lambda g: g[0])], axis=axis)
         out[whole] = np.ascontiguousarray(_undo(joined, tuple(

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterator, Mapping, MutableMapping
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value, prune, same_elements
-from specgraph.model import LazyOutputs, TracedModel
+from specgraph.model import INFERENCE_ONLY, LazyOutputs, TracedModel
 from specgraph.ops import get_spec
 from specgraph.passes.layer_attrs import with_layer_attrs
 from specgraph.passes.manager import canonicalize
@@ -235,8 +235,8 @@ def _fold_param_layouts(graph: Graph, weights: dict[str, np.ndarray]
 
 def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
                        known: Mapping[str, tuple[str, int, int, int]],
-                       laid: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]]
-                       ) -> tuple[Graph, dict[str, tuple[str, int, int, int]],
+                       laid: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]],
+                       shared: bool = False) -> tuple[Graph, dict[str, tuple[str, int, int, int]],
                                   dict[str, tuple[tuple[str, tuple[int, ...]], ...]],
                                   list[str]]:
     """A parameter read only by one split (a packed projection's weight, separated by
@@ -246,40 +246,57 @@ def _fold_param_splits(graph: Graph, weights: dict[str, np.ndarray],
     A piece (``known``) split again along the axis it was cut along (through the transposes
     laid on it since, ``laid``: PyTorch splits ``in_proj_weight`` before it transposes
     each part) is stored as blocks of the whole, laid out as that piece; the layouts of
-    such blocks are returned with them, and the pieces they replace."""
+    such blocks are returned with them, and the pieces they replace.
+
+    ``shared``: the model is an inference program, whose exporter stores equal initializers
+    once (``torch.onnx.export`` keeps one array of zeros for the biases of both attention
+    layers of a freshly made decoder layer, split by the cross-attention and read whole by
+    the self-attention); a parameter one split reads among other readers is stored as its
+    pieces too and kept whole for the others (there is no gradient to share out)."""
     pieces: dict[str, tuple[str, int, int, int]] = {}
     moved: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
     retired: list[str] = []
     params: dict[str, Value] = {}
     replaced: dict[Value, Value] = {}
     dropped: set[int] = set()
+    folds = []  # (name, its split, axis, the whole's name and axis, offset, layout steps)
     for name, v in graph.params.items():
         users = graph.consumers(v)
-        if len(users) != 1 or users[0].op != "split" or v in graph.outputs:
-            params[name] = v
+        splits = [u for u in users if u.op == "split"]
+        alone = len(users) == 1 and len(splits) == 1
+        params[name] = v
+        if not (alone or (shared and len(splits) == 1 and name not in known)) or \
+                v in graph.outputs:
             continue
-        (split,) = users
+        (split,) = splits
         axis = whole_axis = split.attrs["axis"] % v.rank
         whole, offset, steps = name, 0, ()
         if name in known:
             whole, whole_axis, offset, _ = known[name]
             steps = tuple(laid.get(name, ()))
             if _axis_before(axis, steps) != whole_axis:
-                params[name] = v
                 continue
+        if alone:  # else read whole elsewhere too: it stays, and its split's pieces join it
+            del params[name]
+            if name in known:
+                retired.append(name)  # split further: no longer a parameter
+        folds.append((name, split, axis, whole, whole_axis, offset, steps))
+    for name, split, axis, whole, whole_axis, offset, steps in folds:
         data, start = weights[name], 0
         for out, size in zip(split.outputs, split.attrs["sizes"]):
             piece = f"{whole}[{offset + start}:{offset + start + size}]"
+            start += size
+            same = params.get(piece)  # the block another split of it gave (``shared``)
+            if same is not None and same.shape == out.shape:
+                replaced[out] = same
+                continue
             params[piece] = replaced[out] = Value(out.shape, out.dtype)
-            weights[piece] = np.take(data, np.arange(start, start + size), axis=axis)
-            pieces[piece] = (whole, whole_axis, offset + start, offset + start + size)
+            weights[piece] = np.take(data, np.arange(start - size, start), axis=axis)
+            pieces[piece] = (whole, whole_axis, offset + start - size, offset + start)
             if steps:
                 moved[piece] = steps  # laid out as the piece it is cut from
-            start += size
-        if name in known:
-            retired.append(name)  # split further: no longer a parameter
         dropped.add(id(split))
-    if not pieces:
+    if not folds:
         return graph, pieces, moved, retired
     nodes = [_remap(n, replaced) for n in graph.nodes if id(n) not in dropped]
     outputs = [replaced.get(v, v) for v in graph.outputs]
@@ -450,15 +467,17 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     param_pieces = dict(traced.param_pieces)
     for _ in range(4):
-        graph, pieces, laid, retired = _fold_param_splits(graph, weights, param_pieces,
-                                                          param_layouts)
-        param_pieces.update(pieces)
-        param_layouts.update(laid)
+        before = graph
+        graph, pieces, laid, retired = _fold_param_splits(
+            graph, weights, param_pieces, param_layouts,
+            shared=traced.framework in INFERENCE_ONLY)
         for name in retired:  # a piece split further: its blocks stand for it
             del param_pieces[name]
             param_layouts.pop(name, None)
+        param_pieces.update(pieces)
+        param_layouts.update(laid)
         graph, steps = _fold_param_layouts(graph, weights)
-        if not steps and not pieces:
+        if not steps and graph is before:
             break
         for name, chain in steps.items():
             param_layouts[name] = param_layouts.get(name, ()) + chain

@@ -389,6 +389,19 @@ def test_model_that_fails_on_its_inputs() -> None:
         tf_frontend.trace(model, (np.ones((2, 6), np.float32),), reference="bad")
 
 
+def test_a_keras_model_of_two_inputs_given_them_apart_says_to_list_them() -> None:
+    """A functional model of two inputs takes them as one list; given as two example
+    inputs, the second lands on Keras's ``training`` argument ("got multiple values for
+    argument 'training'" before, which says nothing of the fix)."""
+    a, b = keras.Input((4,)), keras.Input((4,))
+    model = keras.Model([a, b], keras.layers.Dense(3)(keras.layers.Add()([a, b])))
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(TraceError, match=r"^two: the Keras model takes its 2 inputs as one "
+                       r"argument, a list, .* return \(model, \(\[x1, x2\],\)\)"):
+        tf_frontend.trace(model, (x, x), reference="two")
+    assert len(tf_frontend.trace(model, ([x, x],), reference="listed").graph.inputs) == 2
+
+
 def test_not_a_tensorflow_model_and_inputs_not_a_tuple() -> None:
     with pytest.raises(FactoryError, match=r"^f: expected a Keras model.*got function"):
         tf_frontend.trace(lambda x: x, (np.ones(2),), reference="f")
