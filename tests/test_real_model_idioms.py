@@ -3786,3 +3786,79 @@ def test_constants_a_traced_program_holds_are_not_said_to_be_an_exporters() -> N
                          keras_side(TfHeld(), x, name="tf_held"))
     (note,) = [n for n in report.notes if "holds as constants" in n]
     assert "computed once, when its program was traced" in note and "exporter" not in note
+
+
+def test_an_embedding_with_max_norm_is_that_difference_and_the_model_is_left_as_given(
+        ) -> None:
+    """``nn.Embedding(max_norm=1.0)`` renormalizes the rows it looks up, in place, on a
+    detached alias of its weight, which the lookup then reads. Against a Keras embedding it
+    was EQUIVALENT (a missed bug: the renorm was dropped as an op nobody reads), and
+    tracing it renormalized the user's weights, and every run the numbers made renormalized
+    the arrays given to it (so both sides then held the renormed rows). Now the lookup says
+    ``max_norm``, the numbers confirm it, and neither the model nor the arrays change."""
+    import tensorflow as tf
+
+    from specgraph.numeric.options import NumericOptions
+
+    tokens = np.random.default_rng(5).integers(0, 20, (2, 6)).astype(np.int64)
+
+    def torch_model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Embedding(20, C, max_norm=1.0),
+                                   torch.nn.Linear(C, 4)).eval()
+
+    model = torch_model()
+    before = model[0].weight.detach().clone()
+    lhs = torch_side(model, tokens, name="torch_max_norm")
+    assert torch.equal(model[0].weight.detach(), before), "tracing changed the model"
+    (embedding,) = [n for n in lhs.graph.nodes if n.op == "embedding"]
+    assert embedding.attrs["max_norm"] == 1.0
+    given = lhs.weights["0.weight"].copy()
+    keras_model = tf.keras.Sequential([tf.keras.Input((6,), dtype="int64"),
+                                       tf.keras.layers.Embedding(20, C),
+                                       tf.keras.layers.Dense(4)])
+    report = compare(lhs, keras_side(keras_model, tokens, name="keras_embedding"))
+    assert [(f.code, f.attr) for f in report.findings] == [("attr-mismatch", "max_norm")]
+    assert "the numbers confirm it" in report.findings[0].message
+    assert np.array_equal(lhs.weights["0.weight"], given), "the numbers changed the weights"
+    # the same model on both sides: its own program and the replay both renormalize
+    for native in (True, False):
+        _equivalent(lhs, torch_side(torch_model(), tokens, name="torch_max_norm_again"),
+                    options=NumericOptions(native=native))
+
+
+def test_keras_group_normalization_after_a_conv_canonicalizes() -> None:
+    """Keras' Conv2D → GroupNormalization(1) → ReLU → Conv2D: the group norm reduces a
+    ``[B, G, C/G, H, W]``-shaped reshape of its input, and the layer-norm rule read those
+    axes against the rank-4 input: an internal error (IndexError, exit 3) on ``show``.
+    It canonicalizes now, and the model is equivalent to itself."""
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((8, 8, 8), batch_size=2)
+    h = tf.keras.layers.Conv2D(8, 3, padding="same")(inputs)
+    h = tf.keras.layers.ReLU()(tf.keras.layers.GroupNormalization(1, epsilon=1e-5)(h))
+    model = tf.keras.Model(inputs, tf.keras.layers.Conv2D(8, 3, padding="same")(h))
+    x = np.random.default_rng(0).standard_normal((2, 8, 8, 8)).astype(np.float32)
+    traced = keras_side(model, x, name="keras_conv_gn1")
+    assert canonical(traced).graph.nodes
+    _equivalent(traced, keras_side(model, x, name="keras_conv_gn1_again"))
+
+
+def test_a_flax_rnn_is_refused_in_one_sentence() -> None:
+    """Flax's ``nn.RNN(nn.LSTMCell)`` draws a PRNG key for its initial carry; evaluating
+    that key at trace time made NumPy raise ("JAX array with PRNGKey dtype cannot be
+    converted"), an internal error (exit 3). It is a TraceError (exit 2) that names the
+    random key and says recurrent layers are not supported yet."""
+    from specgraph.errors import TraceError
+
+    class LinenLSTM(fnn.Module):
+        @fnn.compact
+        def __call__(self, x):
+            return fnn.Dense(4, name="fc")(fnn.RNN(fnn.LSTMCell(16), name="rnn")(x))
+
+    module = LinenLSTM()
+    x = X.copy()
+    with pytest.raises(TraceError, match=r"is a random key .* a recurrent layer .* is not "
+                                         r"supported yet"):
+        linen_side(module, module.init(jax.random.PRNGKey(0), x), x, name="linen_lstm")

@@ -19,6 +19,7 @@ from jax import lax
 
 from specgraph.frontends.jax.kernels_spatial import SPATIAL_KERNELS
 from specgraph.numeric.runner import OpFn
+from specgraph.ops.layers import renorm_scale
 
 __all__ = ["KERNELS"]
 
@@ -392,11 +393,15 @@ def _weight_norm(v, g, axes):
     return g * v / jnp.linalg.norm(v, axis=tuple(axes), keepdims=True)
 
 
-def _embedding(indices, weight, padding_idx=None):
+def _embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
     if padding_idx is not None:  # that row gets no gradient
         row = jnp.arange(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
         weight = jnp.where(row, lax.stop_gradient(weight), weight)
-    return jnp.take(weight, indices, axis=0)
+    rows = jnp.take(weight, indices, axis=0)
+    if max_norm is None:
+        return rows
+    scale = renorm_scale(lax.stop_gradient(rows), max_norm, norm_type, jnp)
+    return rows + lax.stop_gradient(rows * scale - rows)  # the gradient is the lookup's
 
 
 def _attention_written_out(q, k, v, mask, scale, causal):

@@ -272,6 +272,9 @@ class JaxprConverter(BaseConverter):
         except Exception:  # noqa: BLE001  (what JAX cannot run here stays opaque)
             return None
         results = result if eqn.primitive.multiple_results else [result]
+        if any(jax.dtypes.issubdtype(getattr(r, "dtype", None), jax.dtypes.extended)
+               for r in results):
+            return None  # a PRNG key (``nn.RNN``'s carry initializer draws one): no array
         return [_Const(np.asarray(r)) for r in results]
 
     def bind(self, outvars: Sequence[Any], outs: Any) -> None:
@@ -455,6 +458,12 @@ class JaxprConverter(BaseConverter):
         if name is None:
             where = (f"{self.eqn.primitive.name} at {self.scope(self.eqn) or '<model>'}"
                      if self.eqn is not None else "the model's signature")
+            if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+                raise TraceError(
+                    f"{self.reference}: {what} of {where} is a random key ({dtype}), which "
+                    "specgraph does not trace; trace the model in inference mode (no random "
+                    "numbers drawn); a recurrent layer (Flax's nn.RNN, which draws a key for "
+                    "its initial carry) is not supported yet")
             raise TraceError(
                 f"{self.reference}: {what} of {where} has dtype {dtype}, which specgraph does "
                 "not support; trace the model in inference mode (no random numbers) with "

@@ -482,11 +482,17 @@ def weight_norm(v, g, axes):
     return tf.nn.l2_normalize(v, axis=list(axes)) * g
 
 
-def embedding(indices, weight, padding_idx=None):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
     if padding_idx is not None:  # that row gets no gradient
         row = tf.range(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
         weight = tf.where(row, tf.stop_gradient(weight), weight)
-    return tf.gather(weight, indices)
+    rows = tf.gather(weight, indices)
+    if max_norm is None:
+        return rows
+    kept = tf.stop_gradient(rows)
+    norm = tf.reduce_sum(tf.abs(kept) ** norm_type, axis=-1, keepdims=True) ** (1.0 / norm_type)
+    scale = tf.where(norm > max_norm, max_norm / (norm + 1e-7), tf.ones_like(norm))
+    return rows + tf.stop_gradient(rows * scale - rows)  # the gradient is the lookup's
 
 
 def attention(q, k, v, mask=None, scale=1.0, causal=False, has_mask=False):

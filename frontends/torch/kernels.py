@@ -380,7 +380,12 @@ def linear(x, weight, b=None, bias=True):
     return F.linear(x, weight.T, b)
 
 
-def embedding(indices, weight, padding_idx=None):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+    if max_norm is not None:  # PyTorch renormalizes the weight in place: a copy's
+        with torch.no_grad():
+            renormed = weight.detach().clone()
+            torch.embedding_renorm_(renormed, indices, max_norm, norm_type)
+        weight = weight + (renormed - weight).detach()  # the gradient is the lookup's
     return F.embedding(indices, weight, padding_idx=padding_idx)
 
 

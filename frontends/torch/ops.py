@@ -246,7 +246,7 @@ def _dropout(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     if a.get("train"):
         raise TraceError(f"{cx._at()}dropout is in training mode; specgraph traces in eval "
-                         "mode, so pass train=self.training to F.dropout")
+                         "mode, so pass training=self.training to F.dropout")
     return cx.emit("dropout", [cx.value(node.args[0])], {"p": a["p"]})
 
 
@@ -379,12 +379,38 @@ def _weight_norm(cx: Any, node: Any) -> Any:
     return cx.emit("weight_norm", [cx.value(a["v"]), cx.value(a["g"])], {"axes": axes})
 
 
+def _through_detach(arg: Any) -> Any:
+    """The FX node ``arg`` aliases through ``detach``es (the tensor itself)."""
+    while hasattr(arg, "target") and str(arg.target) in ("aten.detach.default",
+                                                          "aten.alias.default") and arg.args:
+        arg = arg.args[0]
+    return arg
+
+
+@_reg("aten.embedding_renorm_.default")
+def _embedding_renorm(cx: Any, node: Any) -> Any:
+    """``nn.Embedding(max_norm=...)`` renormalizes the rows it is about to look up, in
+    place, on a detached alias of its weight; the lookup after it reads the renormed rows.
+    The lookup of those indices in that weight gets ``max_norm`` (``_embedding``)."""
+    a = cx.bind(node)
+    weight, indices = _through_detach(a["self"]), a["indices"]
+    renormed = cx.__dict__.setdefault("_renormed", {})
+    renormed[(getattr(weight, "name", None), getattr(indices, "name", None))] = (
+        float(a["max_norm"]), float(a["norm_type"]))
+    return cx.value(a["self"])
+
+
 @_reg("aten.embedding.default")
 def _embedding(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     pad = a["padding_idx"]
-    return cx.emit("embedding", [cx.value(a["indices"]), cx.value(a["weight"])],
-                   {"padding_idx": None if pad is None or pad < 0 else pad})
+    attrs: dict[str, Any] = {"padding_idx": None if pad is None or pad < 0 else pad}
+    key = (getattr(_through_detach(a["weight"]), "name", None),
+           getattr(a["indices"], "name", None))
+    renorm = cx.__dict__.get("_renormed", {}).get(key)
+    if renorm is not None:
+        attrs["max_norm"], attrs["norm_type"] = renorm
+    return cx.emit("embedding", [cx.value(a["indices"]), cx.value(a["weight"])], attrs)
 
 
 def _pool_attrs(a: dict[str, Any], n: int) -> dict[str, Any]:

@@ -134,6 +134,11 @@ class TorchProgram(NativeProgram):
         self.output_names = output_names
         self._built: dict[tuple[Any, ...], tuple[Any, list[Hashable], list[Any]]] = {}
         self._copies = DeviceCopies()  # weights and held tensors on a GPU
+        # the placeholders an in-place op writes into through views (nn.Embedding's
+        # max_norm renormalizes its weight's rows): each run gets a copy of its own, so the
+        # caller's arrays (which a CPU tensor would view) stay as given
+        self._written = {name for n in exported.graph.nodes if _writes_first_argument(n)
+                         and hasattr(n.args[0], "name") for name in _viewed(n.args[0])}
 
     def _trains(self, target: str) -> bool:
         """Whether the model trains its parameter ``target`` (``requires_grad``)."""
@@ -253,6 +258,8 @@ class TorchProgram(NativeProgram):
                 if name is not None and name in weights:
                     if name not in leaves:
                         t = self._on_device(name, weights[name], device)
+                        if spec.arg.name in self._written:
+                            t = t.clone()
                         # a parameter requires its gradient even for a forward alone, as
                         # in model(*inputs): PyTorch picks other kernels for tensors that
                         # do (linear on a strided input rounds otherwise without)

@@ -156,21 +156,27 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                            f"{type(module).__name__}")
     args = _as_tensors(example_inputs, reference)
     module.eval()
+    kept = _renormed_weights(module)
     try:
+        try:
+            with torch.no_grad():
+                eager = module(*args)
+        except Exception as err:
+            raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on "
+                             f"its example inputs: {first_line(err)}") from err
+        _register_dataclasses(eager)
+        try:
+            exported = _export(module, args)
+        except Exception as err:
+            raise TraceError(
+                f"{reference}: torch.export could not trace the model: {first_line(err)}; "
+                "simplify forward (data-dependent Python control flow, outputs that are not "
+                "tensors) or run with --debug for torch's full report"
+            ) from err
+    finally:  # the model as it was given: its weights, not the rows its run renormalized
         with torch.no_grad():
-            eager = module(*args)
-    except Exception as err:
-        raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on its "
-                         f"example inputs: {first_line(err)}") from err
-    _register_dataclasses(eager)
-    try:
-        exported = _export(module, args)
-    except Exception as err:
-        raise TraceError(
-            f"{reference}: torch.export could not trace the model: {first_line(err)}; "
-            "simplify forward (data-dependent Python control flow, outputs that are not "
-            "tensors) or run with --debug for torch's full report"
-        ) from err
+            for weight, before in kept:
+                weight.copy_(before)
     converter = _Converter(exported, reference, _CONVERTERS, _preferred_names(module))
     graph, weights = converter.convert(module, args)
     inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
@@ -181,6 +187,14 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                            list(graph.output_names))
     return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module,
                        program=program, param_layouts=steps, param_shapes=shapes)
+
+
+def _renormed_weights(module: Any) -> list[tuple[Any, Any]]:
+    """Each weight the model's run writes into, with a copy of it: ``nn.Embedding(max_norm=
+    ...)`` renormalizes the rows it looks up in place, so running the model would change
+    the user's weights (and its traced program would read the changed ones)."""
+    return [(m.weight, m.weight.detach().clone()) for m in module.modules()
+            if isinstance(m, torch.nn.Embedding) and m.max_norm is not None]
 
 
 def _broadcast_sdpa_mask(masking: Any) -> Any:

@@ -399,15 +399,32 @@ def rms_norm(x, *w, axis, eps, scale=True):
     "embedding",
     ("indices", "weight"),
     attrs={"padding_idx": Attr("int", None, optional=True, doc="row with no gradient",
-                               affects="training: the padding row's gradient")},
-    equation=lambda i, w, padding_idx=None: call("embed", i, w),
+                               affects="training: the padding row's gradient"),
+           "max_norm": Attr("float", None, optional=True,
+                            doc="rows looked up are scaled down to this norm where longer "
+                                "(PyTorch's max_norm, which renormalizes the weight in place, "
+                                "outside autograd: the gradient is the lookup's)"),
+           "norm_type": Attr("float", 2.0, doc="the p of max_norm's p-norm")},
+    equation=lambda i, w, padding_idx=None, max_norm=None, norm_type=2.0: call(
+        "embed", i, w, **({} if max_norm is None else {"max_norm": max_norm})),
     category="layer",
     onnx="Gather",
     params=("weight",),
 )
-def embedding(indices, weight, padding_idx=None):
-    """Rows of W [num, dim] at integer ``indices``."""
-    return np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+    """Rows of W [num, dim] at integer ``indices``; with ``max_norm``, each row whose
+    ``norm_type``-norm exceeds it scaled by max_norm / (norm + 1e-7), as PyTorch does."""
+    rows = np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
+    if max_norm is None:
+        return rows
+    return rows * renorm_scale(rows, max_norm, norm_type, np)
+
+
+def renorm_scale(rows, max_norm, norm_type, xp):
+    """The factor PyTorch's ``embedding_renorm_`` scales each row by (``xp``: the array
+    module): max_norm / (norm + 1e-7) where the row's norm exceeds max_norm, else 1."""
+    norm = xp.sum(xp.abs(rows) ** norm_type, axis=-1, keepdims=True) ** (1.0 / norm_type)
+    return xp.where(norm > max_norm, max_norm / (norm + 1e-7), xp.ones_like(norm))
 
 
 def rotary_tables(length: int, theta: float, dim: int, dtype=np.float64):

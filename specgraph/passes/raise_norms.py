@@ -78,6 +78,8 @@ def _trailing_from(reduced: tuple[int, ...], shape: tuple[int, ...]) -> int | No
     over one changes nothing): tf_keras' fused LayerNormalization (epsilon above 1e-5,
     its default 1e-3 included) normalizes ``[1, rows, features, 1]`` over axes 0, 2 and 3,
     a layer norm over the features. None if they are not trailing."""
+    if any(not 0 <= a < len(shape) for a in reduced):
+        return None  # reduced over another rank (a group norm's [B, G, C/G, H, W])
     real = [a for a in reduced if shape[a] != 1]
     if not real:
         return None

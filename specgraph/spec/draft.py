@@ -285,6 +285,9 @@ class _Drafter:
         for key, value in node.attrs.items():
             if key in derived or (spec.attrs.get(key) and spec.attrs[key].affects):
                 continue  # set by the statement's form, or changes training only
+            if value is None and spec.attrs.get(key) and spec.attrs[key].optional or \
+                    key == "norm_type" and node.attrs.get("max_norm") is None:
+                continue  # not set (an embedding's max_norm), or read only with another
             if key == "eps":
                 value = self._named(value, "eps")
             elif key == "shape" and node.op == "reshape":

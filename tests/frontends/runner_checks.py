@@ -103,6 +103,9 @@ def vjp_probe(c: Case) -> VjpProbe | None:
     derivative that is not finite (pow of a negative base, off its integer exponents)."""
     if c.op in PIECEWISE_CONSTANT or (c.op == "div" and c.attrs.get("rounding")):
         return None
+    if c.op == "embedding" and c.attrs.get("max_norm") is not None:
+        return None  # PyTorch renormalizes outside autograd: the lookup's gradient, by
+        # convention, not the derivative of the renormalized rows the differences take
     arrays = case_inputs(c)
     floats = [a for a in arrays if a.dtype.kind == "f"]
     if not floats or not all(np.all(np.isfinite(a)) for a in floats):

@@ -19,6 +19,9 @@ case("linear", "size1", [(1, 1), (1, 1), (1,)], {"bias": True})
 
 case("embedding", "padding_idx", [INT(0, 6, 2, 3), (6, 4)], {"padding_idx": 1})
 case("embedding", "vector", [A([5, 0, 5], np.int64), (6, 2)], {})
+case("embedding", "max_norm", [A([5, 0, 5, 2], np.int64), (6, 3)],
+     {"max_norm": 0.5, "norm_type": 2.0})
+case("embedding", "max_norm_l1", [INT(0, 6, 2, 3), (6, 4)], {"max_norm": 1.0, "norm_type": 1.0})
 
 
 def conv_case(name, x, w, *, stride=None, padding=None, dilation=None, groups=1, bias=True):

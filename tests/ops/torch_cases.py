@@ -203,6 +203,9 @@ expr("linear-size1", lambda x, w, b: F.linear(x, w.T, b))
 
 expr("embedding-padding_idx", lambda i, w: F.embedding(i, w, padding_idx=1))
 expr("embedding-vector", lambda i, w: F.embedding(i, w))
+expr("embedding-max_norm", lambda i, w: F.embedding(i, w.detach().clone(), max_norm=0.5))
+expr("embedding-max_norm_l1",
+     lambda i, w: F.embedding(i, w.detach().clone(), max_norm=1.0, norm_type=1.0))
 
 expr("batch_norm-affine",
      lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=1e-3))

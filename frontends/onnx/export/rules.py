@@ -361,7 +361,20 @@ def _group_norm(ex: Exporter, node: Node) -> None:
 @RULES.register("embedding")
 def _embedding(ex: Exporter, node: Node) -> None:
     indices, weight = node.inputs
-    ex.emit("Gather", [ex.name(weight), ex.name(indices)], ex.out(), axis=0)
+    max_norm = node.attrs.get("max_norm")
+    if max_norm is None:
+        ex.emit("Gather", [ex.name(weight), ex.name(indices)], ex.out(), axis=0)
+        return
+    dtype, p = weight.dtype, node.attrs.get("norm_type", 2.0)
+    rows = ex.emit("Gather", [ex.name(weight), ex.name(indices)], axis=0)
+    powered = ex.emit("Pow", [ex.emit("Abs", [rows]), _scalar(ex, p, dtype)])
+    norm = ex.emit("Pow", [ex.reduce("ReduceSum", powered, [-1], True),
+                           _scalar(ex, 1.0 / p, dtype)])
+    limit = _scalar(ex, max_norm, dtype)
+    scale = ex.emit("Where", [ex.emit("Greater", [norm, limit]),
+                              ex.emit("Div", [limit, ex.emit("Add", [norm, _scalar(
+                                  ex, 1e-7, dtype)])]), _scalar(ex, 1.0, dtype)])
+    ex.emit("Mul", [rows, scale], ex.out())
 
 
 @RULES.register("attention")
