@@ -3862,3 +3862,60 @@ def test_a_flax_rnn_is_refused_in_one_sentence() -> None:
     with pytest.raises(TraceError, match=r"is a random key .* a recurrent layer .* is not "
                                          r"supported yet"):
         linen_side(module, module.init(jax.random.PRNGKey(0), x), x, name="linen_lstm")
+
+
+class TorchDilated(torch.nn.Module):
+    """A conv, ReLU, then a dilated conv (``depthwise``: grouped by channel) or, ``causal``,
+    a 1-D conv of dilation 2 after a left pad of 4."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.kind = kind
+        if kind == "causal":
+            self.conv = torch.nn.Conv1d(4, 8, 3, dilation=2)
+            return
+        self.first = torch.nn.Conv2d(4, 6, 3, padding=1)
+        self.conv = torch.nn.Conv2d(6, 6, 3, padding=2, dilation=2,
+                                    groups=6 if kind == "depthwise" else 1)
+
+    def forward(self, x):
+        if self.kind == "causal":
+            return self.conv(torch.nn.functional.pad(x, (4, 0)))
+        return self.conv(torch.relu(self.first(x)))
+
+
+@pytest.mark.parametrize("kind", ["conv", "depthwise", "causal"])
+def test_keras_dilated_convolutions_are_dilated_convs(kind: str) -> None:
+    """TF writes a dilated convolution as SpaceToBatchND, a plain VALID convolution of the
+    batched blocks, and BatchToSpaceND. Against PyTorch's dilated conv: "conv dilation is
+    (2, 2) in lhs but (1, 1) in rhs" (the text the real bug, a forgotten
+    ``dilation_rate``, gets), and where the dilated conv read the model's input, the two
+    were refused as taking different inputs (exit 2). It is one dilated conv now, for
+    Conv2D, DepthwiseConv2D and a causal Conv1D; a Keras port that forgets the dilation is
+    still that finding, named."""
+    import tensorflow as tf
+
+    def keras_port(rate: int):
+        tf.keras.utils.set_random_seed(0)
+        if kind == "causal":
+            inputs = tf.keras.Input((10, 4), batch_size=B)
+            return tf.keras.Model(inputs, tf.keras.layers.Conv1D(
+                8, 3, padding="causal", dilation_rate=rate)(inputs))
+        inputs = tf.keras.Input((8, 8, 4), batch_size=B)
+        h = tf.keras.layers.Conv2D(6, 3, padding="same", activation="relu")(inputs)
+        layer = (tf.keras.layers.DepthwiseConv2D(3, padding="same", dilation_rate=rate)
+                 if kind == "depthwise" else
+                 tf.keras.layers.Conv2D(6, 3, padding="same", dilation_rate=rate))
+        return tf.keras.Model(inputs, layer(h))
+
+    shape = (B, 4, 10) if kind == "causal" else (B, 4, 8, 8)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    channels_last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    lhs = torch_side(TorchDilated(kind).eval(), x, name=f"torch_dilated_{kind}")
+    report = _equivalent(lhs, keras_side(keras_port(2), channels_last,
+                                         name=f"keras_dilated_{kind}"))
+    assert report.numeric is not None and report.numeric.gradients
+    wrong = compare(lhs, keras_side(keras_port(1), channels_last, name=f"keras_{kind}"))
+    assert any(f.code == "attr-mismatch" and f.attr == "dilation" for f in wrong.findings), \
+        [f.message for f in wrong.findings]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
 from specgraph.frontends._common.einsum import explicit_einsum
@@ -321,15 +322,93 @@ def _conv1d(cx: Any, op: Any) -> Any | None:
         return None
     if cx.attr("padding") == "EXPLICIT" and any(cx.attr("explicit_paddings")[2:4]):
         return None
-    x_shape, w_shape = cx.shape(x3), cx.shape(w3)
-    stride, dilation = (int(strides[2]),), (int(dilations[2]),)
-    padding = _padding(cx, (x_shape[1],), (w_shape[0],), stride, dilation, [2])
+    atrous = _atrous_1d(cx, op, x3)
+    if atrous is not None:  # a dilated Conv1D: the dilation, padding and input it stands for
+        x3, dilation, padding = atrous
+        x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+        stride = (1,)
+    else:
+        x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+        stride, dilation = (int(strides[2]),), (int(dilations[2]),)
+        padding = _padding(cx, (x_shape[1],), (w_shape[0],), stride, dilation, [2])
     attrs = {"stride": stride, "padding": padding, "dilation": dilation,
              "groups": x_shape[-1] // w_shape[1], "bias": False}
     shape, dtype = cx.out()
+    if atrous is not None:
+        shape = (x_shape[0], 1, x_shape[1] + sum(padding) - (w_shape[0] - 1) * dilation[0],
+                 shape[3])
     y = cx.emit("conv", [cx.channels_first(cx.value(x3)), cx.weight(w3, "oihw")], attrs,
                 out=((shape[0], shape[3], shape[2]), dtype))
+    if atrous is not None:  # shapes of its own, not those TF gives the batched form
+        last = cx.channels_last(y)
+        u = cx.emit("unsqueeze", [last], {"axes": (1,)}, out=(shape, dtype))
+        cx.origins[u] = last  # the Squeeze after it gives ``last`` back
+        return u
     return cx.reshape(cx.channels_last(y), "unsqueeze", {"axes": (1,)})
+
+
+def _atrous_1d(cx: Any, op: Any, x3: Any) -> tuple[Any, tuple[int], tuple[int, int]] | None:
+    """A dilated Conv1D (SpaceToBatchND of the NWC input by the dilation, ExpandDims, a
+    VALID Conv2D of stride 1, Squeeze, BatchToSpaceND): the input before SpaceToBatchND,
+    the dilation and the padding it stands for; the Squeeze's output is marked for
+    BatchToSpaceND to crop (``_atrous``), else None."""
+    s2b = x3.op
+    readers = op.outputs[0].consumers()
+    if s2b.type != "SpaceToBatchND" or cx.attr("padding") != "VALID" or len(readers) != 1 \
+            or readers[0].type != "Squeeze":
+        return None
+    after = readers[0].outputs[0].consumers()
+    block = tf.get_static_value(s2b.inputs[1])
+    later = tf.get_static_value(after[0].inputs[1]) if len(after) == 1 and \
+        after[0].type == "BatchToSpaceND" else None
+    if block is None or later is None or np.size(block) != 1 or \
+            tuple(np.ravel(later)) != tuple(np.ravel(block)) or \
+            any(int(v) != 1 for v in cx.attr("strides")) or \
+            any(int(v) != 1 for v in cx.attr("dilations") or [1, 1, 1, 1]):
+        return None
+    pads = np.ravel(cx.const_ints(s2b.inputs[2]))
+    cx.__dict__.setdefault("_atrous", set()).add(readers[0].outputs[0].name)
+    return s2b.inputs[0], (int(np.ravel(block)[0]),), (int(pads[0]), int(pads[1]))
+
+
+def _atrous(cx: Any, op: Any) -> Any | None:
+    """TF's dilated convolution (``tf.nn.convolution`` with dilations, Keras Conv2D and
+    DepthwiseConv2D with ``dilation_rate``): SpaceToBatchND of the input by the dilation,
+    a VALID convolution of stride 1, BatchToSpaceND of its output: the dilated ``conv`` of
+    the input padded as SpaceToBatchND pads it, in the input's own layout; the crops of
+    BatchToSpaceND follow there (``shape_ops._batch_to_space``, ``atrous``)."""
+    s2b = op.inputs[0].op
+    if s2b.type != "SpaceToBatchND" or not cx.attr("data_format", "NHWC").startswith("NH"):
+        return None
+    readers = op.outputs[0].consumers()
+    if len(readers) != 1 or readers[0].type != "BatchToSpaceND" or \
+            cx.attr("padding") != "VALID":
+        return None
+    block = tuple(int(b) for b in cx.const_ints(s2b.inputs[1]))
+    n = len(block)
+    x_shape, w_shape = cx.shape(s2b.inputs[0]), cx.shape(op.inputs[1])
+    later = tf.get_static_value(readers[0].inputs[1])  # a constant not converted yet
+    if len(x_shape) != n + 2 or later is None or \
+            tuple(int(b) for b in np.ravel(later)) != block or \
+            any(int(v) != 1 for v in cx.attr("strides")) or \
+            any(int(v) != 1 for v in cx.attr("dilations") or [1] * (n + 2)):
+        return None
+    pads = np.asarray(cx.const_ints(s2b.inputs[2])).reshape(-1, 2)
+    padding = tuple(int(b) for b in pads[:, 0]) + tuple(int(e) for e in pads[:, 1])
+    depthwise = op.type == "DepthwiseConv2dNative"
+    channels = x_shape[-1]
+    groups = channels if depthwise else channels // w_shape[n]
+    spatial = tuple(x_shape[1 + i] + int(pads[i].sum()) - (w_shape[i] - 1) * block[i]
+                    for i in range(n))
+    out_channels = w_shape[n] * w_shape[n + 1] if depthwise else w_shape[-1]
+    dtype = cx.out()[1]
+    attrs = {"stride": (1,) * n, "padding": padding, "dilation": block, "groups": groups,
+             "bias": False}
+    y = cx.emit("conv", [cx.channels_first(cx.value(s2b.inputs[0])),
+                         cx.weight(op.inputs[1], "depthwise" if depthwise else "oihw")],
+                attrs, out=((x_shape[0], out_channels) + spatial, dtype))
+    cx.__dict__.setdefault("_atrous", set()).add(op.outputs[0].name)
+    return cx.channels_last(y)
 
 
 @_reg("Conv2D", "Conv3D", "DepthwiseConv2dNative")
@@ -337,6 +416,9 @@ def _conv(cx: Any, op: Any) -> Any:
     one_d = _conv1d(cx, op)
     if one_d is not None:
         return one_d
+    atrous = _atrous(cx, op)
+    if atrous is not None:
+        return atrous
     x_shape, w_shape = cx.shape(op.inputs[0]), cx.shape(op.inputs[1])
     last, positions = _layout(cx, len(x_shape))
     n = len(positions)

@@ -162,6 +162,14 @@ def _squeeze(cx: Any, op: Any) -> Any:
     dims = [d % len(shape) for d in cx.attr("squeeze_dims", [])]
     axes = tuple(sorted(set(dims))) or tuple(i for i, s in enumerate(shape) if s == 1)
     x = cx.value(op.inputs[0])
+    if op.outputs[0].name in cx.__dict__.get("_atrous", ()) and axes:
+        # a dilated Conv1D's output in the input's own space (``ops._atrous_1d``): its
+        # shapes are not those TF gives the batched form
+        out = tuple(size for i, size in enumerate(x.shape) if i not in axes)
+        origin = cx.origins.get(x)
+        if origin is not None and origin.shape == out:
+            return origin
+        return cx.emit("squeeze", [x], {"axes": axes}, out=(out, dtype_of(x)))
     return cx.reshape(x, "squeeze", {"axes": axes}) if axes else x
 
 
@@ -482,6 +490,15 @@ def _batch_to_space(cx: Any, op: Any) -> Any:
     block = cx.const_ints(op.inputs[1])
     crops = np.asarray(cx.const_ints(op.inputs[2])).reshape(-1, 2)
     m = len(block)
+    if op.inputs[0].name in cx.__dict__.get("_atrous", ()):
+        # a dilated convolution's output, already in the input's space (``ops._atrous``):
+        # only the crops are left
+        x = cx.value(op.inputs[0])
+        full = tuple(x.shape)
+        specs = [(0, size, 1) for size in full]
+        for i in range(m):
+            specs[1 + i] = (int(crops[i, 0]), full[1 + i] - int(crops[i, 1]), 1)
+        return _slice_nodes(cx, x, full, specs)
     batch, spatial, rest = shape[0] // int(np.prod(block)), shape[1:1 + m], shape[1 + m:]
     x = _reshape_to(cx, cx.value(op.inputs[0]), tuple(block) + (batch,) + spatial + rest)
     perm = (m,) + sum(((m + 1 + i, i) for i in range(m)), ()) + tuple(
