@@ -469,4 +469,5 @@ def _downstream(f: Finding) -> str:
                 "elements")
     elif "max_rel" in stats:
         size = f" by {stats['max_rel']:.2e} of their scale"
-    return f"values part at {f.op} at {side.scope if side else '<model>'}{size}"
+    what = "gradients" if f.code == "gradient-divergence" else "values"
+    return f"{what} part at {f.op} at {side.scope if side else '<model>'}{size}"

@@ -3919,3 +3919,59 @@ def test_keras_dilated_convolutions_are_dilated_convs(kind: str) -> None:
     wrong = compare(lhs, keras_side(keras_port(1), channels_last, name=f"keras_{kind}"))
     assert any(f.code == "attr-mismatch" and f.attr == "dilation" for f in wrong.findings), \
         [f.message for f in wrong.findings]
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_a_ceil_mode_pool_is_a_keras_same_pool(op: str) -> None:
+    """PyTorch's ``ceil_mode=True`` pool of kernel 3, stride 2 on 8×8 adds a last window
+    running one past the input; Keras' ``same`` pool pads the end by one and (averaging)
+    divides by the elements inside: the same pool, but "ceil_mode is True in lhs but False
+    in rhs" and "padding is (0, 0, 0, 0) but (0, 0, 1, 1)" before. The overhang is end
+    padding now (an average's divisor counting the input alone); a pool of padding 1 with
+    ``ceil_mode`` off is still a different pool."""
+    import tensorflow as tf
+
+    def torch_pool(ceil: bool):
+        cls = torch.nn.MaxPool2d if op == "max" else torch.nn.AvgPool2d
+        return cls(3, 2, padding=0 if ceil else 1, ceil_mode=ceil)
+
+    keras_cls = tf.keras.layers.MaxPooling2D if op == "max" else \
+        tf.keras.layers.AveragePooling2D
+    inputs = tf.keras.Input((8, 8, 4), batch_size=B)
+    keras_model = tf.keras.Model(inputs, keras_cls(3, 2, padding="same")(inputs))
+    x = np.random.default_rng(0).standard_normal((B, 4, 8, 8)).astype(np.float32)
+    rhs = keras_side(keras_model, np.ascontiguousarray(np.moveaxis(x, 1, -1)),
+                     name=f"keras_{op}_same")
+    report = _equivalent(torch_side(torch_pool(True), x, name=f"torch_{op}_ceil"), rhs)
+    assert report.numeric is not None and report.numeric.outputs
+    assert not compare(torch_side(torch_pool(False), x, name=f"torch_{op}_pad"),
+                       rhs).equivalent
+
+
+def test_a_padding_row_confirmed_by_its_gradients_says_gradients() -> None:
+    """``nn.Embedding(padding_idx=0)`` against Keras' embedding, a padding token looked up:
+    the forward agrees and the padding row's gradient parts, yet the finding said "the
+    forward pass is the same ...; the numbers confirm it: values part at embedding". It
+    says the gradients part now."""
+    import tensorflow as tf
+
+    tokens = np.array([[13, 16, 0, 16, 9, 10], [12, 5, 19, 1, 5, 7]], np.int64)
+
+    class TorchPadded(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(20, C, padding_idx=0)
+            self.fc = torch.nn.Linear(C, 4)
+
+        def forward(self, t):
+            return self.fc(self.emb(t))
+
+    keras_model = tf.keras.Sequential([tf.keras.Input((6,), dtype="int64"),
+                                       tf.keras.layers.Embedding(20, C),
+                                       tf.keras.layers.Dense(4)])
+    report = compare(torch_side(TorchPadded().eval(), tokens, name="torch_padded_row"),
+                     keras_side(keras_model, tokens, name="keras_row"))
+    (finding,) = report.findings
+    assert finding.attr == "padding_idx"
+    assert "the numbers confirm it: gradients part at embedding" in finding.message

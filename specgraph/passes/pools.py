@@ -34,13 +34,47 @@ def _pool(rw: Rewriter, node: Node) -> bool:
         if floor == node.outputs[0].shape[2:]:
             attrs["ceil_mode"] = False
             changed = True
-    if node.op == "avg_pool" and not any(pads) and not attrs["count_include_pad"]:
+        elif _overhang_as_padding(node, attrs):
+            changed = True
+    if node.op == "avg_pool" and not any(attrs["padding"]) and not attrs["count_include_pad"]:
         attrs["count_include_pad"] = True
         changed = True
     if not changed:
         return False
     rw.replace(node.outputs[0], rw.emit(node.op, [x], attrs, like=node,
                                         shape=node.outputs[0].shape))
+    return True
+
+
+def _overhang_as_padding(node: Node, attrs: dict) -> bool:
+    """A pool whose ``ceil_mode`` adds a last window running past the input: the same
+    pool with that overhang as padding at the end and ``ceil_mode`` off (in ``attrs``),
+    where the two agree: a max pool (padding never wins), and an average whose divisor
+    counts only the input's own elements there (count_include_pad off, or no padding of
+    its own: PyTorch divides a window by its elements within the input and padding, the
+    overhang left out). Keras' and Flax's ``same`` pools are written so; PyTorch's
+    ``ceil_mode=True`` of kernel 3, stride 2 on 8×8 is the same pool."""
+    x, out = node.inputs[0], node.outputs[0]
+    rank, pads = len(attrs["kernel"]), attrs["padding"]
+    if node.op == "avg_pool" and (attrs.get("divisor") is not None or (
+            attrs["count_include_pad"] and any(pads))):
+        return False
+    if node.op not in ("avg_pool", "max_pool"):
+        return False
+    ends = list(pads[rank:])
+    for i in range(rank):
+        k, st, d = attrs["kernel"][i], attrs["stride"][i], attrs["dilation"][i]
+        need = (out.shape[2 + i] - 1) * st + d * (k - 1) + 1 - (x.shape[2 + i] + pads[i]
+                                                               + pads[rank + i])
+        ends[i] += max(0, need)
+    if tuple(_pool_out(x.shape[2 + i], attrs["kernel"][i], attrs["stride"][i], pads[i],
+                       ends[i], attrs["dilation"][i], False)
+             for i in range(rank)) != out.shape[2:]:
+        return False
+    attrs["padding"] = tuple(pads[:rank]) + tuple(ends)
+    attrs["ceil_mode"] = False
+    if node.op == "avg_pool":
+        attrs["count_include_pad"] = False
     return True
 
 
