@@ -3975,3 +3975,20 @@ def test_a_padding_row_confirmed_by_its_gradients_says_gradients() -> None:
     (finding,) = report.findings
     assert finding.attr == "padding_idx"
     assert "the numbers confirm it: gradients part at embedding" in finding.message
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_torch_instance_norm_is_a_group_norm_of_one_channel_per_group(affine: bool) -> None:
+    """``nn.InstanceNorm2d`` was opaque: against ``nn.GroupNorm(C, C)``, the same function,
+    "lhs computes opaque where rhs computes group_norm". It is that group norm now; one of
+    two groups is still a different norm."""
+    x = np.random.default_rng(0).standard_normal((B, 6, 5, 5)).astype(np.float32)
+    torch.manual_seed(0)
+    instance = torch.nn.InstanceNorm2d(6, affine=affine).eval()
+    torch.manual_seed(0)
+    grouped = torch.nn.GroupNorm(6, 6, affine=affine).eval()
+    lhs = torch_side(instance, x, name=f"torch_instance_{affine}")
+    report = _equivalent(lhs, torch_side(grouped, x, name=f"torch_group_{affine}"))
+    assert report.numeric is not None and report.numeric.outputs
+    assert not compare(lhs, torch_side(torch.nn.GroupNorm(2, 6, affine=affine).eval(), x,
+                                       name="torch_two_groups")).equivalent

@@ -358,6 +358,18 @@ def _group_norm(cx: Any, node: Any) -> Any:
     return cx.emit("group_norm", inputs, {"num_groups": a["num_groups"], "eps": a["eps"], **flags})
 
 
+@_reg("aten.instance_norm.default")
+def _instance_norm(cx: Any, node: Any) -> Any:
+    """``nn.InstanceNorm*d`` normalizing by the input's own statistics: a group norm with a
+    group per channel (running statistics in eval mode stay opaque)."""
+    a = cx.bind(node)
+    if not a["use_input_stats"]:
+        return cx.opaque(node)
+    inputs, flags = _norm_inputs(cx, a)
+    return cx.emit("group_norm", inputs, {"num_groups": shape_of(a["input"])[1],
+                                          "eps": a["eps"], **flags})
+
+
 @_reg("aten.rms_norm.default")
 def _rms_norm(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
