@@ -30,6 +30,7 @@ from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
 from specgraph.passes import canonicalize_model
+from specgraph.passes.boundary import take_channels_first
 from specgraph.report import DIFF, DiffReport, Finding, Row, Voice
 from specgraph.transfer import TransferError
 
@@ -87,6 +88,24 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
     a, b = left.graph, right.graph
     if len(a.inputs) != len(b.inputs):
         return left, right
+    # a channels-last input the canonical form left channels-last (the model's first layer
+    # is elementwise or a normalization, no conv to move it) where the other side takes it
+    # channels-first: taken channels-first, as the error for other inputs says it would be
+    last_l, last_r = set(), set()
+    for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):
+        if lv.shape == rv.shape or lv.rank != rv.rank or lv.rank < 3:
+            continue
+        perm = (0, lv.rank - 1) + tuple(range(1, lv.rank - 1))
+        if tuple(rv.shape[p] for p in perm) == lv.shape and rn not in right.input_layouts:
+            last_r.add(rn)
+        elif tuple(lv.shape[p] for p in perm) == rv.shape and ln not in left.input_layouts:
+            last_l.add(ln)
+    if last_l or last_r:
+        say("canonicalizing again, channels-last inputs taken channels-first")
+        lhs, rhs = take_channels_first(lhs, last_l), take_channels_first(rhs, last_r)
+        left = canonicalize_model(lhs, keep_layout=last_l) if last_l else left
+        right = canonicalize_model(rhs, keep_layout=last_r) if last_r else right
+        a, b = left.graph, right.graph
     keep_l, keep_r = set(), set()
     for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):
         if lv.shape == rv.shape or \

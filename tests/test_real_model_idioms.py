@@ -3992,3 +3992,37 @@ def test_torch_instance_norm_is_a_group_norm_of_one_channel_per_group(affine: bo
     assert report.numeric is not None and report.numeric.outputs
     assert not compare(lhs, torch_side(torch.nn.GroupNorm(2, 6, affine=affine).eval(), x,
                                        name="torch_two_groups")).equivalent
+
+
+def test_a_channels_last_input_no_conv_moves_is_taken_channels_first() -> None:
+    """A Keras model whose first op keeps its input channels-last (TF's SYMMETRIC
+    ``MirrorPad``, which no runner knows, before a conv): its canonical form took the input
+    [B, H, W, C] where PyTorch's takes [B, C, H, W], and the pair was refused as taking
+    different inputs (exit 2), though the error says channels-last inputs are compared as
+    channels-first. Such an input is taken channels-first now, and the pitfall (a symmetric
+    pad for PyTorch's reflect) is one finding the numbers confirm; REFLECT is equivalent."""
+    import tensorflow as tf
+
+    class TfPad(tf.keras.layers.Layer):
+        def __init__(self, mode: str) -> None:
+            super().__init__()
+            self.mode = mode
+
+        def call(self, x):
+            return tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], mode=self.mode)
+
+    x = np.random.default_rng(0).standard_normal((B, 4, 8, 8)).astype(np.float32)
+    torch.manual_seed(0)
+    lhs = torch_side(torch.nn.Conv2d(4, 8, 3, padding=1, padding_mode="reflect").eval(), x,
+                     name="torch_reflect")
+
+    def keras_padded(mode: str):
+        inputs = tf.keras.Input((8, 8, 4), batch_size=B)
+        model = tf.keras.Model(inputs, tf.keras.layers.Conv2D(8, 3)(TfPad(mode)(inputs)))
+        return keras_side(model, np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                          name=f"keras_{mode.lower()}")
+
+    _equivalent(lhs, keras_padded("REFLECT"))
+    report = compare(lhs, keras_padded("SYMMETRIC"))
+    assert len(report.findings) == 1 and "the numbers confirm it" in \
+        report.findings[0].message, [f.message for f in report.findings]

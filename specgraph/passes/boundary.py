@@ -74,6 +74,35 @@ def _absorb_input_transposes(graph: Graph, kept: Collection[str] = ()
     return graph.replace(inputs=inputs, nodes=nodes, outputs=outputs), layouts
 
 
+def take_channels_first(traced: TracedModel, names: Collection[str]) -> TracedModel:
+    """``traced`` taking the inputs ``names`` (channels-last, rank 3 or more) channels-first,
+    each transposed back to its own layout where the model reads it: a channels-last model
+    whose first layer is elementwise or a normalization (Keras' PReLU, GroupNormalization, a
+    symmetric pad) takes its input as the channels-first model it is compared with does."""
+    graph = traced.graph
+    inputs, replaced, back = list(graph.inputs), {}, []
+    layouts = dict(traced.input_layouts)
+    examples = dict(traced.inputs)
+    for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
+        if name not in names or v.rank < 3 or name in layouts:
+            continue
+        perm = _channels_first(v.rank)
+        new = Value(tuple(v.shape[p] for p in perm), v.dtype)
+        own = Value(v.shape, v.dtype)
+        attrs = get_spec("transpose").normalize_attrs({"perm": inverse_perm(perm)})
+        back.append(Node("transpose", (new,), (own,), attrs, "", "", ""))
+        inputs[i], replaced[v], layouts[name] = new, own, perm
+        if name in examples:
+            examples[name] = np.ascontiguousarray(np.transpose(examples[name], perm))
+    if not back:
+        return traced
+    nodes = back + [_remap(n, replaced) for n in graph.nodes]
+    outputs = [replaced.get(v, v) for v in graph.outputs]
+    return dataclasses.replace(traced, graph=graph.replace(inputs=inputs, nodes=nodes,
+                                                           outputs=outputs),
+                               inputs=examples, input_layouts=layouts)
+
+
 def _compose(first: tuple[int, ...] | None, then: tuple[int, ...]) -> tuple[int, ...]:
     """The permutation of a native output laid out by ``first`` and then by ``then``."""
     return then if first is None else tuple(then[p] for p in first)
