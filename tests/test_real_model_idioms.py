@@ -4026,3 +4026,32 @@ def test_a_channels_last_input_no_conv_moves_is_taken_channels_first() -> None:
     report = compare(lhs, keras_padded("SYMMETRIC"))
     assert len(report.findings) == 1 and "the numbers confirm it" in \
         report.findings[0].message, [f.message for f in report.findings]
+
+
+def test_scale_grad_by_freq_is_a_training_difference_not_a_wrong_gradient() -> None:
+    """``nn.Embedding(scale_grad_by_freq=True)`` divides each row's gradient by how often
+    the batch looks it up. Against Keras' embedding the numbers blamed PyTorch: "lhs (torch)
+    leaves the fp64 reference of its own gradient ... lhs is wrong". It is the embedding's
+    ``scale_grad_by_freq``, a difference training alone sees, which the gradients confirm."""
+    import tensorflow as tf
+
+    tokens = np.array([[3, 3, 1, 4], [3, 1, 5, 9]], np.int64)
+
+    class TorchScaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(10, C, scale_grad_by_freq=True)
+            self.fc = torch.nn.Linear(C, 2)
+
+        def forward(self, t):
+            return self.fc(self.emb(t))
+
+    keras_model = tf.keras.Sequential([tf.keras.Input((4,), dtype="int64"),
+                                       tf.keras.layers.Embedding(10, C),
+                                       tf.keras.layers.Dense(2)])
+    report = compare(torch_side(TorchScaled().eval(), tokens, name="torch_scaled"),
+                     keras_side(keras_model, tokens, name="keras_unscaled"))
+    (finding,) = report.findings
+    assert finding.attr == "scale_grad_by_freq" and "changes training" in finding.message
+    assert "is wrong" not in finding.message

@@ -393,7 +393,8 @@ def _weight_norm(v, g, axes):
     return g * v / jnp.linalg.norm(v, axis=tuple(axes), keepdims=True)
 
 
-def _embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+def _embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+               scale_grad_by_freq=False):  # (PyTorch's alone: no port has it)
     if padding_idx is not None:  # that row gets no gradient
         row = jnp.arange(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
         weight = jnp.where(row, lax.stop_gradient(weight), weight)

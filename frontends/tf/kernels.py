@@ -482,7 +482,8 @@ def weight_norm(v, g, axes):
     return tf.nn.l2_normalize(v, axis=list(axes)) * g
 
 
-def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False):  # (PyTorch's alone: no port has it)
     if padding_idx is not None:  # that row gets no gradient
         row = tf.range(weight.shape[0])[:, None] == padding_idx % weight.shape[0]
         weight = tf.where(row, tf.stop_gradient(weight), weight)

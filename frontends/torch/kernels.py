@@ -380,13 +380,15 @@ def linear(x, weight, b=None, bias=True):
     return F.linear(x, weight.T, b)
 
 
-def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False):
     if max_norm is not None:  # PyTorch renormalizes the weight in place: a copy's
         with torch.no_grad():
             renormed = weight.detach().clone()
             torch.embedding_renorm_(renormed, indices, max_norm, norm_type)
         weight = weight + (renormed - weight).detach()  # the gradient is the lookup's
-    return F.embedding(indices, weight, padding_idx=padding_idx)
+    return F.embedding(indices, weight, padding_idx=padding_idx,
+                       scale_grad_by_freq=scale_grad_by_freq)
 
 
 def batch_norm(x, mean, var, *wb, eps=1e-5, momentum=0.1, scale=True, bias=True):

@@ -416,7 +416,8 @@ def _embedding_renorm(cx: Any, node: Any) -> Any:
 def _embedding(cx: Any, node: Any) -> Any:
     a = cx.bind(node)
     pad = a["padding_idx"]
-    attrs: dict[str, Any] = {"padding_idx": None if pad is None or pad < 0 else pad}
+    attrs: dict[str, Any] = {"padding_idx": None if pad is None or pad < 0 else pad,
+                             "scale_grad_by_freq": bool(a["scale_grad_by_freq"])}
     key = (getattr(_through_detach(a["weight"]), "name", None),
            getattr(a["indices"], "name", None))
     renorm = cx.__dict__.get("_renormed", {}).get(key)

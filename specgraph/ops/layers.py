@@ -404,14 +404,19 @@ def rms_norm(x, *w, axis, eps, scale=True):
                             doc="rows looked up are scaled down to this norm where longer "
                                 "(PyTorch's max_norm, which renormalizes the weight in place, "
                                 "outside autograd: the gradient is the lookup's)"),
-           "norm_type": Attr("float", 2.0, doc="the p of max_norm's p-norm")},
-    equation=lambda i, w, padding_idx=None, max_norm=None, norm_type=2.0: call(
+           "norm_type": Attr("float", 2.0, doc="the p of max_norm's p-norm"),
+           "scale_grad_by_freq": Attr("bool", False, doc="each row's gradient divided by "
+                                      "how often the batch looks it up",
+                                      affects="training: the rows' gradients")},
+    equation=lambda i, w, padding_idx=None, max_norm=None, norm_type=2.0,
+    scale_grad_by_freq=False: call(
         "embed", i, w, **({} if max_norm is None else {"max_norm": max_norm})),
     category="layer",
     onnx="Gather",
     params=("weight",),
 )
-def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False):
     """Rows of W [num, dim] at integer ``indices``; with ``max_norm``, each row whose
     ``norm_type``-norm exceeds it scaled by max_norm / (norm + 1e-7), as PyTorch does."""
     rows = np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
