@@ -19,7 +19,6 @@ from jax import lax
 
 from specgraph.frontends.jax.kernels_spatial import SPATIAL_KERNELS
 from specgraph.numeric.runner import OpFn
-from specgraph.ops.layers import renorm_scale
 
 __all__ = ["KERNELS"]
 
@@ -401,7 +400,9 @@ def _embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     rows = jnp.take(weight, indices, axis=0)
     if max_norm is None:
         return rows
-    scale = renorm_scale(lax.stop_gradient(rows), max_norm, norm_type, jnp)
+    kept = lax.stop_gradient(rows)
+    norm = jnp.sum(jnp.abs(kept) ** norm_type, axis=-1, keepdims=True) ** (1.0 / norm_type)
+    scale = jnp.where(norm > max_norm, max_norm / (norm + 1e-7), jnp.ones_like(norm))
     return rows + lax.stop_gradient(rows * scale - rows)  # the gradient is the lookup's
 
 

@@ -422,14 +422,8 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     rows = np.take(weight, np.asarray(indices, dtype=np.int64), axis=0)
     if max_norm is None:
         return rows
-    return rows * renorm_scale(rows, max_norm, norm_type, np)
-
-
-def renorm_scale(rows, max_norm, norm_type, xp):
-    """The factor PyTorch's ``embedding_renorm_`` scales each row by (``xp``: the array
-    module): max_norm / (norm + 1e-7) where the row's norm exceeds max_norm, else 1."""
-    norm = xp.sum(xp.abs(rows) ** norm_type, axis=-1, keepdims=True) ** (1.0 / norm_type)
-    return xp.where(norm > max_norm, max_norm / (norm + 1e-7), xp.ones_like(norm))
+    norm = np.sum(np.abs(rows) ** norm_type, axis=-1, keepdims=True) ** (1.0 / norm_type)
+    return rows * np.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
 
 
 def rotary_tables(length: int, theta: float, dim: int, dtype=np.float64):
