@@ -4055,3 +4055,32 @@ def test_scale_grad_by_freq_is_a_training_difference_not_a_wrong_gradient() -> N
     (finding,) = report.findings
     assert finding.attr == "scale_grad_by_freq" and "changes training" in finding.message
     assert "is wrong" not in finding.message
+
+
+def test_flax_group_norm_is_a_group_norm() -> None:
+    """Flax's ``nn.GroupNorm`` takes the moments of its input reshaped into groups (fast
+    variance: E[x²] − E[x]²) and broadcasts them back to the channels: the norm rules' cone
+    stopped at that reshape, so against PyTorch's ``nn.GroupNorm`` it was "lhs computes
+    group_norm where rhs computes transpose·reshape·pow·reduce_mean·..." with no numbers,
+    and an eps pitfall was not named. It is a group norm now: equivalent with numbers, and
+    an eps of 1e-6 for PyTorch's 1e-5 is that attribute."""
+    x = np.random.default_rng(0).standard_normal((B, 6, 8, 8)).astype(np.float32)
+    torch.manual_seed(0)
+    lhs = torch_side(torch.nn.GroupNorm(3, 6).eval(), x, name="torch_group_norm")
+
+    def linen_group_norm(eps: float):
+        class LinenGroupNorm(fnn.Module):
+            @fnn.compact
+            def __call__(self, h):
+                return fnn.GroupNorm(3, epsilon=eps)(h)
+
+        nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        module = LinenGroupNorm()
+        return linen_side(module, module.init(jax.random.PRNGKey(0), nhwc), nhwc,
+                          name=f"linen_group_norm_{eps:g}")
+
+    report = _equivalent(lhs, linen_group_norm(1e-5))
+    assert report.numeric is not None and report.numeric.gradients
+    wrong = compare(lhs, linen_group_norm(1e-6))
+    assert [(f.code, f.attr) for f in wrong.findings] == [("attr-mismatch", "eps")], \
+        [f.message for f in wrong.findings]

@@ -12,6 +12,7 @@ different eps survives as the attribute, never vanishes.
 from __future__ import annotations
 
 import itertools
+import math
 from math import prod
 from typing import Any
 
@@ -210,9 +211,15 @@ def _try_instance_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) ->
         return False
     (reduced,) = axes
     kept = [a for a in range(x.rank) if reduced is not None and a not in reduced]
-    if reduced is None or len(kept) != 2 or kept[0] != 0:
+    if reduced is None or len(kept) != 2 or kept[0] != 0 or max(reduced) >= x.rank:
         return False
-    axis = kept[1]
+    return _raise_group_norm(rw, node, x, nodes, kept[1], x.shape[kept[1]])
+
+
+def _raise_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node], axis: int,
+                      groups: int) -> bool:
+    """The region ``nodes`` (ending at ``node``) as ``group_norm`` of ``groups`` groups of
+    ``x`` with its channels at ``axis`` moved to axis 1, where proved on random values."""
     c = x.shape[axis]
     params = params_in(rw, nodes)
     if len(params) not in (0, 2) or any(_squeezed(p) not in ((c,), (c,) + (1,) * (
@@ -224,7 +231,7 @@ def _try_instance_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) ->
     spec = get_spec("group_norm")
     for eps in _eps_candidates(rw, nodes):
         for roles in itertools.permutations(params):
-            attrs = spec.normalize_attrs({"num_groups": c, "eps": _nice(eps),
+            attrs = spec.normalize_attrs({"num_groups": groups, "eps": _nice(eps),
                                           "scale": bool(roles), "bias": bool(roles)})
 
             def candidate(env, roles=roles, attrs=attrs):
@@ -233,7 +240,7 @@ def _try_instance_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) ->
                 return np.transpose(out, inv)
 
             if not agrees(rw, nodes, y, [x, *roles], candidate,
-                          claim=("instance_norm", attrs, perm), batch={y: (0,), x: (0,)}):
+                          claim=("group_norm", attrs, perm), batch={y: (0,), x: (0,)}):
                 continue
             sources = []
             for p in roles:
@@ -321,7 +328,45 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                 return True
         elif _try_batch_norm(rw, node, x, inner):
             return True
+    y = node.outputs[0]
+    broadcast_back = any(v.shape != y.shape and (p := rw.producer(v)) is not None and
+                         p.op in ("reshape", "expand") for v in free)
+    for x in free if broadcast_back else ():  # moments of a grouped reshape, broadcast
+        if x.shape != y.shape:  # back: the cone stops there
+            continue
+        inner = region(rw, node.outputs[0], [x])
+        if inner is not None and _try_group_norm(rw, node, x, inner):
+            return True
     return True
+
+
+def _try_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
+    """Moments of ``x`` reshaped with one axis split in two (groups, channels per group),
+    over every axis but the batch and the groups, broadcast back and applied to ``x``, with
+    a per-channel scale and bias: a group norm of that many groups (Keras'
+    ``GroupNormalization`` and Flax's ``GroupNorm`` are written so)."""
+    axes = {n.attrs["axes"] for n in nodes if n.op in ("reduce_mean", "reduce_var")}
+    if len(axes) != 1 or x.rank < 3 or None in axes:
+        return False
+    (reduced,) = axes
+    tried = set()
+    for r in nodes:  # an axis of x split in two, its moments over all but batch and groups
+        split = r.outputs[0].shape if r.op == "reshape" else ()
+        if len(split) != x.rank + 1 or math.prod(split) != math.prod(x.shape):
+            continue
+        kept = [a for a in range(len(split)) if a not in reduced]
+        if len(kept) != 2 or kept[0] != 0:
+            continue
+        b = kept[1]
+        if b + 1 >= len(split):
+            continue
+        for a in range(1, x.rank):
+            if split[b] * split[b + 1] != x.shape[a] or (a, split[b]) in tried:
+                continue
+            tried.add((a, split[b]))
+            if _raise_group_norm(rw, node, x, nodes, a, split[b]):
+                return True
+    return False
 
 
 def _normed_weights(rw: Rewriter, free: list[Value], nodes: list[Node], y: Value
