@@ -30,7 +30,7 @@ from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
 from specgraph.passes import canonicalize_model
-from specgraph.passes.boundary import take_channels_first
+from specgraph.passes.boundary import channels_first, take_channels_first
 from specgraph.report import DIFF, DiffReport, Finding, Row, Voice
 from specgraph.transfer import TransferError
 
@@ -95,7 +95,7 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
     for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):
         if lv.shape == rv.shape or lv.rank != rv.rank or lv.rank < 3:
             continue
-        perm = (0, lv.rank - 1) + tuple(range(1, lv.rank - 1))
+        perm = channels_first(lv.rank)
         if tuple(rv.shape[p] for p in perm) == lv.shape and rn not in right.input_layouts:
             last_r.add(rn)
         elif tuple(lv.shape[p] for p in perm) == rv.shape and ln not in left.input_layouts:
@@ -316,8 +316,6 @@ def numeric_pairing(left: TracedModel, right: TracedModel, alignment: Alignment,
         folded = find_folded(alignment, left.weights, right.weights)
     return pair(alignment, folds, folded, right.weights,
                 keep_unpaired=right.framework in INFERENCE_ONLY)
-
-
 
 
 def _training_only_against_inference(findings: list[Finding], left: TracedModel,

@@ -132,6 +132,9 @@ class Converter(BaseConverter):
         self.constants: dict[int, tuple[np.ndarray, Value]] = {}
         self.expanded: dict[tuple[int, str], Value] = {}  # variable read through ExpandDims
         self.origins: dict[Value, Value] = {}  # reshape-like result -> value before them
+        # outputs of dilated convolutions already in their input's space, for the
+        # BatchToSpaceND (and a Conv1D's Squeeze) after them (``ops._atrous``)
+        self.atrous: set[str] = set()
         self.op: Any = None
         self.prefix: list[str] = []
         self.calls: tuple[str, ...] = ()  # the call ops whose bodies the walk is in

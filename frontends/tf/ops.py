@@ -325,10 +325,9 @@ def _conv1d(cx: Any, op: Any) -> Any | None:
     atrous = _atrous_1d(cx, op, x3)
     if atrous is not None:  # a dilated Conv1D: the dilation, padding and input it stands for
         x3, dilation, padding = atrous
-        x_shape, w_shape = cx.shape(x3), cx.shape(w3)
         stride = (1,)
-    else:
-        x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+    x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+    if atrous is None:
         stride, dilation = (int(strides[2]),), (int(dilations[2]),)
         padding = _padding(cx, (x_shape[1],), (w_shape[0],), stride, dilation, [2])
     attrs = {"stride": stride, "padding": padding, "dilation": dilation,
@@ -354,21 +353,30 @@ def _atrous_1d(cx: Any, op: Any, x3: Any) -> tuple[Any, tuple[int], tuple[int, i
     BatchToSpaceND to crop (``_atrous``), else None."""
     s2b = x3.op
     readers = op.outputs[0].consumers()
-    if s2b.type != "SpaceToBatchND" or cx.attr("padding") != "VALID" or len(readers) != 1 \
-            or readers[0].type != "Squeeze":
+    if s2b.type != "SpaceToBatchND" or len(readers) != 1 or readers[0].type != "Squeeze":
         return None
-    after = readers[0].outputs[0].consumers()
-    block = tf.get_static_value(s2b.inputs[1])
-    later = tf.get_static_value(after[0].inputs[1]) if len(after) == 1 and \
-        after[0].type == "BatchToSpaceND" else None
-    if block is None or later is None or np.size(block) != 1 or \
-            tuple(np.ravel(later)) != tuple(np.ravel(block)) or \
-            any(int(v) != 1 for v in cx.attr("strides")) or \
-            any(int(v) != 1 for v in cx.attr("dilations") or [1, 1, 1, 1]):
+    block = _batched_by(cx, op, s2b, readers[0].outputs[0])
+    if block is None or len(block) != 1:
         return None
     pads = np.ravel(cx.const_ints(s2b.inputs[2]))
-    cx.__dict__.setdefault("_atrous", set()).add(readers[0].outputs[0].name)
-    return s2b.inputs[0], (int(np.ravel(block)[0]),), (int(pads[0]), int(pads[1]))
+    cx.atrous.add(readers[0].outputs[0].name)
+    return s2b.inputs[0], block, (int(pads[0]), int(pads[1]))
+
+
+def _batched_by(cx: Any, op: Any, s2b: Any, out: Any) -> tuple[int, ...] | None:
+    """The block of SpaceToBatchND ``s2b`` where convolution ``op`` (VALID, stride and
+    dilation 1) reads its blocks and the one reader of ``out`` is a BatchToSpaceND of the
+    same block (its constants are not converted yet: read from TF), else None."""
+    after = out.consumers()
+    if len(after) != 1 or after[0].type != "BatchToSpaceND" or \
+            cx.attr("padding") != "VALID" or \
+            any(int(v) != 1 for v in [*cx.attr("strides"), *(cx.attr("dilations") or ())]):
+        return None
+    block, later = (tf.get_static_value(t.inputs[1]) for t in (s2b, after[0]))
+    if block is None or later is None or \
+            tuple(np.ravel(block)) != tuple(np.ravel(later)):
+        return None
+    return tuple(int(b) for b in np.ravel(block))
 
 
 def _atrous(cx: Any, op: Any) -> Any | None:
@@ -380,19 +388,11 @@ def _atrous(cx: Any, op: Any) -> Any | None:
     s2b = op.inputs[0].op
     if s2b.type != "SpaceToBatchND" or not cx.attr("data_format", "NHWC").startswith("NH"):
         return None
-    readers = op.outputs[0].consumers()
-    if len(readers) != 1 or readers[0].type != "BatchToSpaceND" or \
-            cx.attr("padding") != "VALID":
-        return None
-    block = tuple(int(b) for b in cx.const_ints(s2b.inputs[1]))
-    n = len(block)
+    block = _batched_by(cx, op, s2b, op.outputs[0])
     x_shape, w_shape = cx.shape(s2b.inputs[0]), cx.shape(op.inputs[1])
-    later = tf.get_static_value(readers[0].inputs[1])  # a constant not converted yet
-    if len(x_shape) != n + 2 or later is None or \
-            tuple(int(b) for b in np.ravel(later)) != block or \
-            any(int(v) != 1 for v in cx.attr("strides")) or \
-            any(int(v) != 1 for v in cx.attr("dilations") or [1] * (n + 2)):
+    if block is None or len(x_shape) != len(block) + 2:
         return None
+    n = len(block)
     pads = np.asarray(cx.const_ints(s2b.inputs[2])).reshape(-1, 2)
     padding = tuple(int(b) for b in pads[:, 0]) + tuple(int(e) for e in pads[:, 1])
     depthwise = op.type == "DepthwiseConv2dNative"
@@ -407,7 +407,7 @@ def _atrous(cx: Any, op: Any) -> Any | None:
     y = cx.emit("conv", [cx.channels_first(cx.value(s2b.inputs[0])),
                          cx.weight(op.inputs[1], "depthwise" if depthwise else "oihw")],
                 attrs, out=((x_shape[0], out_channels) + spatial, dtype))
-    cx.__dict__.setdefault("_atrous", set()).add(op.outputs[0].name)
+    cx.atrous.add(op.outputs[0].name)
     return cx.channels_last(y)
 
 

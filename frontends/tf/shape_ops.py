@@ -162,7 +162,7 @@ def _squeeze(cx: Any, op: Any) -> Any:
     dims = [d % len(shape) for d in cx.attr("squeeze_dims", [])]
     axes = tuple(sorted(set(dims))) or tuple(i for i, s in enumerate(shape) if s == 1)
     x = cx.value(op.inputs[0])
-    if op.outputs[0].name in cx.__dict__.get("_atrous", ()) and axes:
+    if op.outputs[0].name in cx.atrous and axes:
         # a dilated Conv1D's output in the input's own space (``ops._atrous_1d``): its
         # shapes are not those TF gives the batched form
         out = tuple(size for i, size in enumerate(x.shape) if i not in axes)
@@ -490,7 +490,7 @@ def _batch_to_space(cx: Any, op: Any) -> Any:
     block = cx.const_ints(op.inputs[1])
     crops = np.asarray(cx.const_ints(op.inputs[2])).reshape(-1, 2)
     m = len(block)
-    if op.inputs[0].name in cx.__dict__.get("_atrous", ()):
+    if op.inputs[0].name in cx.atrous:
         # a dilated convolution's output, already in the input's space (``ops._atrous``):
         # only the crops are left
         x = cx.value(op.inputs[0])

@@ -406,8 +406,7 @@ def _embedding_renorm(cx: Any, node: Any) -> Any:
     The lookup of those indices in that weight gets ``max_norm`` (``_embedding``)."""
     a = cx.bind(node)
     weight, indices = _through_detach(a["self"]), a["indices"]
-    renormed = cx.__dict__.setdefault("_renormed", {})
-    renormed[(getattr(weight, "name", None), getattr(indices, "name", None))] = (
+    cx.renormed[(getattr(weight, "name", None), getattr(indices, "name", None))] = (
         float(a["max_norm"]), float(a["norm_type"]))
     return cx.value(a["self"])
 
@@ -420,7 +419,7 @@ def _embedding(cx: Any, node: Any) -> Any:
                              "scale_grad_by_freq": bool(a["scale_grad_by_freq"])}
     key = (getattr(_through_detach(a["weight"]), "name", None),
            getattr(a["indices"], "name", None))
-    renorm = cx.__dict__.get("_renormed", {}).get(key)
+    renorm = cx.renormed.get(key)
     if renorm is not None:
         attrs["max_norm"], attrs["norm_type"] = renorm
     return cx.emit("embedding", [cx.value(a["indices"]), cx.value(a["weight"])], attrs)

@@ -409,6 +409,9 @@ class _Converter(BaseConverter):
         self.constants: dict[str, Value] = {}  # constant tensor target -> graph constant
         self.static: dict[str, Any] = {}  # fx name -> value computed by torch at trace time
         self.folded: dict[str, Value] = {}
+        # (weight, indices) fx names -> (max_norm, norm_type): nn.Embedding(max_norm=...)'s
+        # in-place renorm of the rows its lookup then reads (``ops._embedding_renorm``)
+        self.renormed: dict[tuple[Any, Any], tuple[float, float]] = {}
         self.current: Any = None
 
     # --- the walk ------------------------------------------------------------------------

@@ -27,10 +27,11 @@ from specgraph.passes.manager import canonicalize
 from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_operand
 
-__all__ = ["canonicalize_model"]
+__all__ = ["canonicalize_model", "channels_first", "take_channels_first"]
 
 
-def _channels_first(rank: int) -> tuple[int, ...]:
+def channels_first(rank: int) -> tuple[int, ...]:
+    """The permutation taking a channels-last array of ``rank`` axes channels-first."""
     return (0, rank - 1, *range(1, rank - 1))
 
 
@@ -53,7 +54,7 @@ def _absorb_input_transposes(graph: Graph, kept: Collection[str] = ()
         if not moved or len(perms) != 1:
             continue
         (perm,) = perms
-        if len(moved) != len(users) and (v.rank < 3 or perm != _channels_first(v.rank)):
+        if len(moved) != len(users) and (v.rank < 3 or perm != channels_first(v.rank)):
             continue
         new = Value(tuple(v.shape[p] for p in perm), v.dtype)
         inputs[i] = new
@@ -86,7 +87,7 @@ def take_channels_first(traced: TracedModel, names: Collection[str]) -> TracedMo
     for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
         if name not in names or v.rank < 3 or name in layouts:
             continue
-        perm = _channels_first(v.rank)
+        perm = channels_first(v.rank)
         new = Value(tuple(v.shape[p] for p in perm), v.dtype)
         own = Value(v.shape, v.dtype)
         attrs = get_spec("transpose").normalize_attrs({"perm": inverse_perm(perm)})
