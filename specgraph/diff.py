@@ -398,13 +398,22 @@ class _Differ:
             if x is None or y is None or np.size(x) <= 1 or same_numbers(x, y):
                 continue
             gap = float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
-            self._add(i, Finding(
-                "edge-mismatch",
-                f"{a.op} at {a.scope or '<model>'} reads a constant tensor {list(va.shape)} "
-                f"in {self.v.lhs} whose numbers differ from {self.v.rhs}'s "
-                f"({b.scope or '<model>'}) by up to "
-                f"{gap:.3g}", op=a.op, lhs=node_side(self.lhs, a, slot),
-                rhs=node_side(self.rhs, b, slot)))
+            if a.op == b.op == "gather" and slot == 1 and np.ndim(x) == np.ndim(y) == 1:
+                # positions read along one axis: a nearest resize's, which differ in their
+                # coordinates or rounding
+                message = (f"gather at {a.scope or '<model>'} reads other positions along "
+                           f"axis {a.attrs['axis']}: {_positions(x)} in {self.v.lhs}, "
+                           f"{_positions(y)} in {self.v.rhs} ({b.scope or '<model>'}); a "
+                           "nearest resize reads so where the two round the input "
+                           "coordinate differently or map positions to it differently "
+                           "(half-pixel centers or not)")
+            else:
+                message = (f"{a.op} at {a.scope or '<model>'} reads a constant tensor "
+                           f"{list(va.shape)} in {self.v.lhs} whose numbers differ from "
+                           f"{self.v.rhs}'s ({b.scope or '<model>'}) by up to {gap:.3g}")
+            self._add(i, Finding("edge-mismatch", message, op=a.op,
+                                 lhs=node_side(self.lhs, a, slot),
+                                 rhs=node_side(self.rhs, b, slot)))
             return
 
     def _explained(self, a: Node, b: Node) -> bool:
@@ -653,3 +662,8 @@ def _keys_kept(graph: Graph, node: Node) -> str | None:
             return f"the keys i-{w} <= j <= i (a causal window of {w + 1})"
     return f"{int(keep.sum())} of the {length}x{source} query-key pairs"
 
+
+def _positions(at: np.ndarray, shown: int = 12) -> str:
+    """Integer positions as a short list: ``[0, 0, 1, 2, 2, 3, ...]`` (the first ``shown``)."""
+    items = [str(int(v)) for v in np.asarray(at).reshape(-1)[:shown]]
+    return "[" + ", ".join(items) + (", ...]" if np.size(at) > shown else "]")

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from specgraph.frontends._common.points import emit_along_gather
+from specgraph.frontends._common.resize import (COORDINATES, ROUNDINGS, emit_gathers,
+                                                 nearest_positions, resize_attrs)
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.frontends.onnx.convert import Dynamic, f32
 
@@ -420,3 +422,40 @@ def _gather(cx: Any, node: Any) -> Any:
     if axis == 0 and cx.is_param(data) and not cx.meta(indices)[1].startswith("float"):
         return cx.emit("embedding", [cx.value(indices), cx.value(data)])
     return cx.emit("gather", [cx.value(data), cx.value(indices)], {"axis": axis})
+
+
+@_reg("Resize")
+def _resize(cx: Any, node: Any) -> Any:
+    """``Resize``: nearest (``torch.onnx.export`` of ``interpolate(mode='nearest')``) as a
+    gather per resized axis at the positions its coordinate transformation and rounding
+    read (``frontends._common.resize``); linear and cubic as a ``resize`` of its
+    attributes; crops stay opaque."""
+    x = cx.value(node.input[0])
+    coordinates = cx.attr("coordinate_transformation_mode", "half_pixel")
+    rounding = cx.attr("nearest_mode", "round_prefer_floor")
+    mode = cx.attr("mode", "nearest")
+    if coordinates not in COORDINATES or rounding not in ROUNDINGS or \
+            cx.attr("keep_aspect_ratio_policy", "stretch") != "stretch" or \
+            mode not in ("nearest", "linear", "cubic") or \
+            (mode != "nearest" and coordinates == "tf_half_pixel_for_nn"):
+        return cx.opaque()
+    scales = cx.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    (shape, _), = cx.outs()
+    axes = [wrap_axis(a, x.rank) for a in cx.attr("axes", list(range(x.rank)))]
+    if scales is not None and np.size(scales) == 0:
+        scales = None
+    if mode != "nearest":
+        steps = [1.0 / float(np.ravel(scales)[k]) if scales is not None
+                 else x.shape[axis] / shape[axis] for k, axis in enumerate(axes)]
+        attrs = resize_attrs(x.shape, axes, [shape[a] for a in axes], mode, coordinates, steps,
+                             cubic_coeff=float(cx.attr("cubic_coeff_a", -0.75)),
+                             exclude_outside=bool(cx.attr("exclude_outside", 0)),
+                             antialias=bool(cx.attr("antialias", 0)))
+        return cx.emit("identity" if attrs is None else "resize", [x], attrs)
+    positions = []
+    for k, axis in enumerate(axes):
+        n_in, n_out = int(x.shape[axis]), int(shape[axis])
+        scale = float(np.ravel(scales)[k]) if scales is not None else None
+        step = 1.0 / scale if scale else None
+        positions.append((axis, nearest_positions(n_in, n_out, coordinates, rounding, step)))
+    return emit_gathers(cx, x, positions)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
 from specgraph.frontends._common.einsum import explicit_einsum
+from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 
 CONVERTERS = ConverterTable()
@@ -545,3 +546,47 @@ def _band_part(cx: Any, op: Any) -> Any:
     lo, up = int(lower.reshape(())), int(upper.reshape(()))
     keep = ((lo < 0) | (i - j <= lo)) & ((up < 0) | (j - i <= up))
     return cx.emit("mul", [x, keep.astype(numpy_of(dtype))])
+
+
+@_reg("ResizeNearestNeighbor")
+def _resize_nearest(cx: Any, op: Any) -> Any:
+    """``tf.image.resize(method='nearest')`` and the Keras layers that call it: a gather per
+    spatial axis at the positions TF's kernel reads (``frontends._common.resize``): with
+    half-pixel centers ``floor((o + ½)·s)``, else ``floor(o·s)``, rounded to nearest with
+    aligned corners (``s = (in − 1)/(out − 1)``)."""
+    shape = cx.shape(op.inputs[0])
+    size = cx.const_ints(op.inputs[1])
+    if len(shape) != 4 or size is None or len(size) != 2 or \
+            any(d is None for d in shape[1:3]):
+        raise Unsupported("a resize to a size the program computes")
+    corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
+    positions = []
+    for axis, n_out in zip((1, 2), size):
+        n_in, n_out = int(shape[axis]), int(n_out)
+        step = (n_in - 1) / (n_out - 1) if corners and n_out > 1 else n_in / n_out
+        positions.append((axis, nearest_positions(
+            n_in, n_out, "tf_half_pixel_for_nn" if half else "asymmetric",
+            "round_half_away" if corners else "floor", step)))
+    return emit_gathers(cx, cx.value(op.inputs[0]), positions)
+
+
+@_reg("ResizeBilinear", "ResizeBicubic")
+def _resize(cx: Any, op: Any) -> Any:
+    """``tf.image.resize(method='bilinear' | 'bicubic')`` (Keras's ``Resizing``, a bilinear
+    ``UpSampling2D``): a ``resize`` of the spatial axes, half-pixel coordinates, aligned
+    corners or neither (``o·in/out``, TF 1's default); TF's half-pixel bicubic is Keys' with
+    a = -0.5 over the taps inside the input, its others PyTorch's a = -0.75."""
+    shape = cx.shape(op.inputs[0])
+    size = cx.const_ints(op.inputs[1])
+    if len(shape) != 4 or len(size) != 2 or any(d is None for d in shape[1:3]):
+        raise Unsupported("a resize to a size the program computes")
+    corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
+    cubic = op.type == "ResizeBicubic"
+    coordinates = "align_corners" if corners else "half_pixel" if half else "asymmetric"
+    attrs = resize_attrs(shape, (1, 2), size, "cubic" if cubic else "linear", coordinates,
+                         [shape[1] / size[0], shape[2] / size[1]],
+                         cubic_coeff=-0.5 if half else -0.75, exclude_outside=half)
+    x = cx.value(op.inputs[0])
+    if attrs is None:
+        return cx.emit("identity", [x])
+    return cx.emit("resize", [x], attrs)

@@ -184,8 +184,68 @@ def adaptive_max_pool(x, output_size):
     return getattr(F, f"adaptive_max_pool{len(output_size)}d")(x, tuple(output_size))
 
 
+def _resize_weights(n_in, n_out, mode, coordinates, step, cubic_coeff, exclude_outside,
+                    antialias):
+    """The [n_out, n_in] interpolation matrix of one axis of ``resize`` (NumPy, float64)."""
+    o = np.arange(n_out, dtype=np.float64)
+    if coordinates == "align_corners":
+        x = o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    elif coordinates == "asymmetric":
+        x = o * step
+    else:
+        x = (o + 0.5) * step - 0.5
+        if coordinates == "pytorch_half_pixel" and n_out == 1:
+            x = np.zeros(n_out)
+
+    def keys(d):
+        a, d = cubic_coeff, np.abs(d)
+        near = ((a + 2) * d - (a + 3)) * d * d + 1
+        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+    w = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    if antialias and step > 1:
+        support = (1.0 if mode == "linear" else 2.0) * step
+        for i in range(n_out):
+            taps = np.arange(math.floor(x[i] - support) + 1, math.ceil(x[i] + support))
+            d = np.abs(taps - x[i]) / step
+            k = np.maximum(1 - d, 0) if mode == "linear" else keys(d)
+            keep = (taps >= 0) & (taps < n_in)
+            if k[keep].sum() != 0:
+                w[i, taps[keep]] += k[keep] / k[keep].sum()
+    elif mode == "linear":
+        x = np.clip(x, 0, n_in - 1)
+        lo = np.floor(x).astype(np.int64)
+        np.add.at(w, (rows, lo), 1 - (x - lo))
+        np.add.at(w, (rows, np.minimum(lo + 1, n_in - 1)), x - lo)
+    else:
+        base = np.floor(x).astype(np.int64)
+        for offset in (-1, 0, 1, 2):
+            taps = base + offset
+            k = keys(x - taps)
+            if exclude_outside:
+                k = np.where((taps >= 0) & (taps < n_in), k, 0.0)
+            np.add.at(w, (rows, np.clip(taps, 0, n_in - 1)), k)
+        if exclude_outside:
+            w = w / w.sum(axis=1, keepdims=True)
+    return w
+
+
+def resize(x, axes, sizes, mode, coordinates, steps, cubic_coeff=-0.75, exclude_outside=False,
+           antialias=False):
+    """Each axis of ``axes`` times its interpolation matrix."""
+    for axis, size, step in zip(axes, sizes, steps):
+        w = torch.as_tensor(_resize_weights(x.shape[axis], size, mode, coordinates, step,
+                                            cubic_coeff, exclude_outside, antialias),
+                            dtype=x.dtype, device=x.device)
+        x = torch.movedim(torch.tensordot(w, torch.movedim(x, axis, 0), dims=([1], [0])),
+                          0, axis)
+    return x
+
+
 SPATIAL_KERNELS: dict[str, OpFn] = {
     "pad": pad, "conv": conv, "conv_transpose": conv_transpose, "max_pool": max_pool,
     "avg_pool": avg_pool, "adaptive_avg_pool": adaptive_avg_pool,
-    "adaptive_max_pool": adaptive_max_pool,
+    "adaptive_max_pool": adaptive_max_pool, "resize": resize,
 }

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
 from specgraph.frontends._common.points import positions
+from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.ops.dtypes import numpy_dtype
 
@@ -524,20 +526,64 @@ def _addmm(cx: Any, node: Any) -> Any:
     return cx.emit("add", [base, prod])
 
 
-@_reg("aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec",
-      "aten.upsample_bicubic2d.vec", "aten.upsample_linear1d.vec",
-      "aten.upsample_nearest1d.vec")
-def _upsample(cx: Any, node: Any) -> Any:
-    """An interpolation to the size the input already has, at scale 1 (Data2VecVision and
-    BEiT resize their relative position table to the window it was made for): each output
-    element is the input element at its place, exactly; other sizes stay opaque."""
+@_reg("aten.upsample_nearest1d.vec", "aten.upsample_nearest2d.vec",
+      "aten.upsample_nearest3d.vec", "aten._upsample_nearest_exact1d.vec",
+      "aten._upsample_nearest_exact2d.vec", "aten._upsample_nearest_exact3d.vec")
+def _upsample_nearest(cx: Any, node: Any) -> Any:
+    """``interpolate(mode='nearest')`` (``floor(o·s)``) and ``'nearest-exact'``
+    (``floor((o + ½)·s)``), ``s`` the inverse of the scale factor given, else in/out: a
+    gather per spatial axis at the positions PyTorch's kernel reads
+    (``frontends._common.resize``)."""
     a = cx.bind(node)
     x, scales = a["input"], a.get("scale_factors")
     (shape, _), = cx.meta(node)
-    if tuple(x.meta["val"].shape) == shape and \
-            (scales is None or all(float(f) == 1.0 for f in scales)):
+    before = tuple(x.meta["val"].shape)
+    exact = "exact" in str(node.target)
+    positions = []
+    for k, axis in enumerate(range(2, len(before))):
+        n_in, n_out = int(before[axis]), int(shape[axis])
+        step = (1.0 / float(scales[k]) if scales is not None and float(scales[k]) > 0
+                else None)
+        if exact:
+            at = nearest_positions(n_in, n_out, "tf_half_pixel_for_nn", "floor", step)
+        elif n_out in (n_in, 2 * n_in):  # the kernel's own cases, whatever the scale
+            at = np.arange(n_out) // (n_out // n_in)
+        else:
+            at = nearest_positions(n_in, n_out, "asymmetric", "floor", step)
+        positions.append((axis, at))
+    return emit_gathers(cx, cx.value(x), positions)
+
+
+@_reg("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
+      "aten.upsample_trilinear3d.vec", "aten.upsample_bicubic2d.vec",
+      "aten._upsample_bilinear2d_aa.vec", "aten._upsample_bicubic2d_aa.vec")
+def _upsample(cx: Any, node: Any) -> Any:
+    """``interpolate(mode='bilinear' | 'bicubic' | ...)``: a ``resize`` of the spatial axes,
+    half-pixel coordinates (0 for a size of 1) unless ``align_corners``, the step the
+    inverse of the scale factor given, else in/out; bicubic with Keys' a = -0.75, or -0.5
+    antialiased (PyTorch's filters). To the size it has at scale 1 (Data2VecVision and BEiT
+    resize their relative position table to the window it was made for), the identity."""
+    a = cx.bind(node)
+    x, scales = a["input"], a.get("scale_factors")
+    (shape, _), = cx.meta(node)
+    before = tuple(int(d) for d in x.meta["val"].shape)
+    if before == tuple(shape) and (scales is None or all(float(f) == 1.0 for f in scales)):
         return cx.emit("identity", [cx.value(x)])
-    return cx.opaque(node)
+    target = str(node.target)
+    corners = bool(a.get("align_corners", False))
+    axes = tuple(range(2, len(before)))
+    steps = []
+    for k, axis in enumerate(axes):
+        given = scales is not None and float(scales[k]) > 0
+        steps.append(1.0 / float(scales[k]) if given else before[axis] / shape[axis])
+    cubic = "bicubic" in target
+    antialias = "_aa" in target
+    attrs = resize_attrs(before, axes, [shape[a] for a in axes], "cubic" if cubic else "linear",
+                         "align_corners" if corners else "pytorch_half_pixel", steps,
+                         cubic_coeff=-0.5 if antialias else -0.75, antialias=antialias)
+    if attrs is None:
+        return cx.emit("identity", [cx.value(x)])
+    return cx.emit("resize", [cx.value(x)], attrs)
 
 
 @_reg("aten.einsum.default")

@@ -231,6 +231,106 @@ def avg_pool(x, kernel, stride, padding, dilation, ceil_mode=False, count_includ
     return total / counts
 
 
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def _resize_eq(x, axes, sizes, mode, coordinates, **attrs):
+    shown = {k: v for k, v in attrs.items() if k == "cubic_coeff" and mode == "cubic"}
+    return call(f"resize_{mode}", x, size=sizes, coords=coordinates, **shown)
+
+
+@op(
+    "resize",
+    attrs={
+        "axes": Attr("ints", doc="the axes resized"),
+        "sizes": Attr("ints", doc="their sizes after"),
+        "mode": Attr("str", choices=("linear", "cubic"),
+                     doc="linear: two taps per axis; cubic: four, Keys' kernel"),
+        "coordinates": Attr("str", "half_pixel", choices=_RESIZE_COORDINATES,
+                            doc="the input coordinate of output position o (ONNX's names): "
+                                "half_pixel (o + ½)·s − ½, pytorch_half_pixel the same but 0 "
+                                "for a size of 1, align_corners o·(in − 1)/(out − 1), "
+                                "asymmetric o·s"),
+        "steps": Attr("floats", doc="s per axis: the input distance of two output positions "
+                                    "(in/out, or the inverse of a scale factor given)"),
+        "cubic_coeff": Attr("float", -0.75, doc="Keys' a (PyTorch's -0.75; TF's -0.5)"),
+        "exclude_outside": Attr("bool", False,
+                                doc="taps outside the input weigh 0 and the rest are "
+                                    "renormalized (TF's half-pixel bicubic), instead of "
+                                    "reading the edge"),
+        "antialias": Attr("bool", False,
+                          doc="downsampling widens the kernel by in/out (a low-pass filter)"),
+    },
+    equation=_resize_eq,
+    category="layer",
+    onnx="Resize",
+)
+def resize(x, axes, sizes, mode, coordinates, steps, cubic_coeff=-0.75, exclude_outside=False,
+           antialias=False):
+    """Separable interpolation: along each of ``axes`` the output is a weighted sum of input
+    positions near the coordinate ``coordinates`` maps each output position to."""
+    y = np.asarray(x, dtype=np.float64)
+    for axis, size, step in zip(axes, sizes, steps):
+        w = resize_weights(y.shape[axis], size, mode, coordinates, step, cubic_coeff,
+                           exclude_outside, antialias)
+        y = np.moveaxis(np.tensordot(w, np.moveaxis(y, axis, 0), axes=(1, 0)), 0, axis)
+    return y
+
+
+def resize_weights(n_in, n_out, mode, coordinates, step, cubic_coeff=-0.75,
+                   exclude_outside=False, antialias=False):
+    """The [n_out, n_in] matrix of one axis of ``resize`` (float64)."""
+    o = np.arange(n_out, dtype=np.float64)
+    if coordinates == "align_corners":
+        x = o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    elif coordinates == "asymmetric":
+        x = o * step
+    else:
+        x = (o + 0.5) * step - 0.5
+        if coordinates == "pytorch_half_pixel" and n_out == 1:
+            x = np.zeros(n_out)
+    w = np.zeros((n_out, n_in))
+    if antialias and step > 1:  # the kernel stretched by the step, over every tap it covers
+        support = (1.0 if mode == "linear" else 2.0) * step
+        for i in range(n_out):
+            center = x[i]
+            taps = np.arange(math.floor(center - support) + 1, math.ceil(center + support))
+            d = np.abs(taps - center) / step
+            k = np.maximum(1 - d, 0) if mode == "linear" else _keys(d, cubic_coeff)
+            keep = (taps >= 0) & (taps < n_in)
+            k, taps = k[keep], taps[keep]
+            if k.sum() != 0:
+                w[i, taps] += k / k.sum()
+        return w
+    if mode == "linear":
+        x = np.clip(x, 0, n_in - 1)
+        lo = np.floor(x).astype(np.int64)
+        hi = np.minimum(lo + 1, n_in - 1)
+        t = x - lo
+        np.add.at(w, (np.arange(n_out), lo), 1 - t)
+        np.add.at(w, (np.arange(n_out), hi), t)
+        return w
+    base = np.floor(x).astype(np.int64)
+    t = x - base
+    for offset in (-1, 0, 1, 2):
+        taps = base + offset
+        k = _keys(np.abs(t - offset), cubic_coeff)
+        if exclude_outside:
+            k = np.where((taps >= 0) & (taps < n_in), k, 0.0)
+        np.add.at(w, (np.arange(n_out), np.clip(taps, 0, n_in - 1)), k)
+    if exclude_outside:
+        w = w / w.sum(axis=1, keepdims=True)
+    return w
+
+
+def _keys(d, a):
+    """Keys' cubic convolution kernel at distances ``d`` (|d| < 2), coefficient ``a``."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
 def _adaptive(x, output_size, reduce):
     x = np.asarray(x)
     rank = len(output_size)

@@ -28,6 +28,7 @@ from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.reciprocals import DivisionsAsProductsPass
+from specgraph.passes.repeats import RepeatsAsGathersPass
 from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
 from specgraph.passes.scalars import SinkScalarsPass
@@ -64,7 +65,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldRepeatedHeadsPass(),
 )
 
-FINISHING_PASSES: tuple[Pass, ...] = (SortSumsPass(),)
+FINISHING_PASSES: tuple[Pass, ...] = (SortSumsPass(), RepeatsAsGathersPass())
 
 
 def run_passes(graph: Graph, passes: Sequence[Pass], *, max_rounds: int = 32) -> Graph:

@@ -1,9 +1,9 @@
 """Sink layout transposes toward the outputs so that inverse pairs meet and cancel.
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
-moving each transpose past elementwise ops, reductions, slices, softmax, rotary embeddings
-and concats whose operands all carry it (adjusting their axes and re-laying out broadcast
-constants and parameters) makes ``T⁻¹ · T`` adjacent, and the identities pass removes them.
+moving each transpose past elementwise ops, reductions, slices, gathers along one axis,
+resizes, softmax, rotary embeddings and concats whose operands all carry it (adjusting their
+axes and re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the identities pass removes them.
 A reshape that merges runs of axes followed by a transpose becomes the transpose of the runs
 then the merge (PyTorch flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras
 as ``transpose[N, H, W, C]·reshape``: one form), and a transpose followed by a reshape that
@@ -206,6 +206,29 @@ def _slice(rw: Rewriter, node: Node) -> bool:
         inner_shape[p] = out.shape[j]
     attrs = {**node.attrs, "axes": tuple(perm[a] for a in node.attrs["axes"])}
     inner = rw.emit("slice", [t.inputs[0]], attrs, like=node, shape=inner_shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node, shape=out.shape))
+    return True
+
+
+def _along_axes(rw: Rewriter, node: Node) -> bool:
+    """A gather of positions along one axis (1-D indices: a nearest resize's, a
+    reorder's), or a resize, reads the transpose's source along the axes it moved there."""
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None or (node.op == "gather" and node.inputs[1].rank != 1):
+        return False
+    perm, out = t.attrs["perm"], node.outputs[0]
+    inner_shape = [0] * out.rank
+    for j, p in enumerate(perm):
+        inner_shape[p] = out.shape[j]
+    if node.op == "gather":
+        attrs = {"axis": perm[node.attrs["axis"]]}
+    else:  # a resize: its axes (and what goes with each) in the source's order
+        moved = sorted(zip((perm[a] for a in node.attrs["axes"]), node.attrs["sizes"],
+                           node.attrs["steps"]))
+        attrs = {**node.attrs, "axes": tuple(a for a, _, _ in moved),
+                 "sizes": tuple(n for _, n, _ in moved), "steps": tuple(s for _, _, s in moved)}
+    inner = rw.emit(node.op, [t.inputs[0], *node.inputs[1:]], attrs, like=node,
+                    shape=inner_shape)
     rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=node, shape=out.shape))
     return True
 
@@ -591,6 +614,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _slice(rw, node)
     if node.op == "split":
         return _split(rw, node)
+    if node.op in ("gather", "resize"):
+        return _along_axes(rw, node)
     if node.op == "rotary_embedding":
         return _rotary(rw, node) or _rotary_unit_axes(rw, node)
     category = get_spec(node.op).category

@@ -140,6 +140,8 @@ RULES: dict[str, Rule] = {
                       params=lambda s, a: {"weight": (a["num"], a["dim"])},
                       from_params=lambda s, a: dict(zip(("num", "dim"), s["weight"]))
                       if len(s.get("weight", ())) == 2 else {}),
+    "resize": Rule(stand_ins=lambda s, a: {"steps": tuple(
+        s[0][axis] / n for axis, n in zip(a.get("axes", ()), a.get("sizes", ())))}),
     "softmax": Rule(stand_ins=_last_axis),
     "log_softmax": Rule(stand_ins=_last_axis),
     "attention": Rule(stand_ins=lambda s, a: {"scale": 1.0 / math.sqrt(s[0][-1])},

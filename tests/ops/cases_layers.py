@@ -110,6 +110,18 @@ for _name in ("adaptive_avg_pool", "adaptive_max_pool"):
                              ("2d_global", (2, 3, 4, 4), (1, 1))]:
         case(_name, _label, [_x], {"output_size": _out})
 
+for _label, _x, _size, _mode, _coords, _aa in [
+        ("2d_linear_up", (1, 2, 5, 6), (10, 9), "linear", "pytorch_half_pixel", False),
+        ("2d_linear_corners_down", (1, 2, 7, 9), (4, 5), "linear", "align_corners", False),
+        ("2d_cubic_up", (2, 3, 6, 5), (9, 11), "cubic", "pytorch_half_pixel", False),
+        ("1d_linear_up", (2, 3, 7), (11,), "linear", "pytorch_half_pixel", False),
+        ("2d_linear_antialias_down", (1, 2, 9, 8), (4, 3), "linear", "pytorch_half_pixel",
+         True)]:
+    _axes = tuple(range(2, len(_x)))
+    case("resize", _label, [_x], {
+        "axes": _axes, "sizes": _size, "mode": _mode, "coordinates": _coords,
+        "steps": tuple(_x[a] / n for a, n in zip(_axes, _size)), "antialias": _aa})
+
 case("batch_norm", "affine", [(4, 3, 5, 2), (3,), POS(3), (3,), (3,)], {"eps": 1e-3})
 case("batch_norm", "no_affine_2d_input", [(5, 3), (3,), POS(3)],
      {"scale": False, "bias": False})

@@ -367,7 +367,15 @@ def _adaptive(op):
     return spell
 
 
-_FROM_ATTRS = {"conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool("max_pool"),
+def _resize(attrs):
+    mode = {"linear": ("linear", "bilinear", "trilinear"), "cubic": ("", "bicubic", "")}
+    return lambda x: F.interpolate(x, size=attrs["sizes"],
+                                   mode=mode[attrs["mode"]][len(attrs["sizes"]) - 1],
+                                   align_corners=attrs["coordinates"] == "align_corners",
+                                   antialias=attrs["antialias"])
+
+
+_FROM_ATTRS = {"resize": _resize, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool("max_pool"),
                "avg_pool": _pool("avg_pool"), "adaptive_avg_pool": _adaptive("adaptive_avg_pool"),
                "adaptive_max_pool": _adaptive("adaptive_max_pool")}
 

@@ -456,3 +456,29 @@ def _repeat_heads(ex: Exporter, name: str, shape: tuple[int, ...], times: int) -
     h = ex.emit("Unsqueeze", [name, ex.ints([head + 1])])
     h = ex.emit("Expand", [h, ex.ints(wide)])
     return ex.emit("Reshape", [h, ex.ints(shape[:head] + (shape[head] * times,) + shape[-2:])])
+
+
+@RULES.register("resize")
+def _resize(ex: Exporter, node: Node) -> None:
+    """``Resize`` of its attributes, the output's full shape as ``sizes`` (or the inverse
+    steps as ``scales`` where a step is not the sizes' ratio: a scale factor given)."""
+    a = node.attrs
+    x = node.inputs[0]
+    if a["antialias"] and ex.opset < 18:
+        raise ex.fail("an antialiased resize needs opset 18 or newer")
+    ratios = [x.shape[axis] / size for axis, size in zip(a["axes"], a["sizes"])]
+    attrs: dict[str, Any] = {"mode": a["mode"], "coordinate_transformation_mode":
+                             a["coordinates"]}
+    if a["mode"] == "cubic":
+        attrs.update(cubic_coeff_a=float(a["cubic_coeff"]),
+                     exclude_outside=int(a["exclude_outside"]))
+    if a["antialias"]:
+        attrs["antialias"] = 1
+    if all(abs(r - s) <= 1e-7 * r for r, s in zip(ratios, a["steps"])):
+        inputs = [_x(ex, node), "", "", ex.ints(list(node.output.shape))]
+    else:
+        scales = [1.0] * x.rank
+        for axis, step in zip(a["axes"], a["steps"]):
+            scales[axis] = 1.0 / step
+        inputs = [_x(ex, node), "", ex.const(np.asarray(scales, dtype=np.float32), "float32")]
+    ex.emit("Resize", inputs, ex.out(), **attrs)
