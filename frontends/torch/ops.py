@@ -559,7 +559,8 @@ def _upsample_nearest(cx: Any, node: Any) -> Any:
       "aten._upsample_bilinear2d_aa.vec", "aten._upsample_bicubic2d_aa.vec")
 def _upsample(cx: Any, node: Any) -> Any:
     """``interpolate(mode='bilinear' | 'bicubic' | ...)``: a ``resize`` of the spatial axes,
-    half-pixel coordinates (0 for a size of 1) unless ``align_corners``, the step the
+    half-pixel coordinates unless ``align_corners`` (to a size of 1 too, as the kernel
+    computes them: not ONNX's ``pytorch_half_pixel``, which reads position 0), the step the
     inverse of the scale factor given, else in/out; bicubic with Keys' a = -0.75, or -0.5
     antialiased (PyTorch's filters). To the size it has at scale 1 (Data2VecVision and BEiT
     resize their relative position table to the window it was made for), the identity."""
@@ -579,7 +580,7 @@ def _upsample(cx: Any, node: Any) -> Any:
     cubic = "bicubic" in target
     antialias = "_aa" in target
     attrs = resize_attrs(before, axes, [shape[a] for a in axes], "cubic" if cubic else "linear",
-                         "align_corners" if corners else "pytorch_half_pixel", steps,
+                         "align_corners" if corners else "half_pixel", steps,
                          cubic_coeff=-0.5 if antialias else -0.75, antialias=antialias)
     if attrs is None:
         return cx.emit("identity", [cx.value(x)])
