@@ -156,6 +156,10 @@ def _logical_or(a, b):
     return jnp.logical_or(a, b)
 
 
+def _prelu(x, slope):
+    return jnp.where(x >= 0, x, slope * x)
+
+
 def _where(cond, a, b):
     return jnp.where(jnp.asarray(cond, bool), a, b)
 
@@ -483,7 +487,7 @@ KERNELS: dict[str, OpFn] = {
     "identity": _identity, "logical_not": _logical_not, "equal": _equal,
     "not_equal": _not_equal, "less": _less, "less_equal": _less_equal, "greater": _greater,
     "greater_equal": _greater_equal, "logical_and": _logical_and, "logical_or": _logical_or,
-    "where": _where, "clip": _clip, "cast": _cast,
+    "where": _where, "prelu": _prelu, "clip": _clip, "cast": _cast,
     "relu": _relu, "gelu": _gelu, "sigmoid": _sigmoid, "tanh": _tanh, "silu": _silu,
     "softplus": _softplus, "leaky_relu": _leaky_relu, "elu": _elu, "hardswish": _hardswish,
     "hardsigmoid": _hardsigmoid, "mish": _mish, "softmax": _softmax,

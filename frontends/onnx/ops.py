@@ -152,10 +152,7 @@ def _gelu(cx: Any, node: Any) -> Any:
 @_reg("PRelu")
 def _prelu(cx: Any, node: Any) -> Any:
     x, slope = cx.value(node.input[0]), cx.value(node.input[1])
-    shape, dtype = cx.out()
-    negative = cx.emit("less", [x, cx.constant(0, dtype)], out=(x.shape, "bool"))
-    scaled = cx.emit("mul", [x, slope])
-    return cx.emit("where", [negative, scaled, x])
+    return cx.emit("prelu", [x, slope])
 
 
 @_reg("Softmax", "LogSoftmax")

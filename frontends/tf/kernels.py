@@ -229,6 +229,11 @@ def greater_equal(a, b):
     return tf.math.greater_equal(a, b)
 
 
+def prelu(x, slope):
+    x, slope = _common(x, slope)
+    return tf.where(x >= 0, x, slope * x)
+
+
 def where(cond, a, b):
     a, b = _common(a, b)
     return tf.where(tf.cast(cond, tf.bool), a, b)
@@ -552,7 +557,7 @@ KERNELS: dict[str, OpFn] = {
     "floor": floor, "ceil": ceil, "sign": sign, "identity": identity,
     "logical_not": logical_not, "logical_and": logical_and, "logical_or": logical_or,
     "equal": equal, "not_equal": not_equal, "less": less, "less_equal": less_equal,
-    "greater": greater, "greater_equal": greater_equal, "where": where, "clip": clip,
+    "greater": greater, "greater_equal": greater_equal, "where": where, "prelu": prelu, "clip": clip,
     "cast": cast,
     "relu": relu, "gelu": gelu, "sigmoid": sigmoid, "tanh": tanh, "silu": silu,
     "softplus": softplus, "leaky_relu": leaky_relu, "elu": elu, "hardswish": hardswish,

@@ -178,6 +178,10 @@ def logical_or(a, b):
     return torch.logical_or(a, b)
 
 
+def prelu(x, slope):
+    return torch.where(x >= 0, x, slope * x)
+
+
 def where(cond, a, b):
     return torch.where(cond if cond.dtype == torch.bool else cond != 0, a, b)
 
@@ -485,7 +489,7 @@ KERNELS: dict[str, OpFn] = {
     "floor": floor, "ceil": ceil, "sign": sign, "identity": identity,
     "logical_not": logical_not, "equal": equal, "not_equal": not_equal, "less": less,
     "less_equal": less_equal, "greater": greater, "greater_equal": greater_equal,
-    "logical_and": logical_and, "logical_or": logical_or, "where": where, "clip": clip,
+    "logical_and": logical_and, "logical_or": logical_or, "where": where, "prelu": prelu, "clip": clip,
     "cast": cast,
     "relu": relu, "gelu": gelu, "sigmoid": sigmoid, "tanh": tanh, "silu": silu,
     "softplus": softplus, "leaky_relu": leaky_relu, "elu": elu, "hardswish": hardswish,

@@ -184,6 +184,18 @@ def _leaky_relu(cx: Any, node: Any) -> Any:
     return cx.emit("leaky_relu", [cx.value(a["self"])], {"alpha": a["negative_slope"]})
 
 
+@_reg("aten.prelu.default", "aten._prelu_kernel.default")
+def _prelu(cx: Any, node: Any) -> Any:
+    """``nn.PReLU``: ``prelu(x, slope)``, a slope per channel (axis 1) laid out to
+    broadcast, or one for all."""
+    x, weight = node.args[:2]
+    rank = rank_of(x)
+    size = int(np.prod(shape_of(weight)))
+    slope = (cx.weight(weight, f"channels{rank}") if size > 1 and rank in (3, 4, 5)
+             else cx.value(weight))
+    return cx.emit("prelu", [cx.value(x), slope])
+
+
 @_reg("aten.elu.default", "aten.elu_.default")
 def _elu(cx: Any, node: Any) -> Any:
     a = cx.bind(node)

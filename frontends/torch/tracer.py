@@ -395,7 +395,10 @@ class _Converter(BaseConverter):
     or ``linear`` (a linear weight ``[out, in]`` stored ``[in, out]``).
     """
 
-    LAYOUTS = {NATIVE: no_steps, "linear": swap_last_two}
+    LAYOUTS = {NATIVE: no_steps, "linear": swap_last_two,
+               # a PReLU's slope per channel, laid out to broadcast over maps of rank 3-5
+               **{f"channels{rank}": (lambda shape, rank=rank: (
+                   ("reshape", (shape[0],) + (1,) * (rank - 2)),)) for rank in (3, 4, 5)}}
 
     def __init__(self, exported: Any, reference: str, converters: dict[str, Any],
                  preferred: dict[str, str]) -> None:

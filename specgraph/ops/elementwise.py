@@ -125,6 +125,13 @@ _compare("logical_and", np.logical_and, "And")
 _compare("logical_or", np.logical_or, "Or")
 
 
+@op("prelu", ("x", "slope"), equation=lambda x, s: call("prelu", x, s), onnx="PRelu")
+def prelu(x, slope):
+    """x where x >= 0, else slope·x (``slope`` broadcast to x: one per channel, or one)."""
+    x = np.asarray(x)
+    return np.where(x >= 0, x, np.asarray(slope) * x)
+
+
 @op("where", ("cond", "a", "b"), equation=lambda c, a, b: call("where", c, a, b), onnx="Where")
 def where(cond, a, b):
     """a where cond is true, else b."""

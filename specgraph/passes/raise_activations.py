@@ -1,6 +1,6 @@
 """Raise written-out activations to their ops: max(x, 0) -> relu, x·sigmoid(x) -> silu,
 erf/tanh GELU formulas -> gelu with the approximation they compute, exp/sum -> softmax or
-log_softmax with its axis. softmax(x + c), c a constant along the softmax axis (HF's
+log_softmax with its axis, a written-out parametric ReLU -> prelu with its slope. softmax(x + c), c a constant along the softmax axis (HF's
 TF stable_softmax adds 1e-9), is softmax(x): the shift cancels.
 
 Requires: a verified graph. Ensures: each rewrite is proved by running the replaced region
@@ -9,6 +9,8 @@ constant, another approximation) do not match and stay as arithmetic.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
@@ -54,7 +56,38 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if get_spec(node.op).category not in ("elementwise", "activation"):
         return False
     rw.keep(node)
-    _raise(rw, node)
+    if not (node.op in ("add", "where") and _raise_prelu(rw, node)):
+        _raise(rw, node)
+    return True
+
+
+def _raise_prelu(rw: Rewriter, node: Node) -> bool:
+    """A parametric ReLU written out (Keras's ``relu(x) - alpha·relu(-x)``, Flax's
+    ``where(x >= 0, x, slope·x)``): ``prelu(x, slope)``, the one parameter the cone reads
+    laid out as its product reads it, proved on random x and random slopes."""
+    y = node.outputs[0]
+    cone = arithmetic_cone(rw, y)
+    if cone is None or len(cone[0]) != 1 or len(cone[1]) > 8:
+        return False
+    (x,), nodes = cone
+    params = list(dict.fromkeys(v for n in nodes for v in n.inputs if rw.is_param(v)))
+    if len(params) != 1 or x.shape != y.shape:
+        return False
+    slope = params[0]
+    shape = next((v.shape for n in nodes if n.op == "mul" for v in n.inputs
+                  if rw.is_fixed(v) and v.size == slope.size), None)
+    if shape is None or len(shape) > y.rank:
+        return False
+    inner = region(rw, y, [x, slope])
+    spec = get_spec("prelu")
+    if inner is None or not agrees(
+            rw, inner, y, [x, slope],
+            lambda env: spec.reference(env[x], np.reshape(env[slope], shape)),
+            claim=("prelu", shape)):
+        return False
+    if slope.shape != shape:
+        slope = rw.emit("reshape", [slope], {"shape": shape}, like=node, shape=shape)
+    rw.replace(y, rw.emit("prelu", [x, slope], like=node, shape=y.shape))
     return True
 
 

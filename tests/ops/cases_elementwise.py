@@ -74,6 +74,8 @@ for _name in ("logical_and", "logical_or"):
     case(_name, "float_with_zeros", [TIES(2, 3), TIES(3)], {})
 
 case("where", "broadcast", [BOOL(3, 1, 4), (2, 4), ()], {})
+case("prelu", "per_channel", [(2, 3, 4, 5), (3, 1, 1)], {})
+case("prelu", "shared", [(2, 3, 4), (1,)], {})
 case("where", "int", [BOOL(2, 3), INT(-5, 5, 2, 3), INT(-5, 5, 1, 3)], {})
 
 case("clip", "both", [(3, 4)], {"min": -0.5, "max": 1.0})

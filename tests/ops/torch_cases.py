@@ -47,6 +47,7 @@ _SAME_FOR_EVERY_CASE: dict[str, Callable[..., Any]] = {
     "equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
     "greater": torch.gt, "greater_equal": torch.ge, "logical_and": torch.logical_and,
     "logical_or": torch.logical_or, "where": torch.where,
+    "prelu": lambda x, s: F.prelu(x, s.reshape(-1)),
     "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu,
     "hardswish": F.hardswish, "mish": F.mish, "matmul": torch.matmul,
 }

@@ -39,6 +39,13 @@ def _where(ex: Exporter, node: Node) -> None:
             ex.out())
 
 
+@RULES.register("prelu")
+def _prelu(ex: Exporter, node: Node) -> None:
+    dtype = node.output.dtype
+    ex.emit("PRelu", [ex.operand(node.inputs[0], dtype), ex.operand(node.inputs[1], dtype)],
+            ex.out())
+
+
 @RULES.register("not_equal")
 def _not_equal(ex: Exporter, node: Node) -> None:
     ex.emit("Not", [ex.emit("Equal", [_x(ex, node, 0), _x(ex, node, 1)])], ex.out())

@@ -81,6 +81,7 @@ OP_CASES: dict[str, list[tuple[list, dict]]] = {
                                      "greater_equal")},
     "logical_and": [([b(5), b(5)], {})], "logical_or": [([b(5), b(5)], {})],
     "where": [([b(2, 3, 4), X, f(4)], {})],
+    "prelu": [([f(2, 3, 4, 5), f(3, 1, 1)], {}), ([X, f(1)], {})],
     "clip": [([X], {"min": -0.5, "max": 0.7}), ([X], {"max": 0.1})],
     "cast": [([X], {"dtype": "int64"}), ([i(5, 3)], {"dtype": "float32"})],
     "gelu": [([X], {}), ([X], {"approximate": "tanh"})],
