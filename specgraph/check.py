@@ -9,7 +9,7 @@ framework up itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,8 @@ from specgraph.numeric.pairing import Pairing, pair
 from specgraph.numeric.result import NumericResult
 from specgraph.numeric.sides import Backends
 from specgraph.passes import canonicalize_model
-from specgraph.passes.boundary import channels_first, take_channels_first
+from specgraph.passes.boundary import (BATCH_FIRST, channels_first, take_channels_first,
+                                       take_layouts)
 from specgraph.report import DIFF, DiffReport, Finding, Row, Voice
 from specgraph.transfer import TransferError
 
@@ -56,7 +57,8 @@ def _check_inputs(lhs: TracedModel, rhs: TracedModel) -> None:
         raise InputMismatchError(
             f"the models take different inputs: {lhs.reference} takes ({say(lhs)}) and "
             f"{rhs.reference} takes ({say(rhs)}); make both factories return example inputs "
-            "of the same shapes (channels-last inputs are compared as channels-first)"
+            "of the same shapes (channels-last inputs are compared as channels-first, "
+            "sequence-first ones as batch-first)"
         )
 
 
@@ -75,6 +77,14 @@ def _native_shape(model: TracedModel, name: str, shape: tuple[int, ...]) -> tupl
     return shape if perm is None else tuple(shape[i] for i in np.argsort(perm))
 
 
+def _reads_transposed(model: TracedModel, names: Collection[str]) -> bool:
+    """Whether a transpose reads one of the inputs ``names`` of the canonical ``model``:
+    the layout it was given did not carry through."""
+    graph = model.graph
+    return any(u.op == "transpose" for n, v in zip(graph.input_names, graph.inputs)
+               if n in names for u in graph.consumers(v))
+
+
 def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], None]
                     ) -> tuple[TracedModel, TracedModel]:
     """Both models canonical. An input that both programs take alike but that one side's
@@ -91,7 +101,7 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
     # a channels-last input the canonical form left channels-last (the model's first layer
     # is elementwise or a normalization, no conv to move it) where the other side takes it
     # channels-first: taken channels-first, as the error for other inputs says it would be
-    last_l, last_r = set(), set()
+    last_l, last_r, seq_r = set(), set(), set()
     for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):
         if lv.shape == rv.shape or lv.rank != rv.rank or lv.rank < 3:
             continue
@@ -100,11 +110,32 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
             last_r.add(rn)
         elif tuple(lv.shape[p] for p in perm) == rv.shape and ln not in left.input_layouts:
             last_l.add(ln)
-    if last_l or last_r:
-        say("canonicalizing again, channels-last inputs taken channels-first")
-        lhs, rhs = take_channels_first(lhs, last_l), take_channels_first(rhs, last_r)
+        elif lv.rank == 3 and tuple(lv.shape[p] for p in BATCH_FIRST) == rv.shape and \
+                ln not in left.input_layouts and rn not in right.input_layouts:
+            # one side takes its sequence first ([T, B, D]: nn.Transformer's default), the
+            # other batch first: lhs takes rhs's layout, moved back inside
+            seq_r.add(rn)
+    lhs_given, rhs_given = lhs, rhs
+    if last_l or last_r or seq_r:
+        say("canonicalizing again, channels-last inputs taken channels-first"
+            if not seq_r else "canonicalizing again, the inputs taken in one layout")
+        lhs = take_channels_first(lhs, last_l)
+        rhs = take_layouts(rhs, {**{n: channels_first(v.rank) for n, v in
+                                    zip(rhs.graph.input_names, rhs.graph.inputs)
+                                    if n in last_r}, **{n: BATCH_FIRST for n in seq_r}})
+        last_r |= seq_r
         left = canonicalize_model(lhs, keep_layout=last_l) if last_l else left
         right = canonicalize_model(rhs, keep_layout=last_r) if last_r else right
+        if seq_r and _reads_transposed(right, seq_r) and not last_l:
+            # rhs was the sequence-first side: lhs takes rhs's layout instead
+            moved = {ln for ln, rn in zip(a.input_names, b.input_names) if rn in seq_r}
+            other = canonicalize_model(take_layouts(lhs_given, dict.fromkeys(moved,
+                                                                             BATCH_FIRST)),
+                                       keep_layout=moved)
+            if not _reads_transposed(other, moved):
+                left, right = other, canonicalize_model(rhs_given) if not last_r - seq_r \
+                    else canonicalize_model(take_channels_first(rhs_given, last_r - seq_r),
+                                            keep_layout=last_r - seq_r)
         a, b = left.graph, right.graph
     keep_l, keep_r = set(), set()
     for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):

@@ -3607,6 +3607,37 @@ def test_torch_transformer_encoder_layer_batch_first_against_keras() -> None:
         ("op-mismatch", "lhs computes relu where rhs computes gelu")], wrong.findings
 
 
+def test_a_sequence_first_encoder_layer_against_a_batch_first_one() -> None:
+    """``nn.TransformerEncoderLayer``'s default takes ``[T, B, E]``; the same layer
+    ``batch_first=True`` takes ``[B, T, E]``. The inputs were refused as different (exit 2);
+    the batch-first side now takes the sequence-first layout (moved back inside), and the
+    two are one graph, either side first, numbers compared. Written batch-first and wrapped
+    in transposes by the user, the layer norms read its residual stream moved batch-first
+    (five findings before transposes sank below a norm that leaves its axes in place)."""
+    torch.manual_seed(0)
+    seq_first = torch.nn.TransformerEncoderLayer(E_ATT, HEADS_ATT, 2 * E_ATT,
+                                                 dropout=0.0).eval()
+    batch_first = torch.nn.TransformerEncoderLayer(E_ATT, HEADS_ATT, 2 * E_ATT, dropout=0.0,
+                                                   batch_first=True).eval()
+    batch_first.load_state_dict(seq_first.state_dict())
+    x_seq = np.ascontiguousarray(X_ATT.transpose(1, 0, 2))
+    lhs = torch_side(seq_first, x_seq, name="seq_first")
+    rhs = torch_side(batch_first, X_ATT, name="batch_first")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert report.numeric is not None and report.numeric.gradients
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = batch_first
+
+        def forward(self, x):
+            return self.layer(x.transpose(0, 1)).transpose(0, 1)
+
+    _equivalent(lhs, torch_side(Wrapped().eval(), x_seq, name="wrapped"))
+
+
 def test_torch_cross_attention_splits_its_packed_weight_twice() -> None:
     """``nn.MultiheadAttention`` attending from one sequence to another splits
     ``in_proj_weight`` into q's block and a packed k·v block, each transposed, then unpacks

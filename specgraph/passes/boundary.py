@@ -27,7 +27,11 @@ from specgraph.passes.manager import canonicalize
 from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_operand
 
-__all__ = ["canonicalize_model", "channels_first", "take_channels_first"]
+__all__ = ["canonicalize_model", "channels_first", "take_channels_first", "take_layouts",
+           "BATCH_FIRST"]
+
+# the permutation taking a sequence-first input, [T, B, ...], batch-first
+BATCH_FIRST = (1, 0, 2)
 
 
 def channels_first(rank: int) -> tuple[int, ...]:
@@ -80,14 +84,23 @@ def take_channels_first(traced: TracedModel, names: Collection[str]) -> TracedMo
     each transposed back to its own layout where the model reads it: a channels-last model
     whose first layer is elementwise or a normalization (Keras' PReLU, GroupNormalization, a
     symmetric pad) takes its input as the channels-first model it is compared with does."""
+    return take_layouts(traced, {name: channels_first(v.rank) for name, v in
+                                 zip(traced.graph.input_names, traced.graph.inputs)
+                                 if name in names and v.rank >= 3})
+
+
+def take_layouts(traced: TracedModel, perms: Mapping[str, tuple[int, ...]]) -> TracedModel:
+    """``traced`` taking each input of ``perms`` laid out by its permutation, transposed
+    back to its own layout where the model reads it (a channels-last input taken
+    channels-first; a sequence-first one, ``[T, B, ...]``, taken batch-first)."""
     graph = traced.graph
     inputs, replaced, back = list(graph.inputs), {}, []
     layouts = dict(traced.input_layouts)
     examples = dict(traced.inputs)
     for i, (name, v) in enumerate(zip(graph.input_names, graph.inputs)):
-        if name not in names or v.rank < 3 or name in layouts:
+        if name not in perms or name in layouts:
             continue
-        perm = channels_first(v.rank)
+        perm = tuple(perms[name])
         new = Value(tuple(v.shape[p] for p in perm), v.dtype)
         own = Value(v.shape, v.dtype)
         attrs = get_spec("transpose").normalize_attrs({"perm": inverse_perm(perm)})

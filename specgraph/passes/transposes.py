@@ -397,6 +397,24 @@ def _linear(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _trailing_norm(rw: Rewriter, node: Node) -> bool:
+    """layer_norm(transpose(x, p)) over axes from ``axis`` on that p leaves in place:
+    transpose(layer_norm(x), p) (the norm works on those axes alone): a sequence-first
+    residual stream moved batch-first before its norm, as batch-first layers called on
+    sequence-first inputs write it."""
+    t = _sinkable_transpose(rw, node.inputs[0])
+    if t is None:
+        return False
+    perm, axis = tuple(t.attrs["perm"]), node.attrs["axis"]
+    if any(perm[a] != a for a in range(axis, len(perm))):
+        return False
+    source, out = t.inputs[0], node.outputs[0]
+    inner = rw.emit(node.op, [source, *node.inputs[1:]], dict(node.attrs), like=node,
+                    shape=source.shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
+    return True
+
+
 def _over_linear(rw: Rewriter, node: Node) -> bool:
     """transpose(linear(reshape(y, M)), q), y a transpose's output, M merging runs of y's
     axes and q leaving the last axis in place: linear(reshape(transpose(y, p), M')), p
@@ -602,6 +620,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _merge_after_transpose(rw, node) or _over_linear(rw, node) or _hoist(rw, node)
     if node.op == "linear":
         return _linear(rw, node)
+    if node.op in ("layer_norm", "rms_norm"):
+        return _trailing_norm(rw, node)
     if node.op == "reshape":
         return _split_after_transpose(rw, node) or _block_after_transpose(rw, node)
     if node.op == "concat":
