@@ -441,6 +441,11 @@ def _resize(cx: Any, node: Any) -> Any:
     axes = [wrap_axis(a, x.rank) for a in cx.attr("axes", list(range(x.rank)))]
     if scales is not None and np.size(scales) == 0:
         scales = None
+    if len(shape) != x.rank or any(shape[a] < 1 or x.shape[a] < 1 for a in axes) or (
+            scales is not None and (np.size(scales) != len(axes)
+                                    or not np.all(np.isfinite(scales))
+                                    or np.any(np.asarray(scales) <= 0))):
+        return cx.opaque()  # a resize this file describes inconsistently: kept as it is
     if mode != "nearest":
         steps = [1.0 / float(np.ravel(scales)[k]) if scales is not None
                  else x.shape[axis] / shape[axis] for k, axis in enumerate(axes)]

@@ -559,6 +559,8 @@ def _resize_nearest(cx: Any, op: Any) -> Any:
     if len(shape) != 4 or size is None or len(size) != 2 or \
             any(d is None for d in shape[1:3]):
         raise Unsupported("a resize to a size the program computes")
+    if min(size) < 1 or min(shape[1:3]) < 1:
+        raise Unsupported("a resize to or from nothing")
     corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
     positions = []
     for axis, n_out in zip((1, 2), size):
@@ -580,6 +582,8 @@ def _resize(cx: Any, op: Any) -> Any:
     size = cx.const_ints(op.inputs[1])
     if len(shape) != 4 or len(size) != 2 or any(d is None for d in shape[1:3]):
         raise Unsupported("a resize to a size the program computes")
+    if min(size) < 1 or min(shape[1:3]) < 1:
+        raise Unsupported("a resize to or from nothing")
     corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
     cubic = op.type == "ResizeBicubic"
     coordinates = "align_corners" if corners else "half_pixel" if half else "asymmetric"

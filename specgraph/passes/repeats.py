@@ -4,10 +4,12 @@ Keras's ``UpSampling2D`` and ``tf.repeat`` repeat each row and column of a map a
 ``reshape[N, H, 1, W, C]·expand[N, H, r, W, C]·reshape[N, H·r, W, C]`` per axis; PyTorch's
 nearest ``interpolate``, TF's ``ResizeNearestNeighbor``, ONNX's ``Resize`` and JAX's
 ``jax.image.resize`` are gathers of input positions per axis (``frontends._common.resize``).
-A chain of reshapes and expands, each read only by the next, whose output has its source's
-rank and whose axis ``k`` holds source axis ``k`` with each position repeated (the expanded
-axes sit right after the source's, in the merges) is ``gather(x, repeat(arange(n), r),
-axis=k)`` on each such axis, one form for all of them.
+A chain of reshapes, expands and transposes, each read only by the next, whose output has
+its source's rank and whose every axis holds one source axis with each position repeated
+(the expanded axes sit right after the source's, in the merges) is ``gather(x,
+repeat(arange(n), r), axis=k)`` on each such axis of the source, then the transpose of the
+source's axes the chain ends in (none where it keeps their order), one form for all of them
+(the layouts pass then moves that transpose like any other).
 
 The chain is followed through its axes' sizes (the reshapes only merge axes or add and drop
 ones of size 1; one that would cut an axis leaves the chain as it is), so a map of any size
@@ -37,8 +39,8 @@ Atom = tuple[str, int, int]
 
 
 def _chain(rw: Rewriter, last: Node) -> tuple[Value, list[Node]] | None:
-    """``last``'s output as reshapes and expands over a source, each read only by the next
-    (the source, the ops first to last), with at least one expand."""
+    """``last``'s output as reshapes, expands and transposes over a source, each read only
+    by the next (the source, the ops first to last), with at least one expand."""
     chain = [last]
     value = last.inputs[0]
     node = rw.producer(value)
