@@ -4116,3 +4116,48 @@ def test_flax_group_norm_is_a_group_norm() -> None:
     wrong = compare(lhs, linen_group_norm(1e-6))
     assert [(f.code, f.attr) for f in wrong.findings] == [("attr-mismatch", "eps")], \
         [f.message for f in wrong.findings]
+
+
+@pytest.mark.parametrize("groups", [4, 2])
+def test_keras_group_normalization_is_a_group_norm(groups: int) -> None:
+    """Keras' ``GroupNormalization`` normalizes its input reshaped to [..., G, C/G], applies
+    its scale and bias there and reshapes back: the norm rules' cones end at elementwise
+    ops, so the reshape back left it arithmetic ("lhs computes group_norm where rhs computes
+    reshape·transpose·reduce_mean·...", no numbers). It is a group norm now, channels first
+    as PyTorch's: equivalent with numbers, and Keras' default eps (1e-3) against PyTorch's
+    1e-5 is that attribute, confirmed by the numbers. (One group, or a group per channel,
+    whose reshapes add an axis of size 1 that the layouts move elsewhere, is not raised
+    yet.)"""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((B, 8, 6, 6)).astype(np.float32)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    class TorchGN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.gn = torch.nn.GroupNorm(groups, 8)
+
+        def forward(self, h):
+            return torch.relu(self.gn(self.conv(h)))
+
+    lhs = torch_side(TorchGN().eval(), x, name=f"torch_gn{groups}")
+
+    def keras_gn(eps: float):
+        tf.keras.utils.set_random_seed(0)
+        inputs = tf.keras.Input((6, 6, 8))
+        h = tf.keras.layers.Conv2D(8, 3, padding="same")(inputs)
+        h = tf.keras.layers.GroupNormalization(groups, epsilon=eps)(h)
+        return keras_side(tf.keras.Model(inputs, tf.keras.layers.ReLU()(h)), nhwc,
+                          name=f"keras_gn{groups}_{eps:g}")
+
+    right = keras_gn(1e-5)
+    assert [n.op for n in canonical(right).graph.nodes] == ["conv", "group_norm", "relu"]
+    report = _equivalent(lhs, right)
+    assert report.numeric is not None and report.numeric.gradients
+    wrong = compare(lhs, keras_gn(1e-3))
+    assert [(f.code, f.attr) for f in wrong.findings] == [("attr-mismatch", "eps")], \
+        [f.message for f in wrong.findings]
+    assert "the numbers confirm it" in wrong.findings[0].message

@@ -217,17 +217,19 @@ def _try_instance_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) ->
 
 
 def _raise_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node], axis: int,
-                      groups: int) -> bool:
+                      groups: int, out: tuple[int, ...] | None = None) -> bool:
     """The region ``nodes`` (ending at ``node``) as ``group_norm`` of ``groups`` groups of
-    ``x`` with its channels at ``axis`` moved to axis 1, where proved on random values."""
+    ``x`` with its channels at ``axis`` moved to axis 1, where proved on random values
+    (``out``: the region's output is ``x``'s layout permuted so)."""
     c = x.shape[axis]
     params = params_in(rw, nodes)
-    if len(params) not in (0, 2) or any(_squeezed(p) not in ((c,), (c,) + (1,) * (
-            x.rank - 1 - axis)) for p in params):
+    if len(params) not in (0, 2) or any(p.size != c for p in params):
         return False
     y = node.outputs[0]
     perm = tuple([0, axis] + [i for i in range(1, x.rank) if i != axis])
     inv = tuple(perm.index(i) for i in range(x.rank))
+    if out is not None:  # back to x's layout, then to the output's
+        inv = tuple(inv[i] for i in out)
     spec = get_spec("group_norm")
     for eps in _eps_candidates(rw, nodes):
         for roles in itertools.permutations(params):
@@ -251,7 +253,7 @@ def _raise_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node], axi
                 "transpose", [x], {"perm": perm}, like=node,
                 shape=tuple(x.shape[i] for i in perm))
             out = rw.emit("group_norm", [xt, *sources], attrs, like=node, shape=xt.shape)
-            if xt is not x:
+            if inv != tuple(range(x.rank)):
                 out = rw.emit("transpose", [out], {"perm": inv}, like=node, shape=y.shape)
             rw.replace(y, out)
             return True
@@ -302,6 +304,9 @@ def _fold_affine(rw: Rewriter, node: Node) -> bool:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "reshape" and (p := rw.producer(node.inputs[0])) is not None and \
+            p.op in ("add", "mul") and _grouped_back(rw, node):
+        return True
     if len(node.outputs) != 1 or get_spec(node.op).category not in ("elementwise", "activation"):
         return False
     if _fold_affine(rw, node):
@@ -338,6 +343,60 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         if inner is not None and _try_group_norm(rw, node, x, inner):
             return True
     return True
+
+
+def _grouped_back(rw: Rewriter, node: Node) -> bool:
+    """A reshape back from groups at the end of a norm of a grouped reshape (Keras'
+    ``GroupNormalization`` normalizes ``x`` reshaped to [..., G, C/G], applies its scale
+    and bias there, and reshapes back): ``group_norm`` of the ``x`` the groups were made
+    from, laid out as the output is, where proved on random values."""
+    y = node.outputs[0]
+    cone = arithmetic_cone(rw, node.inputs[0], limit=20)
+    if cone is None or not is_float(y.dtype):
+        return False
+    for g in cone[0]:
+        chain, v = [], g  # back from the grouped value through its layout ops to the
+        split = None      # reshape that made the groups: x is what it split
+        while split is None and (p := rw.producer(v)) is not None and \
+                p.op in ("reshape", "transpose") and len(chain) < 4:
+            chain.insert(0, p)
+            v = p.inputs[0]
+            if p.op == "reshape" and p.outputs[0].rank == v.rank + 1:
+                split = p
+        x = v
+        if split is None or x.rank < 3 or x.size != y.size or \
+                sorted(x.shape) != sorted(y.shape):
+            continue
+        parts = split.outputs[0].shape
+        axis = next((a for a in range(1, x.rank) if len(parts) == x.rank + 1
+                     and parts[:a] == x.shape[:a] and parts[a + 2:] == x.shape[a + 1:]
+                     and parts[a] * parts[a + 1] == x.shape[a]), None)
+        out = _layout_of(x, chain + [node])
+        if axis is None or out is None:
+            continue
+        rw.keep(node)
+        nodes = region(rw, y, [x])
+        if nodes is not None and _raise_group_norm(rw, node, x, nodes, axis, parts[axis],
+                                                   out):
+            return True
+    return False
+
+
+def _layout_of(x: Value, chain: list[Node]) -> tuple[int, ...] | None:
+    """The permutation of ``x``'s axes the reshapes and transposes ``chain`` amount to
+    (the elementwise ops between them move nothing), or None where they are no
+    permutation."""
+    index = np.arange(x.size).reshape(x.shape)
+    for n in chain:
+        index = np.transpose(index, n.attrs["perm"]) if n.op == "transpose" else \
+            np.reshape(index, n.outputs[0].shape)
+    if index.ndim != x.rank:
+        return None
+    for perm in itertools.permutations(range(x.rank)):
+        if index.shape == tuple(x.shape[p] for p in perm) and np.array_equal(
+                np.transpose(np.arange(x.size).reshape(x.shape), perm), index):
+            return perm
+    return None
 
 
 def _try_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
