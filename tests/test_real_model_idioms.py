@@ -4161,3 +4161,35 @@ def test_keras_group_normalization_is_a_group_norm(groups: int) -> None:
     assert [(f.code, f.attr) for f in wrong.findings] == [("attr-mismatch", "eps")], \
         [f.message for f in wrong.findings]
     assert "the numbers confirm it" in wrong.findings[0].message
+
+
+@pytest.mark.parametrize("norm", ["group", "instance"])
+def test_group_and_instance_norm_against_their_dynamo_export(norm: str) -> None:
+    """``torch.onnx.export(dynamo=True)`` writes ``nn.GroupNorm(4, 8)`` as a reshape to
+    [B, 4, -1], an InstanceNormalization with initializers of ones and zeros, a reshape
+    back and the model's per-channel scale and bias (a diffusion U-Net's every block): "lhs
+    has no reshape·mul·add between group_norm and silu", no numbers. In an inference program
+    those unit initializers are how the exporter wrote the norm, constants; the norm of the
+    groups reshaped back is then the group norm, which takes the scale and bias after it:
+    one graph, with numbers."""
+    x = np.random.default_rng(0).standard_normal((B, 8, 6, 6)).astype(np.float32)
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.norm = torch.nn.GroupNorm(4, 8) if norm == "group" else \
+                torch.nn.InstanceNorm2d(8, affine=True)
+            with torch.no_grad():
+                self.norm.weight.copy_(torch.rand(8) + 0.5)
+                self.norm.bias.copy_(torch.rand(8))
+
+        def forward(self, h):
+            return torch.nn.functional.silu(self.norm(self.conv(h)))
+
+    model = Block().eval()
+    lhs, rhs = _model_and_export(model, torch.from_numpy(x), f"{norm}_norm_block")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["conv", "group_norm", "silu"]
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.layers

@@ -402,6 +402,30 @@ def _read_as_layer_params(graph: Graph, values: list[Value]) -> bool:
     return True
 
 
+def _unit_group_affines_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
+    """In an inference program, the scale of ones and bias of zeros of a norm of a grouped
+    reshape are constants, not weights (PyTorch's export of ``nn.GroupNorm`` normalizes
+    [B, G, -1] with an InstanceNormalization the exporter gives unit initializers, then
+    applies the model's per-channel scale and bias after the reshape back): what they hold
+    is how the exporter wrote the norm, which the norm rules then see
+    (``raise_norms._regroup``)."""
+    tables = {}
+    for node in graph.nodes:
+        if node.op != "group_norm" or len(node.inputs) != 3:
+            continue
+        producer = graph.producer(node.inputs[0])
+        if producer is None or producer.op != "reshape":
+            continue
+        for value, unit in zip(node.inputs[1:], (1.0, 0.0)):
+            name = graph.param_name(value)
+            if name is None or name not in weights or len(graph.consumers(value)) != 1:
+                continue
+            data = np.asarray(weights[name])
+            if data.size and np.all(data == unit):
+                tables[name] = value
+    return _as_constants(graph, weights, tables) if tables else graph
+
+
 def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
     """A parameter of integer or boolean dtype is a constant: no gradient trains it, and
     its value is what the model's code computed (Swin's relative position index, a
@@ -505,8 +529,10 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     this one reads as it is: an einsum's operand), and the outputs named in ``keep_outputs``
     theirs."""
     weights = _Changes(traced.weights)
-    graph = canonicalize(_trig_tables_as_constants(
-        _integer_params_as_constants(traced.graph, weights), weights))
+    graph = _integer_params_as_constants(traced.graph, weights)
+    if traced.framework in INFERENCE_ONLY:
+        graph = _unit_group_affines_as_constants(graph, weights)
+    graph = canonicalize(_trig_tables_as_constants(graph, weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     param_pieces = dict(traced.param_pieces)
     for _ in range(4):

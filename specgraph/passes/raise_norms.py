@@ -272,7 +272,8 @@ def _fold_affine(rw: Rewriter, node: Node) -> bool:
         return False
     for norm_value, other in (node.inputs, node.inputs[::-1]):
         norm = rw.producer(norm_value)
-        if norm is None or norm.op not in ("layer_norm", "rms_norm", "batch_norm") or \
+        if norm is None or norm.op not in ("layer_norm", "rms_norm", "batch_norm",
+                                           "group_norm") or \
                 rw.uses(norm_value) != 1 or other.rank > norm_value.rank:
             continue
         slot = "bias" if node.op == "add" else "scale"
@@ -280,8 +281,8 @@ def _fold_affine(rw: Rewriter, node: Node) -> bool:
                                                          norm.attrs.get("bias")):
             continue
         rank = norm_value.rank
-        if norm.op == "batch_norm":
-            norm_axes, first = (1,), 3
+        if norm.op in ("batch_norm", "group_norm"):  # per channel (axis 1)
+            norm_axes, first = (1,), 3 if norm.op == "batch_norm" else 1
         else:
             norm_axes, first = tuple(range(norm.attrs["axis"], rank)), 1
         norm_shape = tuple(norm_value.shape[a] for a in norm_axes)
@@ -305,7 +306,7 @@ def _fold_affine(rw: Rewriter, node: Node) -> bool:
 
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "reshape" and (p := rw.producer(node.inputs[0])) is not None and \
-            p.op in ("add", "mul") and _grouped_back(rw, node):
+            (p.op in ("add", "mul") and _grouped_back(rw, node) or _regroup(rw, node)):
         return True
     if len(node.outputs) != 1 or get_spec(node.op).category not in ("elementwise", "activation"):
         return False
@@ -342,6 +343,33 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         inner = region(rw, node.outputs[0], [x])
         if inner is not None and _try_group_norm(rw, node, x, inner):
             return True
+    return True
+
+
+def _regroup(rw: Rewriter, node: Node) -> bool:
+    """reshape(norm of each group of ``x``, back to ``x``'s shape), the groups ``x``'s
+    channels cut into G runs (PyTorch's export of ``nn.GroupNorm``: a reshape to [B, G, -1],
+    an InstanceNormalization of unit scale and zero bias, a reshape back, then the
+    per-channel scale and bias): ``group_norm`` of ``x`` in G groups, which takes the scale
+    and bias after it (``_fold_affine``)."""
+    y = node.outputs[0]
+    norm = rw.producer(node.inputs[0])
+    if norm is None or norm.op != "group_norm" or rw.uses(node.inputs[0]) != 1:
+        return False
+    grouped = norm.inputs[0]
+    split = rw.producer(grouped)
+    if split is None or split.op != "reshape" or rw.uses(grouped) != 1:
+        return False
+    x = split.inputs[0]
+    groups = grouped.shape[1] if grouped.rank >= 2 else 0
+    if x.shape != y.shape or x.rank < 3 or grouped.shape[0] != x.shape[0] or \
+            norm.attrs["num_groups"] != groups or not groups or x.shape[1] % groups:
+        return False
+    for value, slot, unit in zip(norm.inputs[1:], ("scale", "bias"), (1.0, 0.0)):
+        if rw.uniform(value) != unit:  # an affine of its own (per group): another norm
+            return False
+    attrs = {"num_groups": groups, "eps": norm.attrs["eps"], "scale": False, "bias": False}
+    rw.replace(y, rw.emit("group_norm", [x], attrs, like=norm, shape=y.shape))
     return True
 
 
