@@ -82,7 +82,7 @@ CASES = [
                          N("HardSigmoid", ["x"], ["c"]), N("Gelu", ["x"], ["d"]),
                          N("Gelu", ["x"], ["e"], approximate="tanh"),
                          N("PRelu", ["x", "slope"], ["f"])],
-         X, ["leaky_relu", "elu", "hardsigmoid", "gelu", "where"], opset=20,
+         X, ["leaky_relu", "elu", "hardsigmoid", "gelu", "prelu"], opset=20,
          inits={"slope": _w(3)}, outputs=list("abcdef")),
     case("softmax", [N("Softmax", ["x"], ["a"], axis=1), N("LogSoftmax", ["x"], ["b"])], X3,
          ["softmax", "log_softmax"], outputs=["a", "b"]),
