@@ -376,6 +376,19 @@ def _verify_node(node: Node, index: int, defined: set[Value]) -> None:
         spec.input_names(node.attrs, len(node.inputs))
         if spec.outputs >= 0 and len(node.outputs) != spec.outputs:
             raise GraphError(f"{where}: has {len(node.outputs)} outputs, op has {spec.outputs}")
+        if spec.category in ("elementwise", "activation") and len(node.outputs) == 1 and \
+                node.inputs:
+            # an elementwise op's output is its inputs broadcast (a rewrite that replaced a
+            # value by one of another layout shows here, not as wrong numbers later)
+            try:
+                broadcast = tuple(np.broadcast_shapes(*(v.shape for v in node.inputs)))
+            except ValueError:
+                broadcast = None
+            if broadcast != node.outputs[0].shape:
+                raise GraphError(f"{where}: inputs of shapes "
+                                 f"{[list(v.shape) for v in node.inputs]} make "
+                                 f"{list(broadcast) if broadcast else 'no broadcast'}, not "
+                                 f"its output's {list(node.outputs[0].shape)}")
 
 
 class GraphBuilder:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -182,3 +183,17 @@ def test_natives_follow_reshapes_and_transposes_to_the_values_they_equal() -> No
     np.testing.assert_array_equal(g.natives[merged].canonical(native), native.reshape(2, 6, 32))
     np.testing.assert_array_equal(g.natives[heads].canonical(native),
                                   native.transpose(0, 2, 1, 3))
+
+
+def test_an_elementwise_node_whose_output_is_not_its_inputs_broadcast_is_rejected() -> None:
+    """A rewrite that replaces a value by one in another layout (a raise that dropped the
+    transpose back to its output's layout) left a ReLU reading [2, 8, 6, 6] and giving
+    [2, 6, 6, 8]; verify said nothing and the diff called two equal graphs different."""
+    x = Value((2, 8, 6, 6), "float32")
+    y = Value((2, 6, 6, 8), "float32")
+    node = Node("relu", (x,), (y,), MappingProxyType({}), "", "", "")
+    graph = Graph(inputs=(x,), input_names=("x",), params=MappingProxyType({}),
+                  constants=MappingProxyType({}), nodes=(node,), outputs=(y,),
+                  output_names=("y",))
+    with pytest.raises(GraphError, match=r"make \[2, 8, 6, 6\], not its output's"):
+        graph.verify()
