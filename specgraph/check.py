@@ -113,9 +113,10 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
         elif lv.rank == 3 and tuple(lv.shape[p] for p in BATCH_FIRST) == rv.shape and \
                 ln not in left.input_layouts and rn not in right.input_layouts:
             # one side takes its sequence first ([T, B, D]: nn.Transformer's default), the
-            # other batch first: lhs takes rhs's layout, moved back inside
+            # other batch first: rhs takes lhs's layout, moved back inside (below: the
+            # other way where that layout does not carry through rhs)
             seq_r.add(rn)
-    lhs_given, rhs_given = lhs, rhs
+    lhs_given, rhs_given, right_given = lhs, rhs, right
     if last_l or last_r or seq_r:
         say("canonicalizing again, channels-last inputs taken channels-first"
             if not seq_r else "canonicalizing again, the inputs taken in one layout")
@@ -133,9 +134,9 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
                                                                              BATCH_FIRST)),
                                        keep_layout=moved)
             if not _reads_transposed(other, moved):
-                left, right = other, canonicalize_model(rhs_given) if not last_r - seq_r \
-                    else canonicalize_model(take_channels_first(rhs_given, last_r - seq_r),
-                                            keep_layout=last_r - seq_r)
+                last = last_r - seq_r  # rhs's channels-last inputs alone, moved as before
+                left, right = other, right_given if not last else canonicalize_model(
+                    take_channels_first(rhs_given, last), keep_layout=last)
         a, b = left.graph, right.graph
     keep_l, keep_r = set(), set()
     for (ln, lv), (rn, rv) in zip(zip(a.input_names, a.inputs), zip(b.input_names, b.inputs)):

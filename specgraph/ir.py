@@ -385,9 +385,9 @@ def _verify_node(node: Node, index: int, defined: set[Value]) -> None:
             except ValueError:
                 broadcast = None
             if broadcast != node.outputs[0].shape:
+                made = "no broadcast" if broadcast is None else list(broadcast)
                 raise GraphError(f"{where}: inputs of shapes "
-                                 f"{[list(v.shape) for v in node.inputs]} make "
-                                 f"{list(broadcast) if broadcast else 'no broadcast'}, not "
+                                 f"{[list(v.shape) for v in node.inputs]} make {made}, not "
                                  f"its output's {list(node.outputs[0].shape)}")
 
 

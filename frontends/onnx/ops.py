@@ -446,18 +446,14 @@ def _resize(cx: Any, node: Any) -> Any:
                                     or not np.all(np.isfinite(scales))
                                     or np.any(np.asarray(scales) <= 0))):
         return cx.opaque()  # a resize this file describes inconsistently: kept as it is
+    steps = [1.0 / float(np.ravel(scales)[k]) if scales is not None
+             else x.shape[axis] / shape[axis] for k, axis in enumerate(axes)]
     if mode != "nearest":
-        steps = [1.0 / float(np.ravel(scales)[k]) if scales is not None
-                 else x.shape[axis] / shape[axis] for k, axis in enumerate(axes)]
         attrs = resize_attrs(x.shape, axes, [shape[a] for a in axes], mode, coordinates, steps,
                              cubic_coeff=float(cx.attr("cubic_coeff_a", -0.75)),
                              exclude_outside=bool(cx.attr("exclude_outside", 0)),
                              antialias=bool(cx.attr("antialias", 0)))
         return cx.emit("identity" if attrs is None else "resize", [x], attrs)
-    positions = []
-    for k, axis in enumerate(axes):
-        n_in, n_out = int(x.shape[axis]), int(shape[axis])
-        scale = float(np.ravel(scales)[k]) if scales is not None else None
-        step = 1.0 / scale if scale else None
-        positions.append((axis, nearest_positions(n_in, n_out, coordinates, rounding, step)))
-    return emit_gathers(cx, x, positions)
+    return emit_gathers(cx, x, [
+        (axis, nearest_positions(int(x.shape[axis]), int(shape[axis]), coordinates, rounding,
+                                 step)) for axis, step in zip(axes, steps)])

@@ -548,20 +548,25 @@ def _band_part(cx: Any, op: Any) -> Any:
     return cx.emit("mul", [x, keep.astype(numpy_of(dtype))])
 
 
+def _resized(cx: Any, op: Any) -> tuple[tuple[int, ...], list[int], bool, bool]:
+    """A TF resize's input shape, its constant output size and its ``align_corners`` and
+    ``half_pixel_centers`` flags (``Unsupported`` where the size is computed, or nothing)."""
+    shape = cx.shape(op.inputs[0])
+    size = cx.const_ints(op.inputs[1])  # Unsupported where the program computes it
+    if len(shape) != 4 or len(size) != 2 or any(d is None for d in shape[1:3]):
+        raise Unsupported("a resize to a size the program computes")
+    if min(size) < 1 or min(shape[1:3]) < 1:
+        raise Unsupported("a resize to or from nothing")
+    return shape, size, bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
+
+
 @_reg("ResizeNearestNeighbor")
 def _resize_nearest(cx: Any, op: Any) -> Any:
     """``tf.image.resize(method='nearest')`` and the Keras layers that call it: a gather per
     spatial axis at the positions TF's kernel reads (``frontends._common.resize``): with
     half-pixel centers ``floor((o + ½)·s)``, else ``floor(o·s)``, rounded to nearest with
     aligned corners (``s = (in − 1)/(out − 1)``)."""
-    shape = cx.shape(op.inputs[0])
-    size = cx.const_ints(op.inputs[1])
-    if len(shape) != 4 or size is None or len(size) != 2 or \
-            any(d is None for d in shape[1:3]):
-        raise Unsupported("a resize to a size the program computes")
-    if min(size) < 1 or min(shape[1:3]) < 1:
-        raise Unsupported("a resize to or from nothing")
-    corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
+    shape, size, corners, half = _resized(cx, op)
     positions = []
     for axis, n_out in zip((1, 2), size):
         n_in, n_out = int(shape[axis]), int(n_out)
@@ -578,13 +583,7 @@ def _resize(cx: Any, op: Any) -> Any:
     ``UpSampling2D``): a ``resize`` of the spatial axes, half-pixel coordinates, aligned
     corners or neither (``o·in/out``, TF 1's default); TF's half-pixel bicubic is Keys' with
     a = -0.5 over the taps inside the input, its others PyTorch's a = -0.75."""
-    shape = cx.shape(op.inputs[0])
-    size = cx.const_ints(op.inputs[1])
-    if len(shape) != 4 or len(size) != 2 or any(d is None for d in shape[1:3]):
-        raise Unsupported("a resize to a size the program computes")
-    if min(size) < 1 or min(shape[1:3]) < 1:
-        raise Unsupported("a resize to or from nothing")
-    corners, half = bool(cx.attr("align_corners")), bool(cx.attr("half_pixel_centers"))
+    shape, size, corners, half = _resized(cx, op)
     cubic = op.type == "ResizeBicubic"
     coordinates = "align_corners" if corners else "half_pixel" if half else "asymmetric"
     attrs = resize_attrs(shape, (1, 2), size, "cubic" if cubic else "linear", coordinates,

@@ -538,6 +538,13 @@ def _addmm(cx: Any, node: Any) -> Any:
     return cx.emit("add", [base, prod])
 
 
+def _steps(before: tuple[int, ...], after: tuple[int, ...], scales: Any) -> list[float]:
+    """Each spatial axis's input distance between two output positions, as PyTorch's
+    kernels take it: the inverse of the scale factor given, else in/out."""
+    return [1.0 / float(scales[k]) if scales is not None and float(scales[k]) > 0
+            else before[axis] / after[axis] for k, axis in enumerate(range(2, len(before)))]
+
+
 @_reg("aten.upsample_nearest1d.vec", "aten.upsample_nearest2d.vec",
       "aten.upsample_nearest3d.vec", "aten._upsample_nearest_exact1d.vec",
       "aten._upsample_nearest_exact2d.vec", "aten._upsample_nearest_exact3d.vec")
@@ -552,10 +559,8 @@ def _upsample_nearest(cx: Any, node: Any) -> Any:
     before = tuple(x.meta["val"].shape)
     exact = "exact" in str(node.target)
     positions = []
-    for k, axis in enumerate(range(2, len(before))):
+    for axis, step in zip(range(2, len(before)), _steps(before, shape, scales)):
         n_in, n_out = int(before[axis]), int(shape[axis])
-        step = (1.0 / float(scales[k]) if scales is not None and float(scales[k]) > 0
-                else None)
         if exact:
             at = nearest_positions(n_in, n_out, "tf_half_pixel_for_nn", "floor", step)
         elif n_out in (n_in, 2 * n_in):  # the kernel's own cases, whatever the scale
@@ -585,10 +590,7 @@ def _upsample(cx: Any, node: Any) -> Any:
     target = str(node.target)
     corners = bool(a.get("align_corners", False))
     axes = tuple(range(2, len(before)))
-    steps = []
-    for k, axis in enumerate(axes):
-        given = scales is not None and float(scales[k]) > 0
-        steps.append(1.0 / float(scales[k]) if given else before[axis] / shape[axis])
+    steps = _steps(before, shape, scales)
     cubic = "bicubic" in target
     antialias = "_aa" in target
     attrs = resize_attrs(before, axes, [shape[a] for a in axes], "cubic" if cubic else "linear",

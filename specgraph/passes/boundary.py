@@ -423,7 +423,7 @@ def _unit_group_affines_as_constants(graph: Graph, weights: dict[str, np.ndarray
             data = np.asarray(weights[name])
             if data.size and np.all(data == unit):
                 tables[name] = value
-    return _as_constants(graph, weights, tables) if tables else graph
+    return _as_constants(graph, weights, tables)
 
 
 def _integer_params_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:

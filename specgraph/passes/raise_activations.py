@@ -1,7 +1,8 @@
 """Raise written-out activations to their ops: max(x, 0) -> relu, x·sigmoid(x) -> silu,
 erf/tanh GELU formulas -> gelu with the approximation they compute, exp/sum -> softmax or
-log_softmax with its axis, a written-out parametric ReLU -> prelu with its slope. softmax(x + c), c a constant along the softmax axis (HF's
-TF stable_softmax adds 1e-9), is softmax(x): the shift cancels.
+log_softmax with its axis, a written-out parametric ReLU -> prelu with its slope.
+softmax(x + c), c a constant along the softmax axis (HF's TF stable_softmax adds 1e-9), is
+softmax(x): the shift cancels.
 
 Requires: a verified graph. Ensures: each rewrite is proved by running the replaced region
 and the op on random inputs in float64 (``regions.agrees``); formulas that differ (another

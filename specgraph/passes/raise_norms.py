@@ -12,7 +12,6 @@ different eps survives as the attribute, never vanishes.
 from __future__ import annotations
 
 import itertools
-import math
 from math import prod
 from typing import Any
 
@@ -305,8 +304,7 @@ def _fold_affine(rw: Rewriter, node: Node) -> bool:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
-    if node.op == "reshape" and (p := rw.producer(node.inputs[0])) is not None and \
-            (p.op in ("add", "mul") and _grouped_back(rw, node) or _regroup(rw, node)):
+    if node.op == "reshape" and (_grouped_back(rw, node) or _regroup(rw, node)):
         return True
     if len(node.outputs) != 1 or get_spec(node.op).category not in ("elementwise", "activation"):
         return False
@@ -365,7 +363,7 @@ def _regroup(rw: Rewriter, node: Node) -> bool:
     if x.shape != y.shape or x.rank < 3 or grouped.shape[0] != x.shape[0] or \
             norm.attrs["num_groups"] != groups or not groups or x.shape[1] % groups:
         return False
-    for value, slot, unit in zip(norm.inputs[1:], ("scale", "bias"), (1.0, 0.0)):
+    for value, unit in zip(norm.inputs[1:], (1.0, 0.0)):
         if rw.uniform(value) != unit:  # an affine of its own (per group): another norm
             return False
     attrs = {"num_groups": groups, "eps": norm.attrs["eps"], "scale": False, "bias": False}
@@ -379,8 +377,11 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
     and bias there, and reshapes back): ``group_norm`` of the ``x`` the groups were made
     from, laid out as the output is, where proved on random values."""
     y = node.outputs[0]
+    last = rw.producer(node.inputs[0])  # the affine's add (or its scale's product)
+    if last is None or last.op not in ("add", "mul") or not is_float(y.dtype):
+        return False
     cone = arithmetic_cone(rw, node.inputs[0], limit=20)
-    if cone is None or not is_float(y.dtype):
+    if cone is None:
         return False
     for g in cone[0]:
         chain, v = [], g  # back from the grouped value through its layout ops to the
@@ -413,18 +414,24 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
 def _layout_of(x: Value, chain: list[Node]) -> tuple[int, ...] | None:
     """The permutation of ``x``'s axes the reshapes and transposes ``chain`` amount to
     (the elementwise ops between them move nothing), or None where they are no
-    permutation."""
-    index = np.arange(x.size).reshape(x.shape)
+    permutation: each output axis is the ``x`` axis of the stride its positions step by,
+    checked element by element."""
+    base = np.arange(x.size).reshape(x.shape)
+    index = base
     for n in chain:
         index = np.transpose(index, n.attrs["perm"]) if n.op == "transpose" else \
             np.reshape(index, n.outputs[0].shape)
     if index.ndim != x.rank:
         return None
-    for perm in itertools.permutations(range(x.rank)):
-        if index.shape == tuple(x.shape[p] for p in perm) and np.array_equal(
-                np.transpose(np.arange(x.size).reshape(x.shape), perm), index):
-            return perm
-    return None
+    by_stride = {s // base.itemsize: a for a, s in enumerate(base.strides) if x.shape[a] > 1}
+    perm = [by_stride.get(int(index[(0,) * k + (1,)].reshape(-1)[0] - index.flat[0]))
+            if index.shape[k] > 1 else None for k in range(x.rank)]
+    rest = iter(a for a in range(x.rank) if a not in perm)  # size-1 axes, in order
+    perm = [a if a is not None else next(rest, None) for a in perm]
+    if None in perm or sorted(perm) != list(range(x.rank)) or \
+            not np.array_equal(np.transpose(base, perm), index):
+        return None
+    return tuple(perm)
 
 
 def _try_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
@@ -439,7 +446,7 @@ def _try_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bo
     tried = set()
     for r in nodes:  # an axis of x split in two, its moments over all but batch and groups
         split = r.outputs[0].shape if r.op == "reshape" else ()
-        if len(split) != x.rank + 1 or math.prod(split) != math.prod(x.shape):
+        if len(split) != x.rank + 1 or prod(split) != prod(x.shape):
             continue
         kept = [a for a in range(len(split)) if a not in reduced]
         if len(kept) != 2 or kept[0] != 0:

@@ -2,8 +2,9 @@
 
 An NHWC model traced into channels-first ops carries ``transpose`` pairs around every layer;
 moving each transpose past elementwise ops, reductions, slices, gathers along one axis,
-resizes, softmax, rotary embeddings and concats whose operands all carry it (adjusting their
-axes and re-laying out broadcast constants and parameters) makes ``T⁻¹ · T`` adjacent, and the identities pass removes them.
+resizes, layer norms that keep their axes, softmax, rotary embeddings and concats whose
+operands all carry it (adjusting their axes and re-laying out broadcast constants and
+parameters) makes ``T⁻¹ · T`` adjacent, and the identities pass removes them.
 A reshape that merges runs of axes followed by a transpose becomes the transpose of the runs
 then the merge (PyTorch flattens patches as ``reshape[N, C, HW]·transpose``, Flax and Keras
 as ``transpose[N, H, W, C]·reshape``: one form), and a transpose followed by a reshape that

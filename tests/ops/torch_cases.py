@@ -376,7 +376,8 @@ def _resize(attrs):
                                    antialias=attrs["antialias"])
 
 
-_FROM_ATTRS = {"resize": _resize, "conv": _conv, "conv_transpose": _conv_transpose, "max_pool": _pool("max_pool"),
+_FROM_ATTRS = {"resize": _resize, "conv": _conv, "conv_transpose": _conv_transpose,
+               "max_pool": _pool("max_pool"),
                "avg_pool": _pool("avg_pool"), "adaptive_avg_pool": _adaptive("adaptive_avg_pool"),
                "adaptive_max_pool": _adaptive("adaptive_max_pool")}
 
