@@ -19,6 +19,7 @@ from specgraph.grouping import group_repeated, leaf_words
 from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
+from specgraph.passes.drowned import DROWN, drowning
 from specgraph.report import DIFF, Finding, Row, Side, Voice
 
 __all__ = ["diff", "describe_node", "node_side", "side_index"]
@@ -64,6 +65,15 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _undrowned(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Two masks with the keys both drown (at or below ``DROWN`` on both sides) made 0."""
+    a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if a.shape != b.shape:
+        return a, b
+    both = (a <= DROWN) & (b <= DROWN)
+    return np.where(both, 0.0, a), np.where(both, 0.0, b)
+
+
 class _Differ:
     def __init__(self, al: Alignment, voice: Voice = DIFF, folds: Sequence[Fold] = (),
                  folded: Sequence[Folded] = ()) -> None:
@@ -81,6 +91,7 @@ class _Differ:
         self.findings: list[tuple[int, Finding]] = []  # (sort key, finding)
         self.flagged_l: set[int] = set()
         self.flagged_r: set[int] = set()
+        self._drowning: tuple[frozenset[Value], frozenset[Value]] | None = None
 
     # --- helpers -------------------------------------------------------------------------
     def _matched_above(self, graph: Graph, value: Value, matched: Mapping[int, int]) -> Any:
@@ -397,6 +408,9 @@ class _Differ:
             x, y = self.lhs.constants.get(va), self.rhs.constants.get(vb)
             if x is None or y is None or np.size(x) <= 1 or same_numbers(x, y):
                 continue
+            if a.op == b.op == "add" and self._drowns(a, b) and \
+                    same_numbers(*_undrowned(x, y)):
+                continue  # a mask filled with -inf on one side, the lowest float on the other
             gap = float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
             if a.op == b.op == "gather" and slot == 1 and np.ndim(x) == np.ndim(y) == 1:
                 # positions read along one axis: a nearest resize's, which differ in their
@@ -415,6 +429,13 @@ class _Differ:
                                  lhs=node_side(self.lhs, a, slot),
                                  rhs=node_side(self.rhs, b, slot)))
             return
+
+    def _drowns(self, a: Node, b: Node) -> bool:
+        """Whether both sums go into softmax scores alone, where a key masked by -inf and
+        one masked by the lowest float are both drowned (``specgraph.passes.drowned``)."""
+        if self._drowning is None:
+            self._drowning = drowning(self.lhs), drowning(self.rhs)
+        return a.outputs[0] in self._drowning[0] and b.outputs[0] in self._drowning[1]
 
     def _explained(self, a: Node, b: Node) -> bool:
         """Every differing input is accounted for by ops one side lacks (a missing

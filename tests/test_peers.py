@@ -30,6 +30,8 @@ FAST = [
     ("t5_lm", "tf", "torch"),             # the tied head: scaled states, a matmul or Linear
     ("opt_padded", "torch", "tf"),        # a mask written in place; -1e8 causal + padding
     ("mistral_padded", "tf", "flax"),     # two float32.min masks summed (-inf where both)
+    # fused q/k/v indexed per head or split, ALiBi on [B*H, T, T] scores, -inf or lowest mask
+    ("bloom", "flax", "torch"),
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum

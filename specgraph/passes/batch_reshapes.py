@@ -118,35 +118,60 @@ def _unmerged(rw: Rewriter, node: Node, data: int
     a constant that varies along the merged axes too is laid out unmerged, as BLOOM's ALiBi
     bias added to scores flattened over batch and heads; inputs past ``data``, a layer's
     parameters, as they are), the merged source of the first merged input, k, and that
-    input's slot."""
+    input's slot. Merges alike up to leading axes of one (PyTorch's BLOOM flattens an
+    unpacked piece of its stacked query, key and value, [1, B, H, T, D], where it flattens
+    the transposed key as [B, H, D, T]) are unmerged to the sources without those axes:
+    stand-ins (``_DROPPED``) that ``_emit_merged`` makes."""
     found = next(((i, m) for i, v in enumerate(node.inputs[:data])
                   if (m := _merge(rw, v)) is not None), None)
     if found is None or (found[0] and node.op != "add" and node.op != "mul"):
         return None  # beyond a commutative op, the merged operand comes first
     slot, (x0, k) = found
+    lead = _lead(x0, k)
     inputs: list[Value] = []
     for i, v in enumerate(node.inputs[:data]):
         m = _merge(rw, v) if i != slot else (x0, k)
-        if m is not None and m[1] == k and m[0].shape[:-k] == x0.shape[:-k]:
-            inputs.append(m[0])
+        if m is not None and m[1] == k and _lead(m[0], k) == lead:
+            inputs.append(_without_units(m[0], lead, k))
         elif _kept_only(v, k):
             inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar, a mask)
-        elif (laid := _unmerged_constant(rw, v, x0, k, node.outputs[0].rank)) is not None:
+        elif (laid := _unmerged_constant(rw, v, lead, k, node.outputs[0].rank)) is not None:
             inputs.append(laid)
         else:
             return None
-    return inputs + list(node.inputs[data:]), x0, k, slot
+    return inputs + list(node.inputs[data:]), inputs[slot], k, slot
 
 
-def _unmerged_constant(rw: Rewriter, v: Value, x0: Value, k: int, rank: int
+def _lead(x: Value, k: int) -> tuple[int, ...]:
+    """The merged axes of ``x`` (all but its last ``k``), leading axes of one left out."""
+    lead = x.shape[:-k]
+    start = 0
+    while start < len(lead) - 1 and lead[start] == 1:
+        start += 1
+    return lead[start:]
+
+
+# a stand-in for a merged source without its leading axes of one -> that source
+_DROPPED: dict[Value, Value] = {}
+
+
+def _without_units(x: Value, lead: tuple[int, ...], k: int) -> Value:
+    """``x`` if its merged axes are ``lead``, else a stand-in for ``x`` reshaped to them."""
+    if x.shape[:-k] == lead:
+        return x
+    stand_in = Value(lead + x.shape[-k:], x.dtype)
+    _DROPPED[stand_in] = x
+    return stand_in
+
+
+def _unmerged_constant(rw: Rewriter, v: Value, lead: tuple[int, ...], k: int, rank: int
                        ) -> Value | None:
     """A constant broadcast against merged values, laid out for them unmerged: its merged
-    axis (the one before the kept ones) of the merged size, split as x0's leading axes."""
+    axis (the one before the kept ones) of the merged size, split as ``lead``."""
     data = rw.constant_value(v)
     if data is None or v.rank > rank:
         return None
     full = (1,) * (rank - v.rank) + v.shape
-    lead = x0.shape[:-k]
     if len(full) != k + 1 or full[0] != prod(lead):
         return None
     return rw.constant(np.asarray(data).reshape(lead + full[1:]), v.dtype)
@@ -161,6 +186,8 @@ def _kept_only(v: Value, k: int) -> bool:
 def _emit_merged(rw: Rewriter, node: Node, inputs: list[Value], x0: Value, k: int,
                  attrs: dict) -> bool:
     y = node.outputs[0]
+    inputs = [rw.emit("reshape", [_DROPPED.pop(v)], {"shape": v.shape}, like=node,
+                      shape=v.shape) if v in _DROPPED else v for v in inputs]
     shape = x0.shape[:-k] + y.shape[-k:]
     inner = rw.emit(node.op, inputs, attrs, like=node, shape=shape)
     rw.replace(y, rw.emit("reshape", [inner], {"shape": y.shape}, like=node, shape=y.shape))
@@ -219,6 +246,7 @@ def _passes(graph: Graph, reader: Node, pieces: set[Value]) -> bool:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
+    _DROPPED.clear()  # stand-ins of a rule that did not apply
     if node.op == "split":
         return _pieces_kept_whole(rw, node)
     if len(node.outputs) != 1 or not node.inputs:

@@ -6,16 +6,23 @@ left-to-right sum of the same terms sorted by what computes them, never by name,
 Requires: a verified graph. Ensures: every chain of ``add`` nodes whose inner sums are read
 only by the next addition adds its terms in the canonical order (a structural signature of
 each term: its shape, and the ops, attributes (those the forward pass reads), shapes and
-leaves of the few nodes above it); terms that look alike keep their order. Exact in real arithmetic (addition is
-associative and commutative); float rounding may differ in the last bit.
+leaves of the few nodes above it); terms that look alike keep their order; two or more
+constants of one chain are added up into one (a bias and a mask added to the scores one
+after the other, or summed first), unless their sum would be larger than every term.
+Exact in real arithmetic (addition is associative and commutative); float rounding may
+differ in the last bit.
 """
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
+
+import numpy as np
 
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
+from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ops.values import value_key
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -66,7 +73,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     keyed = sorted(enumerate(terms), key=lambda it: (
         rw.constant_value(it[1]) is not None,  # constants (a mask) added last
         repr(_signature(rw, it[1], _DEPTH)), it[0]))
-    order = [v for _, v in keyed]
+    order = _constants_folded(rw, [v for _, v in keyed], node.outputs[0])
     if order == _left_fold_order(rw, node):
         return False
     total = order[0]
@@ -78,6 +85,30 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return False
     rw.replace(out, total)
     return True
+
+
+def _constants_folded(rw: Rewriter, order: list[Value], out: Value) -> list[Value]:
+    """``order`` (constants last) with its constants added up into one, where there are
+    two or more and their sum is not large: PyTorch's BLOOM adds ALiBi to the scores and
+    then the mask, Flax's adds the two first and their sum to the scores."""
+    constants = [v for v in order if rw.constant_value(v) is not None]
+    if len(constants) < 2:
+        return order
+    shape = constants[0].shape
+    for v in constants[1:]:
+        shape = _broadcast(shape, v.shape)
+    if prod(shape) > _FOLDED or prod(shape) > max(prod(v.shape) for v in order):
+        return order  # a sum larger than any term (a bias by a mask, both broadcast)
+    dtype = numpy_dtype(out.dtype)
+    total = np.asarray(rw.constant_value(constants[0]), dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for v in constants[1:]:
+            total = total + np.asarray(rw.constant_value(v), dtype)
+    return order[:len(order) - len(constants)] + [rw.constant(total.astype(dtype),
+                                                              out.dtype)]
+
+
+_FOLDED = 1 << 20  # elements a sum of constants may hold
 
 
 def _left_fold_order(rw: Rewriter, node: Node) -> list[Value] | None:

@@ -17,7 +17,9 @@ axis, each piece reshaped to drop that axis (``q, k, v = qkv``, ``unbind``, ``sp
 - Pieces of one, each reshaped to drop the axis and then transposed by the same permutation
   p (Flax's split of the stacked axis before the heads transpose), are the split of one
   transpose of x that moves the stacked axis first and permutes the others by p: slice i of
-  that transpose is the transpose of slice i.
+  that transpose is the transpose of slice i. Where the pieces' permutations differ (the
+  key's head dimension moved last), p is the first piece's, and a piece transposed
+  otherwise keeps the rest of its permutation after its reshape.
 
 Requires: a verified graph. Ensures: none of the four patterns above remains; each rewrite
 is exact (the same elements, moved).
@@ -162,8 +164,10 @@ def _transpose_before_split(rw: Rewriter, node: Node) -> bool:
     if squeezes is None or squeezes[0].outputs[0].shape != dropped:
         return False
     transposes = [t for s in squeezes if (t := _only_reader(rw, s.outputs[0], "transpose"))]
-    if len(transposes) != len(squeezes) or len({t.attrs["perm"] for t in transposes}) != 1:
+    if len(transposes) != len(squeezes):
         return False
+    # the first piece's permutation goes above the split (the query's: Flax's BLOOM moves
+    # its key's head dimension last where PyTorch's transposes the unpacked key)
     perm = transposes[0].attrs["perm"]
     full = (axis,) + tuple(p + (p >= axis) for p in perm)
     if full == tuple(range(x.rank)):
@@ -172,10 +176,16 @@ def _transpose_before_split(rw: Rewriter, node: Node) -> bool:
     rw.keep(node)
     t = rw.emit("transpose", [x], {"perm": full}, like=transposes[0], shape=moved)
     target = moved[1:]
+    inverse = np.argsort(perm)
     for piece, old in zip(_split(rw, t, 0, len(sizes), node), transposes):
-        rw.replace(old.outputs[0], rw.emit("reshape", [piece], {"shape": target},
-                                           like=node, shape=target))
+        out = rw.emit("reshape", [piece], {"shape": target}, like=node, shape=target)
+        if old.attrs["perm"] != perm:  # the rest of this piece's own permutation
+            rest = tuple(int(inverse[p]) for p in old.attrs["perm"])
+            out = rw.emit("transpose", [out], {"perm": rest}, like=old,
+                          shape=old.outputs[0].shape)
+        rw.replace(old.outputs[0], out)
     return True
+
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:

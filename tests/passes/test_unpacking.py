@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specgraph.diff import diff
 from specgraph.graph_nx import isomorphic
 from specgraph.passes import canonicalize
 from tests.passes.test_raising import F, B, _ops, _same
@@ -87,14 +88,22 @@ def test_a_split_into_unequal_pieces_stays():
     assert _ops(canonicalize(g))[0] == "split"
 
 
-def test_pieces_transposed_differently_keep_their_transposes():
-    f = B(4, 3, 4, 4)
-    parts = _unbind(f, f.x, 1, 3)
-    perms = [(1, 0, 2), (0, 2, 1), (1, 0, 2)]
-    g = f.build(_combine(f, [f("transpose", p, perm=q) for p, q in zip(parts, perms)]))
-    c = canonicalize(g)
-    assert _ops(c).count("transpose") == 3
-    _same(g, c)
+def test_pieces_transposed_differently_share_the_first_piece_s_transpose():
+    """Flax's BLOOM splits [B, T, H, 3, D] and transposes its query and value to [B, H, T,
+    D], its key to [B, H, D, T]; PyTorch's moves the stacked axis first for all three and
+    transposes the unpacked key alone: one graph, the key's own transpose after its
+    reshape."""
+    f = B(2, 4, 3, 3, 4)  # T = D: the pieces concatenate
+    parts = _unbind(f, f.x, 3, 3)
+    perms = [(0, 2, 1, 3), (0, 2, 3, 1), (0, 2, 1, 3)]
+    flax = f.build(_combine(f, [f("transpose", p, perm=q) for p, q in zip(parts, perms)]))
+    t = B(2, 4, 3, 3, 4)
+    q, k, v = _unbind(t, t("transpose", t.x, perm=(3, 0, 2, 1, 4)), 0, 3)
+    torch = t.build(_combine(t, [q, t("transpose", k, perm=(0, 1, 3, 2)), v]))
+    c = canonicalize(flax)
+    assert isomorphic(c, canonicalize(torch)), _ops(c)
+    assert _ops(c).count("transpose") == 2
+    _same(flax, c)
 
 
 def test_merged_batch_axes_move_below_attention():
@@ -105,3 +114,46 @@ def test_merged_batch_axes_move_below_attention():
     c = canonicalize(g)
     assert "reshape" not in _ops(c) and c.nodes[-1].outputs[0].shape == (2, 3, 5, 4)
     _same(g, c)
+
+
+def _bloom_scores(flattened: bool, mask_fill: float):
+    """BLOOM's attention probabilities from stacked [3, B, H, T, D] pieces: PyTorch's flattens
+    the query's piece, stacked axis and all, and the transposed key to [B·H, ...], adds
+    ALiBi laid out [B·H, 1, T] and then the causal mask; Flax's multiplies [B, H, T, D]
+    and adds ALiBi and the mask summed beforehand (with the lowest float, not -inf)."""
+    b, h, t, d = 2, 3, 5, 4
+    f = B(3, b, h, t, d)
+    pieces = f.b.add_multi("split", [f.x], {"axis": 0, "sizes": (1, 1, 1)},
+                           outputs=[((1, b, h, t, d), F)] * 3)
+    alibi = np.arange(b * h * t, dtype=np.float32).reshape(b, h, 1, t) / 8
+    causal = np.triu(np.full((t, t), mask_fill, np.float32), 1)[None, None]
+    key = f("transpose", f("reshape", pieces[1], shape=(b, h, t, d)), perm=(0, 1, 3, 2))
+    if flattened:
+        q = f("reshape", pieces[0], shape=(b * h, t, d))
+        scores = f("matmul", q, f("reshape", key, shape=(b * h, d, t)))
+        scores = f("add", f.c(alibi.reshape(b * h, 1, t)), f("mul", scores, f.c(0.5)))
+        scores = f("add", f("reshape", scores, shape=(b, h, t, t)), f.c(causal))
+    else:
+        q = f("reshape", pieces[0], shape=(b, h, t, d))
+        scores = f("add", f("mul", f("matmul", q, key), f.c(0.5)), f.c(alibi + causal))
+    return f.build(f("softmax", scores, axis=-1))
+
+
+def test_bloom_s_flattened_scores_with_alibi_and_mask_are_the_heads_scores():
+    fill = float(np.finfo(np.float32).min)
+    flattened = _bloom_scores(True, fill)
+    c = canonicalize(flattened)
+    assert isomorphic(c, canonicalize(_bloom_scores(False, fill))), _ops(c)
+    assert _ops(c).count("add") == 1 and _ops(c).count("reshape") == 2
+    _same(flattened, c)
+
+
+def test_a_mask_filled_with_minus_inf_drowns_the_keys_a_lowest_float_drowns():
+    """PyTorch's BLOOM masks with -inf, Flax's with float32's lowest: the same keys drowned
+    in the softmax; a key masked on one side alone is a difference."""
+    torch = canonicalize(_bloom_scores(True, -np.inf))
+    lowest = float(np.finfo(np.float32).min)
+    findings, _ = diff(torch, canonicalize(_bloom_scores(False, lowest)))
+    assert findings == []
+    findings, _ = diff(torch, canonicalize(_bloom_scores(False, 0.0)))
+    assert [f.code for f in findings] == ["edge-mismatch"], [f.message for f in findings]
