@@ -4118,16 +4118,19 @@ def test_flax_group_norm_is_a_group_norm() -> None:
         [f.message for f in wrong.findings]
 
 
-@pytest.mark.parametrize("groups", [4, 2])
+@pytest.mark.parametrize("groups", [4, 2, 1, 8])
 def test_keras_group_normalization_is_a_group_norm(groups: int) -> None:
     """Keras' ``GroupNormalization`` normalizes its input reshaped to [..., G, C/G], applies
     its scale and bias there and reshapes back: the norm rules' cones end at elementwise
     ops, so the reshape back left it arithmetic ("lhs computes group_norm where rhs computes
     reshape·transpose·reduce_mean·...", no numbers). It is a group norm now, channels first
     as PyTorch's: equivalent with numbers, and Keras' default eps (1e-3) against PyTorch's
-    1e-5 is that attribute, confirmed by the numbers. (One group, or a group per channel,
-    whose reshapes add an axis of size 1 that the layouts move elsewhere, is not raised
-    yet.)"""
+    1e-5 is that attribute, confirmed by the numbers. One group, or a group per channel,
+    reshapes to [B, H, W, 1, C] or [B, H, W, C, 1]: the reshape back from the one group
+    merged nothing but was moved below the activation as a merge, the norm's cone walked
+    through the split as a view, and an axis of one let another axis pass for the one split;
+    a group per channel was raised over [B, C, H, W, 1] with the layout transposes around
+    the reshapes. Both are group norms of [B, C, H, W] now."""
     import tensorflow as tf
 
     x = np.random.default_rng(0).standard_normal((B, 8, 6, 6)).astype(np.float32)

@@ -45,9 +45,17 @@ def _merge(rw: Rewriter, value: Value) -> tuple[Value, int] | None:
     if node is None:
         return None
     k = _kept(node)
-    if k is None or _unpacked_piece(rw, node):
+    if k is None or _unpacked_piece(rw, node) or _drops_units_only(node, k):
         return None
     return node.inputs[0], k
+
+
+def _drops_units_only(node: Node, k: int) -> bool:
+    """Whether the merge only drops axes of one (Keras' GroupNormalization(1) reshapes
+    [B, H, W, 1, C] back to [B, H, W, C]): nothing merged, and the norm it ends is raised
+    only while the reshape stays where it is."""
+    x, y = node.inputs[0], node.outputs[0]
+    return [n for n in x.shape[:-k] if n != 1] == [n for n in y.shape[:-k] if n != 1]
 
 
 def unit_split(node: Node) -> bool:

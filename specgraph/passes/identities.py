@@ -373,6 +373,8 @@ def _norm_between_reshapes(rw: Rewriter, node: Node) -> bool:
     tf_keras' fused LayerNormalization normalizes ``[B, T, C]`` laid out as
     ``[1, B·T, C, 1]``."""
     norm = rw.producer(node.inputs[0])
+    if norm is not None and norm.op == "group_norm" and rw.uses(node.inputs[0]) == 1:
+        return _group_norm_of_units(rw, node, norm)
     if norm is None or norm.op not in ("layer_norm", "rms_norm") or \
             rw.uses(node.inputs[0]) != 1:
         return False
@@ -394,6 +396,22 @@ def _norm_between_reshapes(rw: Rewriter, node: Node) -> bool:
     attrs = {**norm.attrs, "axis": axis}
     rw.replace(node.outputs[0], rw.emit(norm.op, [x, *params], attrs, like=norm,
                                         shape=x.shape))
+    return True
+
+
+def _group_norm_of_units(rw: Rewriter, node: Node, norm: Node) -> bool:
+    """reshape(group_norm(reshape(x)), x.shape) where the inner reshape appends spatial axes
+    of one to x: group_norm(x) (its moments read the same elements; Keras'
+    GroupNormalization with a group per channel normalizes [B, C, H, W, 1])."""
+    inner = rw.producer(norm.inputs[0])
+    if inner is None or inner.op != "reshape" or rw.uses(norm.inputs[0]) != 1:
+        return False
+    x, y = inner.inputs[0], norm.inputs[0]
+    if x.rank < 3 or node.outputs[0].shape != x.shape or \
+            y.shape != x.shape + (1,) * (y.rank - x.rank):
+        return False
+    rw.replace(node.outputs[0], rw.emit("group_norm", [x, *norm.inputs[1:]],
+                                        dict(norm.attrs), like=norm, shape=x.shape))
     return True
 
 

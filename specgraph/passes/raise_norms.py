@@ -383,7 +383,11 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
     cone = arithmetic_cone(rw, node.inputs[0], limit=20)
     if cone is None:
         return False
-    for g in cone[0]:
+    # the grouped value: where the cone starts, or a split into groups of one that the
+    # cone walks through as a view (one group: [B, H, W, 1, C])
+    grouped = cone[0] + [n.outputs[0] for n in cone[1] if n.op == "reshape"
+                         and n.outputs[0].rank == n.inputs[0].rank + 1]
+    for g in grouped:
         chain, v = [], g  # back from the grouped value through its layout ops to the
         split = None      # reshape that made the groups: x is what it split
         while split is None and (p := rw.producer(v)) is not None and \
@@ -397,16 +401,19 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
                 sorted(x.shape) != sorted(y.shape):
             continue
         parts = split.outputs[0].shape
-        axis = next((a for a in range(1, x.rank) if len(parts) == x.rank + 1
-                     and parts[:a] == x.shape[:a] and parts[a + 2:] == x.shape[a + 1:]
-                     and parts[a] * parts[a + 1] == x.shape[a]), None)
+        # the axis split in two (groups, channels per group); with a group of one, or a
+        # channel per group, an axis of one makes others fit too: each is tried
+        axes = [a for a in range(1, x.rank) if len(parts) == x.rank + 1
+                and parts[:a] == x.shape[:a] and parts[a + 2:] == x.shape[a + 1:]
+                and parts[a] * parts[a + 1] == x.shape[a]]
         out = _layout_of(x, chain + [node])
-        if axis is None or out is None:
+        if not axes or out is None:
             continue
         rw.keep(node)
         nodes = region(rw, y, [x])
-        if nodes is not None and _raise_group_norm(rw, node, x, nodes, axis, parts[axis],
-                                                   out):
+        if nodes is not None and any(_raise_group_norm(rw, node, x, nodes, axis,
+                                                       parts[axis], out)
+                                     for axis in axes):
             return True
     return False
 

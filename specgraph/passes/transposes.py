@@ -367,6 +367,32 @@ def _split_after_transpose(rw: Rewriter, node: Node) -> bool:
     return _reshaped_first(rw, node, t, split, perm, "split-after-transpose")
 
 
+def _trailing_units_after_transpose(rw: Rewriter, node: Node) -> bool:
+    """reshape(transpose(x, p)) where the reshape only appends axes of one at the end or
+    drops axes of one from it: the same reshape of x (the appended axes last, the dropped
+    ones where p took them from), then p on the axes left. Keras' GroupNormalization with a
+    group per channel reshapes its channels-last input to [B, H, W, C, 1]: so the layout
+    transposes meet around the norm."""
+    t = rw.producer(node.inputs[0])
+    if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
+        return False
+    x, p, mid, out = t.inputs[0], t.attrs["perm"], node.inputs[0], node.outputs[0]
+    if out.rank > mid.rank and out.shape == mid.shape + (1,) * (out.rank - mid.rank):
+        shape = x.shape + (1,) * (out.rank - mid.rank)
+        perm = tuple(p) + tuple(range(x.rank, out.rank))
+    elif out.rank < mid.rank and mid.shape == out.shape + (1,) * (mid.rank - out.rank):
+        dropped = sorted(p[out.rank:])
+        shape = tuple(n for a, n in enumerate(x.shape) if a not in dropped)
+        perm = tuple(a - sum(d < a for d in dropped) for a in p[:out.rank])
+    else:
+        return False
+    if perm == tuple(range(len(perm))) and shape == out.shape and x.shape == shape:
+        return False
+    inner = rw.emit("reshape", [x], {"shape": shape}, like=node, shape=shape)
+    rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
+    return True
+
+
 def _transposed_next(rw: Rewriter, value: Value) -> bool:
     """Whether ``value`` is read only by a transpose (no graph output): a split of an axis
     the transpose before it leaves in place goes above it there, the two transposes then
@@ -624,7 +650,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("layer_norm", "rms_norm"):
         return _trailing_norm(rw, node)
     if node.op == "reshape":
-        return _split_after_transpose(rw, node) or _block_after_transpose(rw, node)
+        return _split_after_transpose(rw, node) or _block_after_transpose(rw, node) or \
+            _trailing_units_after_transpose(rw, node)
     if node.op == "concat":
         return _concat(rw, node)
     if node.op in _REDUCTIONS:
