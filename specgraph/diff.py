@@ -65,6 +65,16 @@ def _fmt(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _crop(node: Node) -> tuple[int, ...]:
+    """What a transposed conv crops from each end of its full output: PyTorch's padding 1
+    and output_padding 1 keep what Flax's (and ONNX's) padding 1 at the start, 0 at the end
+    keep."""
+    pads, extra = node.attrs["padding"], node.attrs["output_padding"]
+    rank = len(pads) // 2
+    extra = tuple(extra) or (0,) * rank
+    return tuple(pads[:rank]) + tuple(e - o for e, o in zip(pads[rank:], extra))
+
+
 def _undrowned(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """Two masks with the keys both drown (at or below ``DROWN`` on both sides) made 0."""
     a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -339,6 +349,8 @@ class _Differ:
                     f"attention at {a.scope or '<model>'} lets each query see {x} in "
                     f"{self.v.lhs} but {y} in {self.v.rhs} ({b.scope or '<model>'})", op=a.op, attr="mask",
                     lhs=node_side(self.lhs, a, x), rhs=node_side(self.rhs, b, y)))
+        if a.op == b.op == "conv_transpose" and _crop(a) == _crop(b):
+            said |= {"padding", "output_padding"}  # the same rows cropped, said otherwise
         folded = (i, self.l2r[i]) in self.folded_pairs
         for key in sorted(set(a.attrs) | set(b.attrs)):
             x, y = a.attrs.get(key), b.attrs.get(key)

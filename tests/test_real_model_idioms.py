@@ -4196,3 +4196,49 @@ def test_group_and_instance_norm_against_their_dynamo_export(norm: str) -> None:
     assert [n.op for n in canonical(rhs).graph.nodes] == ["conv", "group_norm", "silu"]
     report = _equivalent(lhs, rhs)
     assert report.numeric is not None and report.numeric.layers
+
+
+def test_torch_conv_transpose_against_flax_s_with_its_kernel_transposed() -> None:
+    """PyTorch's ``ConvTranspose2d(padding=1, output_padding=1)`` against Flax's
+    ``ConvTranspose(transpose_kernel=True)`` padded ((1, 2), (1, 2)), the same layer: Flax
+    flips its kernel's spatial axes one by one and swaps its features, the transposed conv
+    flips them again (a kernel "PyTorch holds as a constant", no weights moved, no
+    numbers), and PyTorch crops its last row by output padding where Flax pads one row
+    less (two attribute findings). Flips of flips and of transposes meet and cancel, and a
+    transposed conv's padding and output padding are judged by what they crop: equivalent
+    with numbers; padded one row less, Flax's lacks the output padding."""
+    x = np.random.default_rng(0).standard_normal((B, 4, 6, 6)).astype(np.float32)
+
+    class TorchUp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.up = torch.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)
+
+        def forward(self, h):
+            return torch.relu(self.up(h))
+
+    lhs = torch_side(TorchUp().eval(), x, name="torch_conv_transpose")
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    def flax_up(high: int):
+        class LinenUp(fnn.Module):
+            @fnn.compact
+            def __call__(self, h):
+                return fnn.relu(fnn.ConvTranspose(
+                    3, (3, 3), strides=(2, 2), padding=((1, high), (1, high)),
+                    transpose_kernel=True, name="up")(h))
+
+        module = LinenUp()
+        return linen_side(module, module.init(jax.random.PRNGKey(0), nhwc), nhwc,
+                          name=f"linen_conv_transpose_{high}")
+
+    rhs = flax_up(2)
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["conv_transpose", "relu"]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert report.numeric is not None and report.numeric.gradients
+        assert not report.notes, report.notes
+    wrong = compare(lhs, flax_up(1))  # one row more: the output padding Flax lacks
+    assert [(f.code, f.attr) for f in wrong.findings] == [
+        ("attr-mismatch", "output_padding")], [f.message for f in wrong.findings]

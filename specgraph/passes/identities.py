@@ -110,6 +110,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
+    if node.op == "flip":
+        return _flip(rw, node)
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
     if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1] and \
@@ -161,6 +163,36 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 
 
 _VIEWS = ("reshape", "expand", "tile")
+
+
+def _flip(rw: Rewriter, node: Node) -> bool:
+    """Flips in one form: none along axes of one, a flip of a flip one flip along the axes
+    flipped once (none if no axis is), a flip of a transpose the flip of its input along the
+    same axes, then the transpose (flips move toward the weights they read and meet there).
+    Flax's ``ConvTranspose(transpose_kernel=True)`` flips its kernel's spatial axes one by
+    one and swaps its features; a transposed conv flips them again: no flip at all."""
+    x, out = node.inputs[0], node.outputs[0]
+    axes = sorted({a % x.rank for a in node.attrs["axes"] if x.shape[a % x.rank] != 1})
+    inner = rw.producer(x)
+    single = inner is not None and rw.uses(x) == 1
+    if single and inner.op == "flip":
+        y = inner.inputs[0]
+        axes = sorted(set(axes) ^ {a % y.rank for a in inner.attrs["axes"]
+                                   if y.shape[a % y.rank] != 1})
+        x = y
+    elif single and inner.op == "transpose":
+        perm = inner.attrs["perm"]
+        y = inner.inputs[0]
+        flipped = rw.emit("flip", [y], {"axes": tuple(sorted(perm[a] for a in axes))},
+                          like=node, shape=y.shape) if axes else y
+        rw.replace(out, rw.emit("transpose", [flipped], {"perm": perm}, like=inner,
+                                shape=out.shape))
+        return True
+    elif tuple(axes) == tuple(node.attrs["axes"]):
+        return False
+    rw.replace(out, rw.emit("flip", [x], {"axes": tuple(axes)}, like=node, shape=out.shape)
+               if axes else x)
+    return True
 
 
 def _guarded_root(rw: Rewriter, node: Node) -> bool:
