@@ -160,6 +160,64 @@ def test_nearest_in_pytorch_and_jax_image_resize_read_the_same_pixels() -> None:
     assert report.equivalent, [f.message for f in report.findings]
 
 
+@pytest.mark.parametrize("how, method, size", [
+    ({"scale_factor": 2, "mode": "bilinear"}, "linear", 16),
+    ({"size": (5, 5), "mode": "bilinear", "antialias": True}, "linear", 5),
+], ids=["bilinear_x2", "antialias_down"])
+def test_jax_image_resize_in_linear_mode_is_pytorchs_bilinear(how, method, size) -> None:
+    """``jax.image.resize`` contracts each axis with a constant matrix of interpolation
+    weights: "rhs computes reshape·matmul·reshape·transpose... where lhs computes resize", no
+    numbers. A product with a resize's weight matrix is that resize now: PyTorch's
+    ``bilinear`` (antialiased where it shrinks, as JAX always is) is one graph with it, with
+    numbers."""
+    def resized(params, x):
+        return jax.image.resize(x, (2, 3, size, size), method=method)
+
+    class Interpolated(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, **how)
+
+    lhs = torch_side(Interpolated(), X, name="torch")
+    rhs = jax_side(resized, {}, X, name=f"jax_{method}_{size}")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["resize"]
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = compare(a, b)
+        assert report.equivalent, [f.message for f in report.findings]
+        assert report.numeric is not None
+
+
+def test_jax_image_resize_in_cubic_mode_is_tfs_bicubic_not_pytorchs() -> None:
+    """JAX's cubic is Keys' kernel with a = -0.5, the taps outside weighing 0, as TF's
+    half-pixel bicubic: against PyTorch's (a = -0.75, the edge read) that is the two
+    attributes, confirmed by the numbers."""
+    def resized(params, x):
+        return jax.image.resize(x, (2, 3, 16, 16), method="cubic")
+
+    class Bicubic(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, size=(16, 16), mode="bicubic")
+
+    rhs = jax_side(resized, {}, X, name="jax_cubic")
+    node = canonical(rhs).graph.nodes[0]
+    assert node.op == "resize" and node.attrs["cubic_coeff"] == -0.5 and \
+        node.attrs["exclude_outside"]
+    findings = compare(torch_side(Bicubic(), X, name="torch_bicubic"), rhs).findings
+    assert sorted(f.attr for f in findings) == ["cubic_coeff", "exclude_outside"], \
+        [f.message for f in findings]
+
+
+def test_a_product_with_a_matrix_no_resize_makes_stays_a_product() -> None:
+    """A constant matrix along one axis that is not a resize's weights (a learned-looking
+    mixing of rows) is left as the product it is."""
+    w = np.random.default_rng(1).standard_normal((8, 12)).astype(np.float32)
+
+    def mixed(params, x):
+        return jax.numpy.einsum("nchw,hk->nckw", x, w)
+
+    ops = [n.op for n in canonical(jax_side(mixed, {}, X, name="jax_mixed")).graph.nodes]
+    assert "resize" not in ops and "matmul" in ops, ops
+
+
 # --- the repeat of positions, found through the axes' sizes ------------------------------
 def test_keras_repeat_per_axis_is_a_gather_of_repeated_positions() -> None:
     chain = [("reshape", (2, 8, 1, 8, 3)), ("expand", (2, 8, 3, 8, 3)),

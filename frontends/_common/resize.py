@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from specgraph.ir import Value
+from specgraph.ops.layers import resize_attrs
 
 __all__ = ["COORDINATES", "ROUNDINGS", "nearest_positions", "emit_gathers", "resize_attrs"]
 
@@ -90,29 +91,3 @@ def emit_gathers(cx: Any, value: Value, positions: Sequence[tuple[int, np.ndarra
         value = cx.emit("gather", [value, index], {"axis": axis},
                         out=None if last else (tuple(shape), value.dtype))
     return value
-
-
-def resize_attrs(shape: Sequence[int], axes: Sequence[int], sizes: Sequence[int], mode: str,
-                 coordinates: str, steps: Sequence[float], cubic_coeff: float = -0.75,
-                 exclude_outside: bool = False, antialias: bool = False
-                 ) -> dict[str, Any] | None:
-    """The attributes of a ``resize`` of a value of ``shape``, in one form for every way of
-    writing the same resize: an axis kept at its size with a step of 1 is no axis of it;
-    ``pytorch_half_pixel`` is ``half_pixel`` where no size is 1; what only cubic reads, and
-    an antialias that only downsampling feels, take their defaults where they change
-    nothing; aligned corners read no step (the sizes' ratio stands there). Steps are
-    float32's (the kernels compute them so). None: nothing is resized."""
-    if coordinates == "align_corners":  # which reads no step: the sizes' ratio stands
-        steps = [int(shape[a]) / int(n) for a, n in zip(axes, sizes)]
-    kept = [(a, int(n), float(np.float32(s))) for a, n, s in zip(axes, sizes, steps)
-            if not (int(shape[a]) == int(n) and float(np.float32(s)) == 1.0)]
-    if not kept:
-        return None
-    if coordinates == "pytorch_half_pixel" and all(n > 1 for _, n, _ in kept):
-        coordinates = "half_pixel"
-    cubic = mode == "cubic"
-    return {"axes": tuple(a for a, _, _ in kept), "sizes": tuple(n for _, n, _ in kept),
-            "mode": mode, "coordinates": coordinates, "steps": tuple(s for _, _, s in kept),
-            "cubic_coeff": float(cubic_coeff) if cubic else -0.75,
-            "exclude_outside": bool(exclude_outside) and cubic,
-            "antialias": bool(antialias) and any(s > 1 for _, _, s in kept)}

@@ -277,6 +277,30 @@ def resize(x, axes, sizes, mode, coordinates, steps, cubic_coeff=-0.75, exclude_
     return y
 
 
+def resize_attrs(shape, axes, sizes, mode, coordinates, steps, cubic_coeff=-0.75,
+                 exclude_outside=False, antialias=False):
+    """The attributes of a ``resize`` of a value of ``shape``, in one form for every way of
+    writing the same resize: an axis kept at its size with a step of 1 is no axis of it;
+    ``pytorch_half_pixel`` is ``half_pixel`` where no size is 1; what only cubic reads, and
+    an antialias that only downsampling feels, take their defaults where they change
+    nothing; aligned corners read no step (the sizes' ratio stands there). Steps are
+    float32's (the kernels compute them so). None: nothing is resized."""
+    if coordinates == "align_corners":  # which reads no step: the sizes' ratio stands
+        steps = [int(shape[a]) / int(n) for a, n in zip(axes, sizes)]
+    kept = [(a, int(n), float(np.float32(s))) for a, n, s in zip(axes, sizes, steps)
+            if not (int(shape[a]) == int(n) and float(np.float32(s)) == 1.0)]
+    if not kept:
+        return None
+    if coordinates == "pytorch_half_pixel" and all(n > 1 for _, n, _ in kept):
+        coordinates = "half_pixel"
+    cubic = mode == "cubic"
+    return {"axes": tuple(a for a, _, _ in kept), "sizes": tuple(n for _, n, _ in kept),
+            "mode": mode, "coordinates": coordinates, "steps": tuple(s for _, _, s in kept),
+            "cubic_coeff": float(cubic_coeff) if cubic else -0.75,
+            "exclude_outside": bool(exclude_outside) and cubic,
+            "antialias": bool(antialias) and any(s > 1 for _, _, s in kept)}
+
+
 def resize_weights(n_in, n_out, mode, coordinates, step, cubic_coeff=-0.75,
                    exclude_outside=False, antialias=False):
     """The [n_out, n_in] matrix of one axis of ``resize`` (float64)."""

@@ -28,6 +28,7 @@ from specgraph.passes.lookups import RaiseLookupsPass
 from specgraph.passes.raise_norms import RaiseNormsPass
 from specgraph.passes.raise_weight_norm import RaiseWeightNormPass
 from specgraph.passes.reciprocals import DivisionsAsProductsPass
+from specgraph.passes.resize_matrices import RaiseResizeMatricesPass
 from specgraph.passes.repeats import RepeatsAsGathersPass
 from specgraph.passes.raise_rotary import RaiseRotaryPass
 from specgraph.passes.rewrite import PassResult
@@ -44,6 +45,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     FoldConstantsPass(),
     DivisionsAsProductsPass(),
     RaiseLookupsPass(),
+    RaiseResizeMatricesPass(),
     LowerEinsumPass(),
     SinkScalarsPass(),
     DropIdentitiesPass(),
