@@ -4242,3 +4242,29 @@ def test_torch_conv_transpose_against_flax_s_with_its_kernel_transposed() -> Non
     wrong = compare(lhs, flax_up(1))  # one row more: the output padding Flax lacks
     assert [(f.code, f.attr) for f in wrong.findings] == [
         ("attr-mismatch", "output_padding")], [f.message for f in wrong.findings]
+
+
+def test_tf_funnel_s_min_pool_of_an_int_mask_traces() -> None:
+    """TF's Funnel fills a default attention mask with int32 ones and pools it with
+    ``-max_pool1d(-mask, padding="SAME")``: folding that pool padded the integers with
+    -inf, an internal error (OverflowError, exit 3). An integer max pool pads with the
+    lowest integer: the mask folds to ones and the model is equivalent to itself."""
+    import tensorflow as tf
+
+    class PooledMask(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = tf.keras.layers.Dense(4)
+
+        def call(self, x):
+            mask = tf.fill(tf.shape(x)[:2], 1)
+            kept = -tf.nn.max_pool1d(-mask[:, :, None], 2, strides=2, data_format="NWC",
+                                     padding="SAME")
+            h = self.dense(x)
+            return h[:, ::2] * tf.cast(kept, h.dtype)
+
+    x = np.random.default_rng(0).standard_normal((B, 8, 4)).astype(np.float32)
+    model = PooledMask()
+    traced = keras_side(model, x, name="tf_pooled_mask")
+    assert [n.op for n in canonical(traced).graph.nodes] == ["linear", "slice"]
+    _equivalent(traced, keras_side(model, x, name="tf_pooled_mask_again"))

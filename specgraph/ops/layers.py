@@ -191,9 +191,12 @@ def _pool_eq(name):
 @op("max_pool", attrs=_POOL_ATTRS, equation=_pool_eq("max_pool"), category="layer",
     onnx="MaxPool")
 def max_pool(x, kernel, stride, padding, dilation, ceil_mode=False):
-    """Maximum over each window (padding counts as -inf)."""
+    """Maximum over each window (padding counts as -inf; for integers, as the lowest one:
+    TF's Funnel pools its int32 attention mask)."""
     x = np.asarray(x)
-    win, _ = _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, -np.inf)
+    lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else (
+        False if x.dtype.kind == "b" else -np.inf)
+    win, _ = _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, lowest)
     rank = len(kernel)
     return win.max(axis=tuple(range(-rank, 0)))
 

@@ -8,7 +8,7 @@ only by the next addition adds its terms in the canonical order (a structural si
 each term: its shape, and the ops, attributes (those the forward pass reads), shapes and
 leaves of the few nodes above it); terms that look alike keep their order; two or more
 constants of one chain are added up into one (a bias and a mask added to the scores one
-after the other, or summed first), unless their sum would be larger than every term.
+after the other, or summed first; index offsets), unless their sum is a large table.
 Exact in real arithmetic (addition is associative and commutative); float rounding may
 differ in the last bit.
 """
@@ -90,15 +90,16 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 def _constants_folded(rw: Rewriter, order: list[Value], out: Value) -> list[Value]:
     """``order`` (constants last) with its constants added up into one, where there are
     two or more and their sum is not large: PyTorch's BLOOM adds ALiBi to the scores and
-    then the mask, Flax's adds the two first and their sum to the scores."""
+    then the mask, Flax's adds the two first and their sum to the scores; TF's gather
+    offsets its indices by the batch and the feature apart, PyTorch's by their sum."""
     constants = [v for v in order if rw.constant_value(v) is not None]
     if len(constants) < 2:
         return order
     shape = constants[0].shape
     for v in constants[1:]:
         shape = _broadcast(shape, v.shape)
-    if prod(shape) > _FOLDED or prod(shape) > max(prod(v.shape) for v in order):
-        return order  # a sum larger than any term (a bias by a mask, both broadcast)
+    if prod(shape) > _FOLDED:
+        return order  # a large table (a bias by a mask, both broadcast) stays two
     dtype = numpy_dtype(out.dtype)
     total = np.asarray(rw.constant_value(constants[0]), dtype)
     with np.errstate(over="ignore", invalid="ignore"):
