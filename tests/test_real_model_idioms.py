@@ -4268,3 +4268,48 @@ def test_tf_funnel_s_min_pool_of_an_int_mask_traces() -> None:
     traced = keras_side(model, x, name="tf_pooled_mask")
     assert [n.op for n in canonical(traced).graph.nodes] == ["linear", "slice"]
     _equivalent(traced, keras_side(model, x, name="tf_pooled_mask_again"))
+
+
+def test_tf_cvt_s_one_token_of_keys_from_a_one_by_one_map() -> None:
+    """CvT projects its keys with a strided depthwise conv and a BatchNorm, then makes the
+    map tokens: PyTorch flattens ``[B, C, H·W]`` and permutes, TF reshapes its NHWC map to
+    ``[B, H·W, C]``. Where the map is 1x1 (the last stage's keys), TF's transpose to
+    channels-last moves only axes of one and the reshape keeps a token axis of one: it
+    stayed a transpose, "lhs has no transpose between batch_norm and reshape" with the
+    numbers agreeing. It is one reshape now, as PyTorch's."""
+    import tensorflow as tf
+
+    image = np.random.default_rng(0).standard_normal((B, 4, 2, 2)).astype(np.float32)
+
+    class TorchKeys(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(4, 4, 3, padding=1, stride=2, bias=False, groups=4)
+            self.bn = torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            h = self.bn(self.conv(x))
+            b, c, hh, ww = h.shape
+            return h.view(b, c, hh * ww).permute(0, 2, 1)
+
+    class TFKeys(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad = tf.keras.layers.ZeroPadding2D(1)
+            self.conv = tf.keras.layers.Conv2D(4, 3, strides=2, use_bias=False, groups=4,
+                                               name="conv")
+            self.bn = tf.keras.layers.BatchNormalization(epsilon=1e-5, momentum=0.9,
+                                                         name="bn")
+
+        def call(self, x):
+            h = self.bn(self.conv(self.pad(x)), training=False)
+            b, hh, ww, c = h.shape
+            return tf.reshape(h, (b, hh * ww, c))
+
+    nhwc = np.ascontiguousarray(image.transpose(0, 2, 3, 1))
+    lhs = torch_side(TorchKeys().eval(), image, name="torch_cvt_keys")
+    rhs = keras_side(TFKeys(), nhwc, name="tf_cvt_keys")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["conv", "batch_norm", "reshape"]
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.gradients

@@ -377,7 +377,8 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     their order, and x's size-1 axes are its last), nothing else reads it and the reshape
     drops them: one reshape of x (Keras' ``Flatten`` of an NHWC
     ``[B, 1, 1, C]`` after a channels-first 1x1 conv, where PyTorch flattens
-    ``[B, C, 1, 1]``: MobileNetV3's head)."""
+    ``[B, C, 1, 1]``: MobileNetV3's head; TF's CvT reshapes a 1x1 map of keys to one token,
+    ``[B, 1, C]``, where PyTorch's flattens and permutes it)."""
     t = rw.producer(node.inputs[0])
     if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
         return False
@@ -385,7 +386,9 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     kept = [p for p in perm if shape[p] != 1]
     out = node.outputs[0]
     units = [k for k, n in enumerate(shape) if n == 1]
-    if kept != sorted(kept) or 1 in out.shape[1:] or \
+    channels_last = tuple(perm) == (0, *range(2, len(shape)), 1) and \
+        units == list(range(2, len(shape)))  # a 1x1 map moved channels-last (CvT's keys)
+    if kept != sorted(kept) or (1 in out.shape[1:] and not channels_last) or \
             units != list(range(len(shape) - len(units), len(shape))):
         # a pooled map's trailing size-1 axes (``[B, C, 1, 1]``) the reshape drops (a
         # flatten) only: heads merged back over one token (``[B, H, 1, D]`` transposed
