@@ -4313,3 +4313,43 @@ def test_tf_cvt_s_one_token_of_keys_from_a_one_by_one_map() -> None:
     assert [n.op for n in canonical(rhs).graph.nodes] == ["conv", "batch_norm", "reshape"]
     report = _equivalent(lhs, rhs)
     assert report.numeric is not None and report.numeric.gradients
+
+
+def test_funnel_s_pool_over_the_sequence_in_pytorch_and_tf() -> None:
+    """PyTorch's Funnel pools its hidden states ``[B, T, D]`` as ``avg_pool2d`` of
+    ``[B, 1, T, D]`` with a (2, 1) window; TF's as ``avg_pool1d`` of ``[B, T, D]``, channels
+    last, written as a 2-D pool of ``[B, D, 1, T]`` with a (1, 2) window: "avg_pool kernel is
+    (2, 1) in lhs but (1, 2) in rhs", and the numbers compared the two pools' outputs laid
+    out differently ("confirmed", 3.2, with the model outputs equal). An axis whose window
+    is one element is a channel of the pool, and views that only permute axes are one
+    transpose: one graph, with numbers."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((B, 8, 4)).astype(np.float32)
+
+    class TorchPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, h):
+            h = self.lin(h)[:, None, :, :]
+            return torch.nn.functional.avg_pool2d(h, (2, 1), stride=(2, 1), ceil_mode=True)[:, 0]
+
+    class TFPool(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = tf.keras.layers.Dense(4, name="lin")
+
+        def call(self, h):
+            return tf.nn.avg_pool1d(self.lin(h), 2, strides=2, data_format="NWC",
+                                    padding="SAME")
+
+    lhs = torch_side(TorchPool().eval(), x, name="torch_seq_pool")
+    rhs = keras_side(TFPool(), x, name="tf_seq_pool")
+    for side in (lhs, rhs):
+        assert [n.op for n in canonical(side).graph.nodes] == ["linear", "transpose",
+                                                                "avg_pool"]
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.gradients

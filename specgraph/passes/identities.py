@@ -38,7 +38,7 @@ import numpy as np
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import FLOAT_DTYPES
-from specgraph.passes.regions import agrees, region
+from specgraph.passes.regions import agrees, layout_of, region
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["DropIdentitiesPass"]
@@ -157,12 +157,36 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "expand" and _expand_without_unit_axes(rw, node):
         return True
     if node.op in ("reshape", "squeeze", "unsqueeze"):
-        return _reshape_chain(rw, node) or (node.op == "reshape"
-                                            and _reshape_around_unary(rw, node))
+        return _reshape_chain(rw, node) or (node.op == "reshape" and (
+            _reshape_around_unary(rw, node) or _views_as_transpose(rw, node)))
     return False
 
 
 _VIEWS = ("reshape", "expand", "tile")
+
+
+def _views_as_transpose(rw: Rewriter, node: Node) -> bool:
+    """A chain of three or more reshapes and transposes, ending at the reshape ``node``,
+    that only permutes the axes of what it starts from: one transpose of it (axes of one
+    added, moved and dropped again; PyTorch's Funnel pools ``[B, 1, T, D]`` and TF's
+    ``[B, D, 1, T]``, both ``[B, D, T]`` moved)."""
+    chain, v = [node], node.inputs[0]
+    while len(chain) < 6 and (p := rw.producer(v)) is not None and \
+            p.op in ("reshape", "transpose") and rw.uses(v) == 1:
+        chain.insert(0, p)
+        v = p.inputs[0]
+    out = node.outputs[0]
+    for start in range(len(chain) - 2):
+        x = chain[start].inputs[0]
+        if x.rank != out.rank or x.size != out.size:
+            continue
+        perm = layout_of(x, chain[start:])
+        if perm is None or tuple(x.shape[p] for p in perm) != out.shape:
+            continue
+        rw.replace(out, x if perm == tuple(range(x.rank)) else rw.emit(
+            "transpose", [x], {"perm": perm}, like=node, shape=out.shape))
+        return True
+    return False
 
 
 def _flip(rw: Rewriter, node: Node) -> bool:

@@ -2,8 +2,8 @@
 cannot change the result, global pools (adaptive ones, and Flax's ``avg_pool`` whose one
 window covers the whole input) as means or maxima over the spatial axes, a sum divided by
 its count as a mean, a keepdims reduction followed by a reshape that drops those axes as
-one reduction, and a reduction of a reshape that only inserts size-1 axes as the reduction
-of its input.
+one reduction, a reduction of a reshape that only inserts size-1 axes as the reduction
+of its input, and spatial axes a pool's window covers one element of as channels.
 
 Requires: a verified graph. Ensures: exact rewrites only (a whole-window pool proved on
 random values as the raising rules are).
@@ -188,11 +188,45 @@ def _sum_over_count(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _trivial_axes(rw: Rewriter, node: Node) -> bool:
+    """A pool whose window along some spatial axes is one element (kernel 1, stride 1, no
+    padding) pools along the others alone: those axes join the channels, as many pools of
+    the rest (PyTorch's Funnel pools ``[B, 1, T, D]`` with a (2, 1) window where TF's
+    ``avg_pool1d`` pools ``[B, D, T]``, written as a 2-D pool of ``[B, D, 1, T]``)."""
+    x, attrs = node.inputs[0], dict(node.attrs)
+    rank = len(attrs["kernel"])
+    pads = attrs["padding"]
+    trivial = [i for i in range(rank) if attrs["kernel"][i] == 1 and attrs["stride"][i] == 1
+               and pads[i] == 0 and pads[rank + i] == 0]
+    keep = [i for i in range(rank) if i not in trivial]
+    if not trivial or not keep or x.rank != rank + 2:
+        return False
+    perm = (0, 1, *(2 + i for i in trivial), *(2 + i for i in keep))
+    moved = tuple(x.shape[p] for p in perm)
+    xt = x if perm == tuple(range(x.rank)) else rw.emit(
+        "transpose", [x], {"perm": perm}, like=node, shape=moved)
+    lead = moved[:2 + len(trivial)]
+    merged_shape = (moved[0], int(np.prod(moved[1:2 + len(trivial)])), *moved[2 + len(trivial):])
+    merged = rw.emit("reshape", [xt], {"shape": merged_shape}, like=node, shape=merged_shape)
+    for key in ("kernel", "stride", "dilation"):
+        attrs[key] = tuple(attrs[key][i] for i in keep)
+    attrs["padding"] = tuple(pads[i] for i in keep) + tuple(pads[rank + i] for i in keep)
+    out = node.outputs[0]
+    pooled_shape = merged_shape[:2] + tuple(out.shape[2 + i] for i in keep)
+    pooled = rw.emit(node.op, [merged], attrs, like=node, shape=pooled_shape)
+    back_shape = lead + pooled_shape[2:]
+    back = rw.emit("reshape", [pooled], {"shape": back_shape}, like=node, shape=back_shape)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    rw.replace(out, back if perm == tuple(range(x.rank)) else rw.emit(
+        "transpose", [back], {"perm": inverse}, like=node, shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("div", "mul") and len(node.inputs) == 2:
         return _sum_over_count(rw, node)
     if node.op in ("max_pool", "avg_pool"):
-        return _whole_window(rw, node) or _pool(rw, node)
+        return _whole_window(rw, node) or _pool(rw, node) or _trivial_axes(rw, node)
     if node.op in ("adaptive_avg_pool", "adaptive_max_pool"):
         return _global_pool(rw, node)
     if node.op == "reshape":

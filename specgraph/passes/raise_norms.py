@@ -21,7 +21,7 @@ from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import is_float
 from specgraph.passes.cones import arithmetic_cone, inputs_to_try
-from specgraph.passes.regions import agrees, params_in, region, scalar_constants
+from specgraph.passes.regions import agrees, layout_of, params_in, region, scalar_constants
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["RaiseNormsPass"]
@@ -406,7 +406,7 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
         axes = [a for a in range(1, x.rank) if len(parts) == x.rank + 1
                 and parts[:a] == x.shape[:a] and parts[a + 2:] == x.shape[a + 1:]
                 and parts[a] * parts[a + 1] == x.shape[a]]
-        out = _layout_of(x, chain + [node])
+        out = layout_of(x, chain + [node])
         if not axes or out is None:
             continue
         rw.keep(node)
@@ -416,29 +416,6 @@ def _grouped_back(rw: Rewriter, node: Node) -> bool:
                                      for axis in axes):
             return True
     return False
-
-
-def _layout_of(x: Value, chain: list[Node]) -> tuple[int, ...] | None:
-    """The permutation of ``x``'s axes the reshapes and transposes ``chain`` amount to
-    (the elementwise ops between them move nothing), or None where they are no
-    permutation: each output axis is the ``x`` axis of the stride its positions step by,
-    checked element by element."""
-    base = np.arange(x.size).reshape(x.shape)
-    index = base
-    for n in chain:
-        index = np.transpose(index, n.attrs["perm"]) if n.op == "transpose" else \
-            np.reshape(index, n.outputs[0].shape)
-    if index.ndim != x.rank:
-        return None
-    by_stride = {s // base.itemsize: a for a, s in enumerate(base.strides) if x.shape[a] > 1}
-    perm = [by_stride.get(int(index[(0,) * k + (1,)].reshape(-1)[0] - index.flat[0]))
-            if index.shape[k] > 1 else None for k in range(x.rank)]
-    rest = iter(a for a in range(x.rank) if a not in perm)  # size-1 axes, in order
-    perm = [a if a is not None else next(rest, None) for a in perm]
-    if None in perm or sorted(perm) != list(range(x.rank)) or \
-            not np.array_equal(np.transpose(base, perm), index):
-        return None
-    return tuple(perm)
 
 
 def _try_group_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:

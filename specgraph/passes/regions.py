@@ -30,6 +30,7 @@ from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.slices import reduce_region
 
 __all__ = ["region", "run_region", "agrees", "random_env", "scalar_constants", "params_in",
+           "layout_of",
            "forget_verdicts"]
 
 _MAX_REGION = 24
@@ -244,3 +245,26 @@ def _constant(rw: Rewriter, v: Value) -> Hashable:
         return ("missing", v.dtype, v.shape)
     data = np.asarray(data)
     return ("constant", v.dtype, data.dtype.str, data.shape, data.tobytes())
+
+
+def layout_of(x: Value, chain: list[Node]) -> tuple[int, ...] | None:
+    """The permutation of ``x``'s axes the reshapes and transposes ``chain`` amount to
+    (the elementwise ops between them move nothing), or None where they are no
+    permutation: each output axis is the ``x`` axis of the stride its positions step by,
+    checked element by element."""
+    base = np.arange(x.size).reshape(x.shape)
+    index = base
+    for n in chain:
+        index = np.transpose(index, n.attrs["perm"]) if n.op == "transpose" else \
+            np.reshape(index, n.outputs[0].shape)
+    if index.ndim != x.rank:
+        return None
+    by_stride = {s // base.itemsize: a for a, s in enumerate(base.strides) if x.shape[a] > 1}
+    perm = [by_stride.get(int(index[(0,) * k + (1,)].reshape(-1)[0] - index.flat[0]))
+            if index.shape[k] > 1 else None for k in range(x.rank)]
+    rest = iter(a for a in range(x.rank) if a not in perm)  # size-1 axes, in order
+    perm = [a if a is not None else next(rest, None) for a in perm]
+    if None in perm or sorted(perm) != list(range(x.rank)) or \
+            not np.array_equal(np.transpose(base, perm), index):
+        return None
+    return tuple(perm)
