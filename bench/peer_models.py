@@ -112,6 +112,13 @@ def _classes(name: str, frameworks: str = "torch,tf,flax") -> dict[str, str]:
     return {fw: prefix[fw] + name for fw in frameworks.split(",")}
 
 
+def _s2s(**kw: Any) -> dict[str, Any]:
+    """A one-layer encoder-decoder config of BART's family."""
+    return dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                vocab_size=VOCAB, max_position_embeddings=32, use_cache=False, **kw)
+
+
 ARCHS: dict[str, Arch] = {
     # --- encoders ---------------------------------------------------------------------
     "bert": Arch("encoder", lambda t: t.BertConfig(**_small(max_position_embeddings=32)),
@@ -271,7 +278,81 @@ ARCHS: dict[str, Arch] = {
                  num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2,
                  do_stable_layer_norm=True, feat_extract_norm="layer")),  # as Flax has it
         _classes("Wav2Vec2Model"), _audio),
+    "hubert": Arch("audio", lambda t: t.HubertConfig(
+        **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
+                 num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2,
+                 do_stable_layer_norm=True, feat_extract_norm="layer")),
+        _classes("HubertModel", "torch,tf"), _audio),
+    # Hubert's default feature encoder: a GroupNorm in its first conv, post-LN layers
+    "hubert_group": Arch("audio", lambda t: t.HubertConfig(
+        **_small(conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
+                 num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)),
+        _classes("HubertModel", "torch,tf"), _audio),
+    # --- more ports: text -------------------------------------------------------------
+    # CLIP pools the token at the highest id (eos_token_id 2) or the first eos_token_id
+    "clip_text": Arch("encoder", lambda t: t.CLIPTextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=32, eos_token_id=2),
+        _classes("CLIPTextModel"), _text()),
+    "clip_text_eos": Arch("encoder", lambda t: t.CLIPTextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=32, eos_token_id=5),
+        _classes("CLIPTextModel"), _text()),
+    # rotary on the first rotary_dim features, interleaved pairs
+    "gptj": Arch("decoder", lambda t: t.GPTJConfig(
+        n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=32, vocab_size=VOCAB,
+        use_cache=False), _classes("GPTJForCausalLM"), _text()),
+    # (TF's XGLM has a head of its own, tied to the embedding only when PyTorch weights
+    # are loaded: left out)
+    "xglm": Arch("decoder", lambda t: t.XGLMConfig(
+        d_model=32, num_layers=2, attention_heads=4, ffn_dim=64, vocab_size=VOCAB,
+        max_position_embeddings=32, use_cache=False),
+        _classes("XGLMForCausalLM", "torch,flax"), _text()),
+    "mpnet": Arch("encoder", lambda t: t.MPNetConfig(**_small(max_position_embeddings=40)),
+                  _classes("MPNetModel", "torch,tf"), _text()),
+    "mobilebert": Arch("encoder", lambda t: t.MobileBertConfig(
+        vocab_size=VOCAB, hidden_size=32, embedding_size=16, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, intra_bottleneck_size=16,
+        true_hidden_size=16, num_feedforward_networks=2, max_position_embeddings=32),
+        _classes("MobileBertModel", "torch,tf"), _text()),
+    "xlnet": Arch("encoder", lambda t: t.XLNetConfig(
+        d_model=32, n_layer=2, n_head=4, d_inner=64, vocab_size=VOCAB, use_mems_eval=False),
+        _classes("XLNetModel", "torch,tf"), _text()),
+    # factorized attention and a float mask (PyTorch's relative-shift attention builds an
+    # arange from tensors, which torch.export leaves symbolic: not traced yet)
+    "funnel": Arch("encoder", lambda t: t.FunnelConfig(
+        d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], vocab_size=VOCAB,
+        attention_type="factorized"), _classes("FunnelBaseModel", "torch,tf"),
+        _text(attention_mask=lambda: np.ones((BATCH, SEQ), np.float32))),
+    "marian": Arch("encoder-decoder", lambda t: t.MarianConfig(**_s2s(
+        pad_token_id=0, decoder_start_token_id=0)), _classes("MarianModel"), _seq2seq),
+    "pegasus": Arch("encoder-decoder", lambda t: t.PegasusConfig(**_s2s()),
+                    _classes("PegasusModel"), _seq2seq),
+    "mbart": Arch("encoder-decoder", lambda t: t.MBartConfig(**_s2s()),
+                  _classes("MBartModel"), _seq2seq),
+    # --- more ports: vision -----------------------------------------------------------
+    "clip_vision": Arch("vision", lambda t: t.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        image_size=IMAGE, patch_size=PATCH), _classes("CLIPVisionModel"), _vision),
+    "dinov2": Arch("vision", lambda t: t.Dinov2Config(**_small(image_size=IMAGE,
+                                                               patch_size=PATCH)),
+                   _classes("Dinov2Model", "torch,flax"), _vision),
+    "deit": Arch("vision", lambda t: t.DeiTConfig(**_small(image_size=IMAGE, patch_size=PATCH)),
+                 _classes("DeiTModel", "torch,tf"), _vision),
+    "segformer": Arch("vision", lambda t: t.SegformerConfig(
+        num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+        hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+        mlp_ratios=[2, 2], decoder_hidden_size=32), _classes("SegformerModel", "torch,tf"),
+        _vision),
+    "convnextv2": Arch("vision", lambda t: t.ConvNextV2Config(
+        num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], patch_size=4,
+        image_size=IMAGE), _classes("ConvNextV2Model", "torch,tf"), _vision),
+    # the last stage's keys and values: a strided conv makes its 2x2 map 1x1
+    "cvt": Arch("vision", lambda t: t.CvtConfig(
+        embed_dim=[16, 32, 32], num_heads=[1, 2, 2], depth=[1, 2, 3], image_size=IMAGE),
+        _classes("CvtModel", "torch,tf"), _vision),
 }
+
 
 
 @functools.cache

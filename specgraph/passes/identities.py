@@ -365,7 +365,8 @@ def _transpose(rw: Rewriter, node: Node) -> bool:
         return True
     inner = rw.producer(x)
     if inner is not None and inner.op == "reshape" and rw.uses(x) == 1:
-        return _unit_axes_after(rw, node, inner) or _unit_axes_moved(rw, node, inner)
+        return _unit_axes_after(rw, node, inner) or _unit_axes_moved(rw, node, inner) or \
+            _inserted_units_after(rw, node, inner)
     if inner is not None and inner.op == "transpose":
         composed = tuple(inner.attrs["perm"][p] for p in perm)
         source = inner.inputs[0]
@@ -391,6 +392,25 @@ def _unit_axes_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
     moved = tuple(x.shape[p] for p in inner_perm)
     out = node.outputs[0]
     t = rw.emit("transpose", [x], {"perm": inner_perm}, like=node, shape=moved)
+    rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
+                            shape=out.shape))
+    return True
+
+
+def _inserted_units_after(rw: Rewriter, node: Node, reshape: Node) -> bool:
+    """transpose(reshape(x)), the reshape only inserting axes of one between x's (none of
+    size one): the transpose of x, then the reshape inserting them where the transpose put
+    them (TF's Funnel pools ``[B, D, T]`` and moves ``[B, D, 1, T]`` to ``[B, 1, T, D]``).
+    Axes appended at the end are the transposes pass's (it moves that reshape above)."""
+    x, y, out = reshape.inputs[0], reshape.outputs[0], node.outputs[0]
+    if 1 in x.shape or y.rank <= x.rank or tuple(n for n in y.shape if n != 1) != x.shape \
+            or y.shape[:x.rank] == x.shape:
+        return False
+    where = [k for k, n in enumerate(y.shape) if n != 1]  # y's axis of each x axis
+    perm = tuple(where.index(p) for p in node.attrs["perm"] if y.shape[p] != 1)
+    moved = tuple(x.shape[p] for p in perm)
+    t = x if perm == tuple(range(x.rank)) else rw.emit("transpose", [x], {"perm": perm},
+                                                       like=node, shape=moved)
     rw.replace(out, rw.emit("reshape", [t], {"shape": out.shape}, like=reshape,
                             shape=out.shape))
     return True

@@ -122,3 +122,31 @@ def test_a_product_of_a_value_with_itself_is_its_square():
     assert forms[0] == forms[1] == ["pow", "relu"]
     f = B(2, 3)  # two different operands stay a product
     assert _ops(canonicalize(f.build(f("mul", f.x, f("relu", f.x))))) == ["relu", "mul"]
+
+
+def test_axes_of_one_inserted_then_transposed_are_inserted_after_the_transpose():
+    """TF's Funnel moves its pooled ``[B, D, T]`` to ``[B, 1, T, D]`` through ``[B, D, 1,
+    T]``; PyTorch's transposes to ``[B, T, D]``: the transpose first, then the axis of one,
+    which the reshape dropping it again cancels."""
+    f = B(2, 3, 4)
+    moved = f("transpose", f("reshape", f.x, shape=(2, 3, 1, 4)), perm=(0, 2, 3, 1))
+    g = f.build(f("tanh", f("reshape", moved, shape=(2, 4, 3))))
+    c = canonicalize(g)
+    assert _ops(c) == ["tanh", "transpose"], _ops(c)  # (sunk below the tanh)
+    assert c.nodes[1].attrs["perm"] == (0, 2, 1)
+    _same(g, c)
+
+
+def test_flips_of_flips_and_of_transposes_cancel():
+    """Flax's ``ConvTranspose(transpose_kernel=True)``: its kernel's spatial axes flipped
+    one by one, its features swapped, and the axes flipped again: only the transpose."""
+    f = B(3, 3, 2, 4)
+    h = f("flip", f("flip", f.x, axes=(0,)), axes=(1,))
+    h = f("flip", f("transpose", h, perm=(3, 2, 0, 1)), axes=(2, 3))
+    g = f.build(f("tanh", h))
+    c = canonicalize(g)
+    assert _ops(c) == ["tanh", "transpose"], _ops(c)
+    _same(g, c)
+    o = B(3, 3, 2, 4)
+    once = o.build(o("tanh", o("flip", o.x, axes=(0, 1))))
+    assert _ops(canonicalize(once)) == ["flip", "tanh"]
