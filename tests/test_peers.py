@@ -33,7 +33,6 @@ FAST = [
     # fused q/k/v indexed per head or split, ALiBi on [B*H, T, T] scores, -inf or lowest mask
     ("bloom", "flax", "torch"),
     ("funnel", "tf", "torch"),  # the sequence pooled as [B, 1, T, D] or as TF's 1-D pool
-    ("cvt", "tf", "torch"),     # the last stage's keys from a 1x1 map
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum
