@@ -302,12 +302,12 @@ ARCHS: dict[str, Arch] = {
     "gptj": Arch("decoder", lambda t: t.GPTJConfig(
         n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=32, vocab_size=VOCAB,
         use_cache=False), _classes("GPTJForCausalLM"), _text()),
-    # (TF's XGLM has a head of its own, tied to the embedding only when PyTorch weights
-    # are loaded: left out)
+    # TF's XGLM has a head of its own, tied to the embedding only when PyTorch weights
+    # are loaded
     "xglm": Arch("decoder", lambda t: t.XGLMConfig(
         d_model=32, num_layers=2, attention_heads=4, ffn_dim=64, vocab_size=VOCAB,
         max_position_embeddings=32, use_cache=False),
-        _classes("XGLMForCausalLM", "torch,flax"), _text()),
+        _classes("XGLMForCausalLM"), _text()),
     "mpnet": Arch("encoder", lambda t: t.MPNetConfig(**_small(max_position_embeddings=40)),
                   _classes("MPNetModel", "torch,tf"), _text()),
     "mobilebert": Arch("encoder", lambda t: t.MobileBertConfig(

@@ -81,6 +81,10 @@ DISCOVERIES: tuple[Discovery, ...] = (
                 against=("torch",))
       for a, name, where in (("marian", "Marian", "modeling_tf_marian.py"),
                              ("pegasus", "Pegasus", "modeling_tf_pegasus.py"))),
+    Discovery("xglm", "tf", "missing-op", "transpose", None,
+              "TF's XGLM has an LM head of its own (keras Dense lm_head in "
+              "modeling_tf_xglm.py), tied to the token embedding only when PyTorch weights "
+              "are loaded (a rename), where PyTorch's and Flax's read the embedding's weight"),
     Discovery("electra", "flax", "edge-mismatch", "embedding", None,
               "Flax's ELECTRA, called without token_type_ids, looks up token type 1 where "
               "PyTorch's and TensorFlow's look up type 0 (modeling_flax_electra.py: "

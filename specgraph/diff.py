@@ -240,14 +240,44 @@ class _Differ:
         _, after = self._neighbour_scopes(graph, last, matched)
         ops = tuple(self.v.op_name(side, graph.nodes[i]) for i in comp)
         where = node_side(graph, first)
-        message = (f"{other} has no {'·'.join(ops)} between {before} and {after} "
-                   f"({self.v.name(side)} has it at {first.scope or '<model>'}"
-                   f"{', ' + first.source if first.source else ''})")
+        message = self._untied(graph, comp, side) or (
+            f"{other} has no {'·'.join(ops)} between {before} and {after} "
+            f"({self.v.name(side)} has it at {first.scope or '<model>'}"
+            f"{', ' + first.source if first.source else ''})")
         finding = Finding("missing-op", message, op=first.op,
                           lhs=where if side == "lhs" else None,
                           rhs=where if side == "rhs" else None, ops=ops)
         self.findings.append((comp[0] if side == "lhs" else self._rhs_key(comp[0]), finding))
         (self.flagged_l if side == "lhs" else self.flagged_r).update(comp)
+
+    def _untied(self, graph: Graph, comp: list[int], side: str) -> str | None:
+        """The run lays out a weight another layer reads too (a head tied to the token
+        embedding) for a layer whose counterpart reads a weight of its own that nothing
+        else reads: that, in words (TF's XGLM has an LM head of its own)."""
+        nodes = [graph.nodes[i] for i in comp]
+        name = graph.param_name(nodes[0].inputs[0])
+        if name is None or any(n.op not in ("transpose", "reshape") for n in nodes) or \
+                len(graph.consumers(nodes[0].inputs[0])) < 2:
+            return None
+        out = nodes[-1].outputs[0]
+        readers = graph.consumers(out)
+        matched = self.l2r if side == "lhs" else self.r2l
+        if len(readers) != 1 or graph.index(readers[0]) not in matched:
+            return None
+        reader = readers[0]
+        other_graph = self.rhs if side == "lhs" else self.lhs
+        twin = other_graph.nodes[matched[graph.index(reader)]]
+        slot = reader.inputs.index(out)
+        if slot >= len(twin.inputs):
+            return None
+        own = other_graph.param_name(twin.inputs[slot])
+        if own is None or len(other_graph.consumers(twin.inputs[slot])) != 1:
+            return None
+        tied = [u for u in graph.consumers(nodes[0].inputs[0]) if u is not nodes[0]]
+        return (f"{reader.op} at {reader.scope or '<model>'} reads the weight {name} in "
+                f"{self.v.name(side)}, which {tied[0].op} at {tied[0].scope or '<model>'} "
+                f"reads too (tied), but a weight of its own, {own}, in "
+                f"{self.v.other(side)} ({twin.scope or '<model>'}): not tied there")
 
     def _replaced_run(self, lc: list[int], rc: list[int]) -> None:
         a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]

@@ -7,7 +7,8 @@ scale, shape arithmetic left by an exporter, a causal mask or position ids built
 Requires: a verified graph. Ensures: no node reads only constants, except sources of large
 tensors (``full``, ``arange`` above a million elements) that stay as ops; constant
 embedding indices repeated along an axis (position ids expanded over the batch) are kept
-once along it when only broadcasting elementwise ops read the rows, which repeat them anyway.
+once along it when only broadcasting elementwise ops read the rows, which repeat them anyway,
+and so is a constant an elementwise op reads repeated along its leading axes.
 """
 
 from __future__ import annotations
@@ -78,9 +79,45 @@ def _shrink_indices(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _shrink_repeats(rw: Rewriter, node: Node) -> bool:
+    """An elementwise op reading a constant repeated along its leading axes (a table of
+    positions looked up per batch row): the constant once along them, which broadcasting
+    repeats (Flax's XGLM adds ``[B, T, D]`` sinusoidal positions, TF's ``[1, T, D]``)."""
+    out = node.outputs[0]
+    for slot, v in enumerate(node.inputs):
+        data = rw.constant_value(v)
+        if data is None or v.rank < 2 or v.size > _LIMIT or v.size <= 1:
+            continue
+        data = np.asarray(data)
+        lead = 0
+        while lead < data.ndim - 1 and (data.shape[lead] == 1 or bool(
+                np.all(data == np.take(data, [0], axis=lead)))):
+            lead += 1
+        shape = tuple(1 if a < lead else n for a, n in enumerate(data.shape))
+        if shape == data.shape:
+            continue
+        try:
+            if np.broadcast_shapes(*[shape if k == slot else u.shape
+                                     for k, u in enumerate(node.inputs)]) != out.shape:
+                continue
+        except ValueError:
+            continue
+        small = rw.constant(np.ascontiguousarray(data[tuple(
+            slice(0, 1) if a < lead else slice(None) for a in range(data.ndim))]), v.dtype)
+        inputs = [small if k == slot else u for k, u in enumerate(node.inputs)]
+        rw.replace(out, rw.emit(node.op, inputs, dict(node.attrs), like=node,
+                                shape=out.shape))
+        return True
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "embedding":
         return _shrink_indices(rw, node)
+    if len(node.outputs) == 1 and get_spec(node.op).category == "elementwise" and \
+            any(rw.constant_value(v) is None for v in node.inputs) and \
+            _shrink_repeats(rw, node):
+        return True
     if node.op == "opaque" or not node.outputs:
         return False
     arrays = [rw.constant_value(v) for v in node.inputs]
