@@ -4353,3 +4353,62 @@ def test_funnel_s_pool_over_the_sequence_in_pytorch_and_tf() -> None:
                                                                 "avg_pool"]
     report = _equivalent(lhs, rhs)
     assert report.numeric is not None and report.numeric.gradients
+
+
+def test_hf_efficientnet_s_pooler_is_a_global_mean() -> None:
+    """HF's EfficientNet pools with ``nn.AvgPool2d(1280, ceil_mode=True)``: one window far
+    wider than the map, which counts what it reads, a global mean. Proving that on random
+    values padded the map out to the whole window (float64, [2, 1280, 1280, 1280]: tens of
+    GB), the proof gave up, and against Keras' GlobalAveragePooling2D it was "lhs computes
+    reduce_mean where rhs computes avg_pool·reshape". One window reads no more than the
+    padded map holds, and a window at least as wide as the map is a mean: one graph."""
+    x = np.random.default_rng(0).standard_normal((B, 8, 2, 2)).astype(np.float32)
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, wide: bool) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.wide = wide
+            self.conv = torch.nn.Conv2d(8, 1280, 1)
+            self.pool = torch.nn.AvgPool2d(1280, ceil_mode=True)
+            self.fc = torch.nn.Linear(1280, 10)
+
+        def forward(self, h):
+            h = torch.nn.functional.silu(self.conv(h))
+            h = self.pool(h).reshape(h.shape[0], -1) if self.wide else h.mean((2, 3))
+            return self.fc(h)
+
+    wide = torch_side(Pooled(True).eval(), x, name="torch_wide_pool")
+    assert "avg_pool" not in [n.op for n in canonical(wide).graph.nodes]
+    _equivalent(torch_side(Pooled(False).eval(), x, name="torch_mean"), wide)
+
+
+def test_a_1x1_conv_after_a_global_pool_is_a_linear_layer() -> None:
+    """Keras' MobileNet classifies with GlobalAveragePooling2D(keepdims=True), a 1x1
+    Conv2D and a reshape; HF's (and most PyTorch code) pools, flattens and applies a
+    Linear: "reduce_mean keepdims is True in lhs but False in rhs" and "lhs computes
+    conv·reshape where rhs computes linear", no numbers. A 1x1 conv of a map of one point
+    is the linear layer of its channels: one graph, with numbers."""
+    import keras
+
+    x = np.random.default_rng(0).standard_normal((B, 8, 4, 4)).astype(np.float32)
+
+    class TorchHead(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.pool = torch.nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = torch.nn.Linear(8, 10)
+
+        def forward(self, h):
+            return self.fc(torch.flatten(self.pool(h), start_dim=1))
+
+    inputs = keras.Input((4, 4, 8))
+    h = keras.layers.GlobalAveragePooling2D(keepdims=True)(inputs)
+    h = keras.layers.Reshape((10,))(keras.layers.Conv2D(10, 1, name="preds")(h))
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    rhs = keras_side(keras.Model(inputs, h), nhwc, name="keras_conv_head")
+    lhs = torch_side(TorchHead().eval(), x, name="torch_linear_head")
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert report.numeric is not None and report.numeric.gradients

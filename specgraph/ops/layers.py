@@ -170,6 +170,11 @@ def _pool_prepare(x, kernel, stride, padding, dilation, ceil_mode, fill):
     rank = len(kernel)
     outs = [_pool_out(x.shape[2 + i], kernel[i], stride[i], padding[i], padding[rank + i],
                       dilation[i], ceil_mode) for i in range(rank)]
+    # one window along an axis reads no more taps than the padded input holds (HF's
+    # EfficientNet pools a 2x2 map with a 1280-wide ceil-mode window)
+    kernel = [min(kernel[i], -(-(x.shape[2 + i] + padding[i] + padding[rank + i])
+                               // dilation[i])) if outs[i] == 1 else kernel[i]
+              for i in range(rank)]
     # extra end padding so that ceil-mode windows exist
     extra = [max(0, (outs[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
                  - (x.shape[2 + i] + padding[i] + padding[rank + i])) for i in range(rank)]

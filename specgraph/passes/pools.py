@@ -79,12 +79,13 @@ def _overhang_as_padding(node: Node, attrs: dict) -> bool:
 
 
 def _whole_window(rw: Rewriter, node: Node) -> bool:
-    """A pool whose one window covers the whole unpadded input: a mean (or maximum) over
-    the spatial axes, kept as a 1×1 map."""
+    """A pool whose one window covers the whole unpadded input (or more: HF's EfficientNet
+    pools its 2x2 map with a 1280-wide ceil-mode window, which counts what it reads): a
+    mean (or maximum) over the spatial axes, kept as a 1×1 map."""
     x, out = node.inputs[0], node.outputs[0]
     attrs = node.attrs
     divisor = attrs["divisor"] if node.op == "avg_pool" else None
-    if (tuple(attrs["kernel"]) != x.shape[2:] or any(attrs["padding"])
+    if (any(k < n for k, n in zip(attrs["kernel"], x.shape[2:])) or any(attrs["padding"])
             or any(s != 1 for s in out.shape[2:]) or any(d != 1 for d in attrs["dilation"])
             or divisor not in (None, int(np.prod(x.shape[2:])))):
         return False

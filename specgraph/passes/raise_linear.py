@@ -292,8 +292,32 @@ def _zero_bias(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _conv_of_a_point(rw: Rewriter, node: Node) -> bool:
+    """A 1x1 conv (no padding, one group) of a map of one point, ``[B, C, 1, 1]``: the
+    linear layer of ``[B, C]``, reshaped back (Keras' MobileNet classifies with a 1x1
+    Conv2D after a global pool that keeps its axes; PyTorch's flattens and applies a
+    Linear)."""
+    x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    spatial = x.shape[2:]
+    if node.attrs["groups"] != 1 or any(node.attrs["padding"]) or not spatial or \
+            any(n != 1 for n in (*spatial, *w.shape[2:], *out.shape[2:])) or \
+            not rw.is_param(w):
+        return False
+    b, c, o = x.shape[0], x.shape[1], w.shape[0]
+    flat = rw.emit("reshape", [x], {"shape": (b, c)}, like=node, shape=(b, c))
+    matrix = rw.emit("reshape", [w], {"shape": (o, c)}, like=node, shape=(o, c))
+    matrix = rw.emit("transpose", [matrix], {"perm": (1, 0)}, like=node, shape=(c, o))
+    y = rw.emit("linear", [flat, matrix, *node.inputs[2:]], {"bias": node.attrs["bias"]},
+                like=node, shape=(b, o))
+    rw.replace(out, rw.emit("reshape", [y], {"shape": out.shape}, like=node,
+                            shape=out.shape))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in _WITH_BIAS and _zero_bias(rw, node):
+        return True
+    if node.op == "conv" and len(node.inputs) >= 2 and _conv_of_a_point(rw, node):
         return True
     if node.op == "matmul":
         return _matmul(rw, node)
