@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from specgraph.align import Alignment
-from specgraph.ir import Graph, Node, Value
+from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 from specgraph.report import Voice
 
@@ -425,7 +425,10 @@ def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
             b.outputs[0].shape and get_spec(a.op).category == "elementwise" and \
             a.op == b.op else None
         for slot, (u, v) in enumerate(zip(a.inputs, b.inputs)):
-            if u.dtype != v.dtype or (u.shape != v.shape and out is None):
+            # a constant held with axes of one more or fewer holds the same elements (the
+            # dynamo export of T5 folds its [H, T, T] position bias into a [1, H, T, T])
+            alike = same_elements(u.shape, v.shape)
+            if u.dtype != v.dtype or (u.shape != v.shape and out is None and not alike):
                 continue
             for side, g, x, other, y, mine, theirs, matched in (
                     ("lhs", al.lhs, u, al.rhs, v, lhs_weights, rhs_weights, al.lhs_to_rhs),
@@ -438,6 +441,8 @@ def find_folded(al: Alignment, lhs_weights: Mapping[str, np.ndarray],
                     continue
                 held = theirs.get(name) if name is not None else other.constants[y]
                 computed = _evaluated(g, cone, mine, x)
+                if out is None and alike and held is not None and computed is not None:
+                    held = np.reshape(np.asarray(held), np.shape(computed))
                 if _same_numbers(held, computed, out):
                     found.append(Folded(side, frozenset(cone), x, y, i, j, slot))
                 elif a.op == b.op == "add" and out is not None and computed is not None:

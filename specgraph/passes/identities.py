@@ -870,16 +870,24 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
 
 def _neutral(rw: Rewriter, node: Node) -> bool:
     """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, a head mask of ones, an
-    attention mask of zeros) are x, where the constant, broadcast, leaves x's shape as is."""
+    attention mask of zeros) are x, expanded where the constant broadcasts it."""
     a, b = node.inputs
     if node.attrs.get("rounding"):
         return False  # x // 1 floors x
     unit = 1.0 if node.op in ("mul", "div") else 0.0
+    out = node.outputs[0]
     for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
-        if rw.uniform(other) == unit and keep.shape == node.outputs[0].shape and \
-                keep.dtype == node.outputs[0].dtype:
-            rw.replace(node.outputs[0], keep)
+        if rw.uniform(other) != unit or keep.dtype != out.dtype:
+            continue
+        if keep.shape == out.shape:
+            rw.replace(out, keep)
             return True
+        # the constant only broadcasts x (TorchScript's T5 export adds a mask of zeros,
+        # [B, 1, 1, T], to the [H, T, T] position bias): x expanded, which the readers'
+        # broadcasting drops again
+        rw.replace(out, rw.emit("expand", [keep], {"shape": out.shape}, like=node,
+                                shape=out.shape))
+        return True
     return False
 
 
