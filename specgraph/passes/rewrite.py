@@ -113,7 +113,11 @@ class Rewriter:
 
     # --- writing ---------------------------------------------------------------------------
     def keep(self, node: Node) -> Node:
-        self._position.setdefault(node, len(self.nodes))
+        """Keep ``node`` (once: a rule that keeps the node it reads, to walk a region from
+        it, and then declines leaves it to the sweep, which keeps it again)."""
+        if node in self._position:
+            return node
+        self._position[node] = len(self.nodes)
         self.nodes.append(node)
         for v in node.outputs:
             self.producers[v] = node
