@@ -4413,6 +4413,20 @@ def test_a_1x1_conv_after_a_global_pool_is_a_linear_layer() -> None:
         report = _equivalent(a, b)
         assert report.numeric is not None and report.numeric.gradients
 
+    class Strided(torch.nn.Module):  # a deep stage's 1x1 map (ResNet50 at 32x32): a conv
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.down = torch.nn.Conv2d(8, 8, 4, stride=4)
+            self.point = torch.nn.Conv2d(8, 10, 1)
+
+        def forward(self, h):
+            return self.point(torch.relu(self.down(h)))
+
+    ops = [n.op for n in canonical(torch_side(Strided().eval(), x, name="torch_strided")
+                                   ).graph.nodes]
+    assert ops == ["conv", "relu", "conv"], ops
+
 
 def test_t5_encoder_against_its_torchscript_onnx_export() -> None:
     """HF's T5 encoder (two layers, the second reusing the first's position bias) against

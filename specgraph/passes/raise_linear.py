@@ -292,8 +292,20 @@ def _zero_bias(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _pooled(rw: Rewriter, value: Value) -> bool:
+    """Whether ``value`` is a global pool's output (through layout ops): a classifier's
+    input, not a map that a deep stage's strides brought down to one point (ResNet50's
+    last stage at 32x32 stays convs)."""
+    node = rw.producer(value)
+    while node is not None and node.op in ("transpose", "reshape"):
+        node = rw.producer(node.inputs[0])
+    return node is not None and node.op in ("reduce_mean", "reduce_max", "avg_pool",
+                                            "max_pool", "adaptive_avg_pool",
+                                            "adaptive_max_pool")
+
+
 def _conv_of_a_point(rw: Rewriter, node: Node) -> bool:
-    """A 1x1 conv (no padding, one group) of a map of one point, ``[B, C, 1, 1]``: the
+    """A 1x1 conv (no padding, one group) of a globally pooled map, ``[B, C, 1, 1]``: the
     linear layer of ``[B, C]``, reshaped back (Keras' MobileNet classifies with a 1x1
     Conv2D after a global pool that keeps its axes; PyTorch's flattens and applies a
     Linear)."""
@@ -301,7 +313,7 @@ def _conv_of_a_point(rw: Rewriter, node: Node) -> bool:
     spatial = x.shape[2:]
     if node.attrs["groups"] != 1 or any(node.attrs["padding"]) or not spatial or \
             any(n != 1 for n in (*spatial, *w.shape[2:], *out.shape[2:])) or \
-            not rw.is_param(w):
+            not rw.is_param(w) or not _pooled(rw, x):
         return False
     b, c, o = x.shape[0], x.shape[1], w.shape[0]
     flat = rw.emit("reshape", [x], {"shape": (b, c)}, like=node, shape=(b, c))
