@@ -4428,19 +4428,10 @@ def test_a_1x1_conv_after_a_global_pool_is_a_linear_layer() -> None:
     assert ops == ["conv", "relu", "conv"], ops
 
 
-def test_t5_encoder_against_its_torchscript_onnx_export() -> None:
-    """HF's T5 encoder (two layers, the second reusing the first's position bias) against
-    its TorchScript ONNX export: the export adds a mask of zeros, ``[B, 1, 1, T]``, to the
-    ``[H, T, T]`` bias, an add that broadcasts, so it stayed, and neither layer was
-    attention: two findings, the q, k and v transposes paired crosswise, and a numeric
-    divergence "at a transpose" with the outputs agreeing to 6e-7. Adding zeros that
-    broadcast is an expand, which the scores' add drops: one graph."""
-    import io
-
-    import onnx
+def _t5_encoder():
+    """HF's T5 encoder, two layers (the second reusing the first's position bias), its
+    last hidden states as the one output, and token ids of shape (B, 8)."""
     import transformers
-
-    from specgraph.frontends import onnx as onnx_frontend
 
     class Ids(torch.nn.Module):
         def __init__(self, model) -> None:
@@ -4455,7 +4446,23 @@ def test_t5_encoder_against_its_torchscript_onnx_export() -> None:
                                    vocab_size=99, relative_attention_num_buckets=8,
                                    use_cache=False)
     model = Ids(transformers.T5EncoderModel(config)).eval()
-    ids = np.random.default_rng(0).integers(1, 99, (B, 8))
+    return model, np.random.default_rng(0).integers(1, 99, (B, 8))
+
+
+def test_t5_encoder_against_its_torchscript_onnx_export() -> None:
+    """HF's T5 encoder (two layers, the second reusing the first's position bias) against
+    its TorchScript ONNX export: the export adds a mask of zeros, ``[B, 1, 1, T]``, to the
+    ``[H, T, T]`` bias, an add that broadcasts, so it stayed, and neither layer was
+    attention: two findings, the q, k and v transposes paired crosswise, and a numeric
+    divergence "at a transpose" with the outputs agreeing to 6e-7. Adding zeros that
+    broadcast is an expand, which the scores' add drops: one graph."""
+    import io
+
+    import onnx
+
+    from specgraph.frontends import onnx as onnx_frontend
+
+    model, ids = _t5_encoder()
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -4473,22 +4480,7 @@ def test_t5_encoder_against_its_dynamo_onnx_export() -> None:
     embedding·transpose between a constant and attention", its axes of one kept the fold
     from being seen. A folded constant with axes of one more or fewer is folded: one graph
     and a note."""
-    import transformers
-
-    class Ids(torch.nn.Module):
-        def __init__(self, model) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids)[0]
-
-    torch.manual_seed(0)
-    config = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                                   vocab_size=99, relative_attention_num_buckets=8,
-                                   use_cache=False)
-    model = Ids(transformers.T5EncoderModel(config)).eval()
-    ids = np.random.default_rng(0).integers(1, 99, (B, 8))
+    model, ids = _t5_encoder()
     report = _equivalent(torch_side(model, ids, name="t5_encoder_dyn"),
                          onnx_side(model, ids, name="t5_encoder_dyn"))
     assert any("holds as constants" in n for n in report.notes), report.notes

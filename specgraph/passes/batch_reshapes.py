@@ -140,7 +140,7 @@ def _unmerged(rw: Rewriter, node: Node, data: int
     for i, v in enumerate(node.inputs[:data]):
         m = _merge(rw, v) if i != slot else (x0, k)
         if m is not None and m[1] == k and _lead(m[0], k) == lead:
-            inputs.append(_without_units(m[0], lead, k))
+            inputs.append(_without_units(rw, m[0], lead, k))
         elif _kept_only(v, k):
             inputs.append(v)  # broadcast over the kept axes only (a bias, a scalar, a mask)
         elif (laid := _unmerged_constant(rw, v, lead, k, node.outputs[0].rank)) is not None:
@@ -159,17 +159,17 @@ def _lead(x: Value, k: int) -> tuple[int, ...]:
     return lead[start:]
 
 
-# a stand-in for a merged source without its leading axes of one -> that source
-_DROPPED: dict[Value, Value] = {}
-
-
-def _without_units(x: Value, lead: tuple[int, ...], k: int) -> Value:
-    """``x`` if its merged axes are ``lead``, else a stand-in for ``x`` reshaped to them."""
+def _without_units(rw: Rewriter, x: Value, lead: tuple[int, ...], k: int) -> Value:
+    """``x`` if its merged axes are ``lead``, else a stand-in for ``x`` reshaped to them
+    (made by ``_emit_merged``, should the rule apply; kept for this rule alone)."""
     if x.shape[:-k] == lead:
         return x
     stand_in = Value(lead + x.shape[-k:], x.dtype)
-    _DROPPED[stand_in] = x
+    rw.memo[_DROPPED][stand_in] = x
     return stand_in
+
+
+_DROPPED = "batch-merge-stand-ins"  # rw.memo key: stand-in -> the merged source it drops
 
 
 def _unmerged_constant(rw: Rewriter, v: Value, lead: tuple[int, ...], k: int, rank: int
@@ -194,8 +194,9 @@ def _kept_only(v: Value, k: int) -> bool:
 def _emit_merged(rw: Rewriter, node: Node, inputs: list[Value], x0: Value, k: int,
                  attrs: dict) -> bool:
     y = node.outputs[0]
-    inputs = [rw.emit("reshape", [_DROPPED.pop(v)], {"shape": v.shape}, like=node,
-                      shape=v.shape) if v in _DROPPED else v for v in inputs]
+    dropped = rw.memo[_DROPPED]
+    inputs = [rw.emit("reshape", [dropped.pop(v)], {"shape": v.shape}, like=node,
+                      shape=v.shape) if v in dropped else v for v in inputs]
     shape = x0.shape[:-k] + y.shape[-k:]
     inner = rw.emit(node.op, inputs, attrs, like=node, shape=shape)
     rw.replace(y, rw.emit("reshape", [inner], {"shape": y.shape}, like=node, shape=y.shape))
@@ -254,7 +255,7 @@ def _passes(graph: Graph, reader: Node, pieces: set[Value]) -> bool:
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
-    _DROPPED.clear()  # stand-ins of a rule that did not apply
+    rw.memo[_DROPPED] = {}  # none from a rule that did not apply
     if node.op == "split":
         return _pieces_kept_whole(rw, node)
     if len(node.outputs) != 1 or not node.inputs:

@@ -15,13 +15,11 @@ axis with a resize's weight matrix; no resize reads a resize of other axes alike
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
-from specgraph.ops import get_spec
 from specgraph.ops.layers import resize_attrs, resize_weights
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
@@ -90,6 +88,11 @@ def _resize_of(matrix: np.ndarray, shape: tuple[int, ...], axis: int) -> dict[st
     return None
 
 
+def _resized(x: Value, matrix: np.ndarray, axis: int) -> tuple[int, ...]:
+    """``x``'s shape with ``axis`` resized to the matrix's outputs."""
+    return tuple(matrix.shape[1] if k == axis else n for k, n in enumerate(x.shape))
+
+
 def _einsum(rw: Rewriter, node: Node) -> bool:
     found = _contraction(node, rw)
     if found is None:
@@ -98,8 +101,7 @@ def _einsum(rw: Rewriter, node: Node) -> bool:
     attrs = _resize_of(matrix, x.shape, axis)
     if attrs is None:
         return False
-    shape = tuple(matrix.shape[1] if k == axis else n for k, n in enumerate(x.shape))
-    y = rw.emit("resize", [x], attrs, like=node, shape=shape)
+    y = rw.emit("resize", [x], attrs, like=node, shape=_resized(x, matrix, axis))
     perm = tuple(placed.index(c) for c in out_letters)
     if perm != tuple(range(len(perm))):
         y = rw.emit("transpose", [y], {"perm": perm}, like=node, shape=node.outputs[0].shape)
@@ -123,9 +125,7 @@ def _resizes(rw: Rewriter, node: Node) -> bool:
     attrs = {**node.attrs, "axes": tuple(a for a, _, _ in moved),
              "sizes": tuple(n for _, n, _ in moved), "steps": tuple(s for _, _, s in moved)}
     out = node.outputs[0]
-    rw.replace(out, rw.emit("resize", [inner.inputs[0]],
-                            dict(MappingProxyType(get_spec("resize").normalize_attrs(attrs))),
-                            like=node, shape=out.shape))
+    rw.replace(out, rw.emit("resize", [inner.inputs[0]], attrs, like=node, shape=out.shape))
     return True
 
 
@@ -135,8 +135,7 @@ def _matmul(rw: Rewriter, node: Node) -> bool:
         return False
     x, matrix, axis = found
     attrs = _resize_of(matrix, x.shape, axis)
-    if attrs is None or node.outputs[0].shape != tuple(
-            matrix.shape[1] if k == axis else n for k, n in enumerate(x.shape)):
+    if attrs is None or node.outputs[0].shape != _resized(x, matrix, axis):
         return False
     rw.replace(node.outputs[0], rw.emit("resize", [x], attrs, like=node,
                                         shape=node.outputs[0].shape))

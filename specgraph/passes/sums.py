@@ -105,8 +105,7 @@ def _constants_folded(rw: Rewriter, order: list[Value], out: Value) -> list[Valu
     with np.errstate(over="ignore", invalid="ignore"):
         for v in constants[1:]:
             total = total + np.asarray(rw.constant_value(v), dtype)
-    return order[:len(order) - len(constants)] + [rw.constant(total.astype(dtype),
-                                                              out.dtype)]
+    return order[:len(order) - len(constants)] + [rw.constant(total, out.dtype)]
 
 
 _FOLDED = 1 << 20  # elements a sum of constants may hold
