@@ -4474,13 +4474,35 @@ def test_t5_encoder_against_its_torchscript_onnx_export() -> None:
     _equivalent(torch_side(model, ids, name="t5_encoder"), export)
 
 
-def test_t5_encoder_against_its_dynamo_onnx_export() -> None:
+def test_t5_against_its_dynamo_onnx_export() -> None:
     """The dynamo export folds T5's first position bias (the embedding of the bucket ids,
     permuted to ``[H, T, T]``) into a ``[1, H, T, T]`` initializer: "rhs has no
     embedding·transpose between a constant and attention", its axes of one kept the fold
-    from being seen. A folded constant with axes of one more or fewer is folded: one graph
-    and a note."""
-    model, ids = _t5_encoder()
-    report = _equivalent(torch_side(model, ids, name="t5_encoder_dyn"),
-                         onnx_side(model, ids, name="t5_encoder_dyn"))
-    assert any("holds as constants" in n for n in report.notes), report.notes
+    from being seen. A folded constant with axes of one more or fewer is folded. The
+    decoder adds its causal fill to its position bias, then the sum to the scores, which
+    the export folds into one initializer: PyTorch's self-attention was not raised (a bias
+    computed with a fill was taken for a mask), an op-mismatch against the export's
+    attention. A bias of weights and a constant drowning mask is the attention's mask
+    operand: one graph and a note naming both folds."""
+    import transformers
+
+    class Pair(torch.nn.Module):
+        def __init__(self, model) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, decoder_input_ids):
+            return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids)[0]
+
+    torch.manual_seed(0)
+    config = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                   vocab_size=99, relative_attention_num_buckets=8,
+                                   use_cache=False)
+    model = Pair(transformers.T5Model(config)).eval()
+    rng = np.random.default_rng(0)
+    ids, decoder_ids = rng.integers(1, 99, (B, 8)), rng.integers(1, 99, (B, 6))
+    lhs = torch_side(model, ids, decoder_ids, name="t5_dyn")
+    assert [n.op for n in canonical(lhs).graph.nodes].count("attention") == 6
+    report = _equivalent(lhs, onnx_side(model, ids, decoder_ids, name="t5_dyn"))
+    assert any("holds as constants" in n and "embedding·transpose·add" in n
+               for n in report.notes), report.notes

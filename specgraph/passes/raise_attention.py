@@ -582,11 +582,13 @@ def _emit(rw: Rewriter, node: Node, m: _Match, attrs: dict, mask: list[Value]) -
 
 def _learned_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
     """Whether ``bias`` is computed from weights and integer constants (indices) alone: a
-    learned bias (BEiT's relative positions), not a mask. A mask (a causal fill, a
-    key-padding mask from an input, zeros from an all-ones one, or any of them added to a
-    bias, as T5's ports do) keeps the forms ``input_masks`` and the mask passes give it."""
+    learned bias (BEiT's relative positions), not a mask; or from those and a constant
+    mask that drowns keys (T5's decoder adds its causal fill to its position bias before
+    the scores, which its exports fold into one tensor). A mask built from an input, zeros
+    from an all-ones one, or a fill alone keeps the forms ``input_masks`` and the mask
+    passes give it."""
     seen: set[Value] = set()
-    stack = [bias]
+    stack, learned, masked = [bias], False, False
     while stack:
         v = stack.pop()
         if v in seen:
@@ -596,13 +598,24 @@ def _learned_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
             return False
         data = rw.constant_value(v)
         if data is not None:
-            if data.dtype.kind == "f":  # a fill, or a mask of zeros T5's TF port adds
-                return False
+            if data.dtype.kind == "f":
+                if not _drowning_mask_constant(data):
+                    return False  # a mask of zeros (T5's TF port adds one), a scale
+                masked = True
             continue
+        if rw.graph.param_name(v) is not None:
+            learned = True
         node = rw.producer(v)
         if node is not None:
             stack.extend(node.inputs)
-    return True
+    return learned or not masked  # a fill alone is a mask
+
+
+def _drowning_mask_constant(data: np.ndarray) -> bool:
+    """Whether a floating constant is an additive mask: zeros, and some key drowned."""
+    data = np.asarray(data)
+    drowned = data <= DROWN
+    return bool(np.any(drowned) and np.all(drowned | (data == 0)))
 
 
 def _raise_biased(rw: Rewriter, node: Node, m: _Match) -> None:
