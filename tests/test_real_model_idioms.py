@@ -4506,3 +4506,46 @@ def test_t5_against_its_dynamo_onnx_export() -> None:
     report = _equivalent(lhs, onnx_side(model, ids, decoder_ids, name="t5_dyn"))
     assert any("holds as constants" in n and "embedding·transpose·add" in n
                for n in report.notes), report.notes
+
+
+def test_layer_norm_over_a_whole_map_is_one_norm_in_either_layout() -> None:
+    """PyTorch's ``nn.LayerNorm([C, H, W])`` on an NCHW map against Keras'
+    ``LayerNormalization(axis=[1, 2, 3])`` on the NHWC one: the same statistics over the
+    same elements, the scale and shift laid out [C, H, W] and [H, W, C]. Keras' norm read
+    the map moved channels-last, a transpose PyTorch has not ("lhs has no transpose between
+    conv and layer_norm"). A transpose that permutes the normalized axes among themselves
+    sinks below the norm, its scale and shift relaid out: one graph, either side first, the
+    numbers agreeing with a scale and shift that are not uniform. A Keras norm over
+    channels alone stays a difference."""
+    import keras
+
+    x = np.random.default_rng(0).standard_normal((B, 8, 4, 6)).astype(np.float32)
+
+    class MapNorm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.norm = torch.nn.LayerNorm([8, 4, 6])
+
+        def forward(self, h):
+            return self.norm(self.conv(h))
+
+    torch.manual_seed(0)
+    model = MapNorm().eval()
+    with torch.no_grad():
+        model.norm.weight.normal_()
+        model.norm.bias.normal_()
+    lhs = torch_side(model, x, name="torch_map_norm")
+
+    def keras_map_norm(axis):
+        i = keras.Input((4, 6, 8))
+        h = keras.layers.Conv2D(8, 3, padding="same")(i)
+        h = keras.layers.LayerNormalization(axis=axis, epsilon=1e-5)(h)
+        return keras_side(keras.Model(i, h), x.transpose(0, 2, 3, 1),
+                          name=f"keras_map_norm_{len(axis)}")
+
+    rhs = keras_map_norm([1, 2, 3])
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        report = _equivalent(a, b)
+        assert report.numeric is not None and report.numeric.gradients
+    assert not compare(lhs, keras_map_norm([3])).equivalent

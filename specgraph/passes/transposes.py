@@ -433,10 +433,26 @@ def _trailing_norm(rw: Rewriter, node: Node) -> bool:
     if t is None:
         return False
     perm, axis = tuple(t.attrs["perm"]), node.attrs["axis"]
-    if any(perm[a] != a for a in range(axis, len(perm))):
-        return False
+    rank = len(perm)
+    params = list(node.inputs[1:])
+    if any(perm[a] != a for a in range(axis, rank)):
+        # the normalized axes permuted among themselves (Keras' LayerNormalization over
+        # [H, W, C] of an NHWC map made from an NCHW one): the same statistics, the scale
+        # and shift relaid out alike (PyTorch's nn.LayerNorm([C, H, W]))
+        if sorted(perm[axis:]) != list(range(axis, rank)) or \
+                any(not rw.is_fixed(p) for p in params):
+            return False
+        trailing = t.outputs[0].shape[axis:]
+        q = tuple(inverse_perm(perm)[axis + b] - axis for b in range(rank - axis))
+        moved = []
+        for p in params:
+            if p.shape != trailing:
+                p = rw.emit("reshape", [p], {"shape": trailing}, like=node, shape=trailing)
+            moved.append(rw.emit("transpose", [p], {"perm": q}, like=node,
+                                 shape=tuple(trailing[i] for i in q)))
+        params = moved
     source, out = t.inputs[0], node.outputs[0]
-    inner = rw.emit(node.op, [source, *node.inputs[1:]], dict(node.attrs), like=node,
+    inner = rw.emit(node.op, [source, *params], dict(node.attrs), like=node,
                     shape=source.shape)
     rw.replace(out, rw.emit("transpose", [inner], {"perm": perm}, like=t, shape=out.shape))
     return True
