@@ -4549,3 +4549,54 @@ def test_layer_norm_over_a_whole_map_is_one_norm_in_either_layout() -> None:
         report = _equivalent(a, b)
         assert report.numeric is not None and report.numeric.gradients
     assert not compare(lhs, keras_map_norm([3])).equivalent
+
+
+def test_keras_flatten_of_a_channels_last_map_is_a_layout_of_the_dense_rows() -> None:
+    """A CNN's head: PyTorch flattens its NCHW map, Keras' ``Flatten`` its NHWC one, each
+    then a dense layer. "lhs has no transpose between relu and reshape ...; the numbers
+    confirm it", although a port that moves the dense rows into Keras' order (as ports of
+    VGG do) computes the same, and with the user's own weights (``--no-transfer``) its
+    outputs agreed. The flattening's order is the layout of the dense layer's rows: one
+    graph, the weights moved with their rows reordered; with each side's own weights, the
+    port that reordered its rows is equivalent and one that copied them as they are parts
+    at the dense layer."""
+    import keras
+
+    from specgraph.numeric.options import NumericOptions
+
+    x = np.random.default_rng(0).standard_normal((B, 3, 6, 5)).astype(np.float32)
+
+    class Head(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.dense = torch.nn.Linear(120, 10)
+
+        def forward(self, h):
+            return self.dense(torch.flatten(torch.relu(self.conv(h)), 1))
+
+    torch.manual_seed(0)
+    model = Head().eval()
+    lhs = torch_side(model, x, name="torch_flatten_head")
+
+    def keras_head(reordered):
+        i = keras.Input((6, 5, 3))
+        conv = keras.layers.Conv2D(4, 3, padding="same", activation="relu")
+        dense = keras.layers.Dense(10)
+        out = dense(keras.layers.Flatten()(conv(i)))
+        w = model.dense.weight.detach().numpy()  # [10, C·H·W], PyTorch's order
+        if reordered:  # the rows in Keras' order, H·W·C
+            w = w.reshape(10, 4, 6, 5).transpose(0, 2, 3, 1).reshape(10, 120)
+        conv.set_weights([model.conv.weight.detach().numpy().transpose(2, 3, 1, 0),
+                          model.conv.bias.detach().numpy()])
+        dense.set_weights([w.T, model.dense.bias.detach().numpy()])
+        return keras_side(keras.Model(i, out), x.transpose(0, 2, 3, 1),
+                          name=f"keras_flatten_head_{reordered}")
+
+    ported = keras_head(True)
+    for a, b in ((lhs, ported), (ported, lhs)):
+        assert _equivalent(a, b).numeric is not None
+    _equivalent(lhs, ported, options=NumericOptions(transfer=False))
+    copied = compare(lhs, keras_head(False), options=NumericOptions(transfer=False))
+    assert [(f.code, f.op) for f in copied.findings] == [
+        ("numeric-divergence", "linear")], [f.message for f in copied.findings]

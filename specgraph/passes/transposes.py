@@ -424,6 +424,40 @@ def _linear(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _flattened_into_linear(rw: Rewriter, node: Node) -> bool:
+    """linear(reshape(transpose(x, p)), W) with the reshape flattening the axes p permutes
+    among themselves: linear(reshape(x), W') with W's rows in the order x's flattening
+    reads them (Keras' Flatten of an NHWC map against PyTorch's flatten of the NCHW one,
+    then a Dense: the same layer, its weight's rows laid out otherwise, as a port moves
+    them). A port whose rows were not moved parts in numbers at the linear layer."""
+    flat = node.inputs[0]
+    r = rw.producer(flat)
+    if r is None or r.op != "reshape" or rw.uses(flat) != 1 or flat in rw.graph.outputs:
+        return False
+    t = _sinkable_transpose(rw, r.inputs[0])
+    weight = node.inputs[1]
+    if t is None or not rw.is_fixed(weight) or weight.rank != 2:
+        return False
+    perm, moved = tuple(t.attrs["perm"]), t.outputs[0].shape
+    k = flat.rank - 1  # the leading axes stay, the rest become the last
+    rank = len(perm)
+    if k >= rank - 1 or flat.shape[:k] != moved[:k] or \
+            any(perm[a] != a for a in range(k)) or sorted(perm[k:]) != list(range(k, rank)):
+        return False
+    source = t.inputs[0]
+    trailing = moved[k:]
+    out = weight.shape[1]
+    rows = trailing + (out,)
+    q = tuple(inverse_perm(perm)[k + b] - k for b in range(rank - k)) + (rank - k,)
+    w = rw.emit("reshape", [weight], {"shape": rows}, like=node, shape=rows)
+    w = rw.emit("transpose", [w], {"perm": q}, like=node, shape=tuple(rows[i] for i in q))
+    w = rw.emit("reshape", [w], {"shape": weight.shape}, like=node, shape=weight.shape)
+    x = rw.emit("reshape", [source], {"shape": flat.shape}, like=r, shape=flat.shape)
+    rw.replace(node.outputs[0], rw.emit("linear", [x, w, *node.inputs[2:]], dict(node.attrs),
+                                        like=node, shape=node.outputs[0].shape))
+    return True
+
+
 def _trailing_norm(rw: Rewriter, node: Node) -> bool:
     """layer_norm(transpose(x, p)) over axes from ``axis`` on that p leaves in place:
     transpose(layer_norm(x), p) (the norm works on those axes alone): a sequence-first
@@ -662,7 +696,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "transpose":
         return _merge_after_transpose(rw, node) or _over_linear(rw, node) or _hoist(rw, node)
     if node.op == "linear":
-        return _linear(rw, node)
+        return _linear(rw, node) or _flattened_into_linear(rw, node)
     if node.op in ("layer_norm", "rms_norm"):
         return _trailing_norm(rw, node)
     if node.op == "reshape":
