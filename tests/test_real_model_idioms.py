@@ -4600,3 +4600,29 @@ def test_keras_flatten_of_a_channels_last_map_is_a_layout_of_the_dense_rows() ->
     copied = compare(lhs, keras_head(False), options=NumericOptions(transfer=False))
     assert [(f.code, f.op) for f in copied.findings] == [
         ("numeric-divergence", "linear")], [f.message for f in copied.findings]
+
+
+def test_a_crop_after_a_transposed_conv_is_its_padding() -> None:
+    """PyTorch's ``ConvTranspose2d(padding=1, output_padding=1)`` against Keras'
+    ``Conv2DTranspose(padding="valid")`` then ``Cropping2D(((1, 0), (1, 0)))``: the same
+    crop of the same full output, written as the layer's padding or as a layer of its own.
+    Three findings (a missing slice, padding, output_padding). A step-1 crop of a transposed
+    conv's spatial axes is that conv's padding: one graph, the numbers agreeing, either side
+    first; the crop taken from the other end stays a difference."""
+    import keras
+
+    x = np.random.default_rng(0).standard_normal((B, 3, 5, 5)).astype(np.float32)
+    torch.manual_seed(0)
+    up = torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1).eval()
+    lhs = torch_side(up, x, name="torch_up")
+
+    def keras_up(crop):
+        i = keras.Input((5, 5, 3))
+        h = keras.layers.Conv2DTranspose(4, 3, strides=2, padding="valid")(i)
+        h = keras.layers.Cropping2D((crop, crop))(h)
+        return keras_side(keras.Model(i, h), x.transpose(0, 2, 3, 1), name=f"keras_up_{crop}")
+
+    rhs = keras_up((1, 0))
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        assert _equivalent(a, b).numeric is not None
+    assert not compare(lhs, keras_up((0, 1))).equivalent

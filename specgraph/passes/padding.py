@@ -2,7 +2,8 @@
 ``conv`` (TF's ZeroPadding2D + "valid", ONNX Pad + Conv) is one ``conv`` with per-side
 padding; ``pad`` then ``max_pool`` (HF TF ResNet's zero pad of a ReLU's output) is one
 ``max_pool``, whose padding counts as -inf, where the padded value is never above what the
-pad's producer can output.
+pad's producer can output; a crop after a transposed conv (Keras' ``Cropping2D``) is that
+conv's padding, which crops its full output.
 
 Requires: a verified graph. Ensures: exact rewrites only (zero padding of the spatial axes,
 seen directly or through a layout transpose; reflect/edge padding and padding of the batch
@@ -48,6 +49,36 @@ def _zero_pad(rw: Rewriter, value: Value) -> tuple[Node, tuple[int, ...] | None]
     if any(p < 0 for p in node.attrs["pads"]):
         return None
     return node, perm
+
+
+def _cropped_conv_transpose(rw: Rewriter, node: Node) -> bool:
+    """slice(conv_transpose(x)) cropping spatial axes with step 1 (Keras'
+    ``Conv2DTranspose(padding="valid")`` then ``Cropping2D``): the transposed conv with that
+    much more padding, which is what its padding does (crops its full output)."""
+    y = node.inputs[0]
+    conv = rw.producer(y)
+    if conv is None or conv.op != "conv_transpose" or rw.uses(y) != 1 or \
+            y in rw.graph.outputs:
+        return False
+    rank, spatial = y.rank, y.rank - 2
+    begins, ends = [0] * spatial, [0] * spatial
+    for axis, start, end, step in zip(node.attrs["axes"], node.attrs["starts"],
+                                      node.attrs["ends"], node.attrs["steps"]):
+        axis = axis + rank if axis < 0 else axis
+        size = y.shape[axis]
+        start, end = (start + size if start < 0 else start), (end + size if end < 0 else end)
+        start, end = max(0, min(start, size)), max(0, min(end, size))
+        if step != 1 or axis < 2 or end <= start:
+            return False
+        begins[axis - 2] += start
+        ends[axis - 2] += size - end
+    old = conv.attrs["padding"]
+    padding = tuple(old[i] + begins[i] for i in range(spatial)) + tuple(
+        old[spatial + i] + ends[i] for i in range(spatial))
+    attrs = {**conv.attrs, "padding": padding}
+    rw.replace(node.outputs[0], rw.emit("conv_transpose", list(conv.inputs), attrs, like=conv,
+                                        shape=node.outputs[0].shape))
+    return True
 
 
 def _rule(rw: Rewriter, node: Node) -> bool:
@@ -158,6 +189,8 @@ def _folded_pool(rw: Rewriter, node: Node, pad: Node, source: Value, attrs: dict
 
 
 def _fold(rw: Rewriter, node: Node) -> bool:
+    if node.op == "slice":
+        return _cropped_conv_transpose(rw, node)
     return _rule(rw, node) if node.op == "conv" else node.op == "max_pool" and _max_pool(
         rw, node)
 
