@@ -4626,3 +4626,44 @@ def test_a_crop_after_a_transposed_conv_is_its_padding() -> None:
     for a, b in ((lhs, rhs), (rhs, lhs)):
         assert _equivalent(a, b).numeric is not None
     assert not compare(lhs, keras_up((0, 1))).equivalent
+
+
+_ALIASED = {
+    "multiply": (lambda a, b: torch.multiply(a, b), lambda a, b: a * b),
+    "subtract": (lambda a, b: torch.subtract(a, b, alpha=2), lambda a, b: a - 2 * b),
+    "divide": (lambda a, b: torch.divide(a, b, rounding_mode="floor"),
+               lambda a, b: torch.div(a, b, rounding_mode="floor")),
+    "true_divide": (lambda a, b: torch.true_divide(a, b), lambda a, b: a / b),
+    "absolute_negative": (lambda a, b: torch.absolute(torch.negative(a) + b),
+                          lambda a, b: (-a + b).abs()),
+    "comparisons": (lambda a, b: torch.where(torch.greater(a, b) | torch.less_equal(a, 0.7)
+                                             | torch.not_equal(b, 0.6), a, b),
+                    lambda a, b: torch.where((a > b) | (a <= 0.7) | (b != 0.6), a, b)),
+    "square": (lambda a, b: torch.square(a) * b, lambda a, b: a.pow(2) * b),
+    "moveaxis": (lambda a, b: torch.moveaxis(a, 0, 2) * torch.movedim(b, (0, 1), (2, 0)),
+                 lambda a, b: a.permute(1, 2, 0) * b.permute(1, 2, 0)),
+    "addcmul": (lambda a, b: torch.addcmul(a, a, b, value=0.5), lambda a, b: a + a * b * 0.5),
+    "lerp": (lambda a, b: torch.lerp(a, b, 0.3), lambda a, b: a + 0.3 * (b - a)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ALIASED))
+def test_torch_aliases_are_the_ops_they_name(name) -> None:
+    """``torch.multiply`` (ConvBERT's), ``subtract``, ``divide``, ``greater``, ``square``,
+    ``moveaxis``, ``addcmul`` and ``lerp`` were each one opaque op: "lhs computes opaque
+    where rhs computes mul", and the weights of a model using one could not move. Each is
+    the op it names (or the formula it computes): the same graph as the usual spelling."""
+    aliased, usual = _ALIASED[name]
+    x = np.random.default_rng(0).uniform(0.5, 1.5, (2, 3, 3)).astype(np.float32)
+    y = np.random.default_rng(1).uniform(0.5, 1.5, (2, 3, 3)).astype(np.float32)
+
+    def side(fn, tag):
+        class Fn(torch.nn.Module):
+            def forward(self, a, b):
+                return fn(a, b)
+
+        return torch_side(Fn(), x, y, name=f"{name}_{tag}")
+
+    lhs, rhs = side(aliased, "alias"), side(usual, "usual")
+    assert "opaque" not in [n.op for n in canonical(lhs).graph.nodes]
+    assert_same_canonical(lhs, rhs)

@@ -768,3 +768,45 @@ def _vector_norm(cx: Any, node: Any) -> Any:
 def _cumsum(cx: Any, node: Any) -> Any:
     x = node.args[0]
     return cx.emit("cumsum", [cx.value(x)], {"axis": wrap_dim(node.args[1], rank_of(x))})
+
+
+@_reg("aten.square.default")
+def _square(cx: Any, node: Any) -> Any:
+    """x², as TF's Square and JAX's square are written: x·x."""
+    x = cx.value(node.args[0])
+    return cx.emit("mul", [x, x])
+
+
+@_reg("aten.addcmul.default", "aten.addcmul_.default")
+def _addcmul(cx: Any, node: Any) -> Any:
+    """self + value·t₁·t₂ (optimizers' and ConvBERT's fused product-and-add)."""
+    a = cx.bind(node)
+    shape, dtype = cx.meta(node)[0]
+    t1, t2 = cx.value(a["tensor1"]), cx.value(a["tensor2"])
+    prod = cx.emit("mul", [t1, t2], out=(np.broadcast_shapes(t1.shape, t2.shape), dtype))
+    if a["value"] != 1:
+        prod = cx.emit("mul", [prod, cx.operand(a["value"], dtype)], out=(prod.shape, dtype))
+    return cx.emit("add", [cx.value(a["self"]), prod])
+
+
+@_reg("aten.lerp.Scalar", "aten.lerp.Tensor", "aten.lerp_.Scalar", "aten.lerp_.Tensor")
+def _lerp(cx: Any, node: Any) -> Any:
+    """self + weight·(end − self), as the formula reads."""
+    a = cx.bind(node)
+    dtype = cx.meta(node)[0][1]
+    start, end = cx.value(a["self"]), cx.value(a["end"])
+    weight = cx.operand(a["weight"], dtype)
+    gap = cx.emit("sub", [end, start], out=(np.broadcast_shapes(start.shape, end.shape), dtype))
+    step = cx.emit("mul", [weight, gap],
+                   out=(np.broadcast_shapes(weight.shape, gap.shape), dtype))
+    return cx.emit("add", [start, step])
+
+
+# the same ops under other names: torch.multiply, torch.subtract, torch.greater, ...
+_ALIASES = {"multiply": "mul", "multiply_": "mul_", "subtract": "sub", "subtract_": "sub_",
+            "divide": "div", "divide_": "div_", "true_divide": "div", "true_divide_": "div_",
+            "absolute": "abs", "negative": "neg", "greater": "gt", "greater_equal": "ge",
+            "less": "lt", "less_equal": "le", "not_equal": "ne"}
+for _alias, _name in _ALIASES.items():
+    for _key in [k for k in CONVERTERS if k.startswith(f"aten.{_name}.")]:
+        CONVERTERS.setdefault(f"aten.{_alias}.{_key[len(_name) + 6:]}", CONVERTERS[_key])

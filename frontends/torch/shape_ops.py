@@ -37,6 +37,25 @@ def _permute(cx: Any, node: Any) -> Any:
     return cx.emit("transpose", [cx.value(node.args[0])], {"perm": perm})
 
 
+@_reg("aten.movedim.int", "aten.movedim.intlist", "aten.moveaxis.int", "aten.moveaxis.intlist")
+def _movedim(cx: Any, node: Any) -> Any:
+    """Axes moved to new places, the others keeping their order: a transpose."""
+    rank = rank_of(node.args[0])
+    source, destination = node.args[1], node.args[2]
+    if isinstance(source, int):
+        source, destination = [source], [destination]
+    source = [wrap_dim(d, rank) for d in source]
+    destination = [wrap_dim(d, rank) for d in destination]
+    perm: list[int | None] = [None] * rank
+    for s, d in zip(source, destination):
+        perm[d] = s
+    rest = iter(a for a in range(rank) if a not in source)
+    perm = [next(rest) if p is None else p for p in perm]
+    if perm == list(range(rank)):
+        return cx.emit("identity", [cx.value(node.args[0])])
+    return cx.emit("transpose", [cx.value(node.args[0])], {"perm": tuple(perm)})
+
+
 @_reg("aten.transpose.int", "aten.swapaxes.default", "aten.t.default", "aten.numpy_T.default")
 def _transpose(cx: Any, node: Any) -> Any:
     rank = rank_of(node.args[0])
