@@ -4667,3 +4667,38 @@ def test_torch_aliases_are_the_ops_they_name(name) -> None:
     lhs, rhs = side(aliased, "alias"), side(usual, "usual")
     assert "opaque" not in [n.op for n in canonical(lhs).graph.nodes]
     assert_same_canonical(lhs, rhs)
+
+
+def test_an_in_place_product_through_an_eval_dropout_keeps_the_norms_value() -> None:
+    """XLM's and FlauBERT's embeddings: ``t = layer_norm(x); t = F.dropout(t, training=
+    False); t *= mask``. Dropout in eval returns its input itself, so the in-place product
+    wrote over the norm's output, which the run had kept to compare: "numeric-divergence at
+    layer_norm, lhs is wrong" against the same model written ``t = t * mask``. A kept value
+    in the memory an in-place op writes keeps its value as it was: equivalent."""
+
+    class Masked(torch.nn.Module):
+        def __init__(self, inplace: bool) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.norm = torch.nn.LayerNorm(8)
+            self.inplace = inplace
+
+        def forward(self, x, mask):
+            t = torch.nn.functional.dropout(self.norm(self.lin(x)), p=0.1,
+                                            training=self.training)
+            if self.inplace:
+                t *= mask.unsqueeze(-1).to(t.dtype)
+            else:
+                t = t * mask.unsqueeze(-1).to(t.dtype)
+            return t
+
+    x = np.random.default_rng(0).standard_normal((2, 4, 8)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]])
+    sides = []
+    for inplace in (True, False):
+        torch.manual_seed(0)
+        sides.append(torch_side(Masked(inplace).eval(), x, mask, name=f"masked_{inplace}"))
+    report = _equivalent(*sides)
+    assert report.numeric is not None and any(
+        "layer_norm" in (layer.lhs or "") or "norm" in (layer.lhs or "")
+        for layer in report.numeric.layers)

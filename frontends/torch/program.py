@@ -65,6 +65,8 @@ class _Watcher(torch.fx.Interpreter):
                 self.overwritten.update(_viewed(n.args[0]))
 
     def run_node(self, n: Any) -> Any:
+        if _writes_first_argument(n) and hasattr(n.args[0], "name"):
+            self._before_write(self.env.get(n.args[0]))
         out = super().run_node(n)
         for key in self.want.get(n.name, ()):
             index = key[1]  # type: ignore[index]
@@ -73,6 +75,19 @@ class _Watcher(torch.fx.Interpreter):
                 value = value.detach().clone()  # now, without a gradient of its own
             self.seen[key] = value
         return out
+
+    def _before_write(self, target: Any) -> None:
+        """A kept tensor in the memory an in-place op is about to write keeps its value as
+        it is now (without a gradient of its own): an op that returns its input itself
+        (dropout in eval: XLM's ``t = dropout(layer_norm(x)); t *= mask``) aliases the
+        norm's output with no view in its schema to say so."""
+        if not isinstance(target, torch.Tensor):
+            return
+        memory = target.untyped_storage().data_ptr()
+        for key, value in self.seen.items():
+            if isinstance(value, torch.Tensor) and \
+                    value.untyped_storage().data_ptr() == memory:
+                self.seen[key] = value.detach().clone()
 
 
 def _zero_probe(shape: tuple[int, ...], dtype: Any, device: Any, grad: bool) -> torch.Tensor:
