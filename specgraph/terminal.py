@@ -150,9 +150,14 @@ def _pump(read: int, terminal: int, stop: threading.Event) -> None:
     closes or, once ``stop`` is set, nothing more comes for a moment."""
     pending = b""
     while True:
+        # ``stop`` read before the wait: what was written before it was set is in the pipe
+        # by then, so a wait that finds nothing after it was seen set has lost nothing (a
+        # wait that timed out just before the last write, then saw ``stop``, dropped the
+        # user's last print on a busy machine)
+        stopping = stop.is_set()
         ready, _, _ = select.select([read], [], [], 0.05)
         if not ready:
-            if stop.is_set():
+            if stopping:
                 break
             if pending and not NOISE.match(pending):  # a prompt, a progress bar: show it now
                 _write(terminal, pending)

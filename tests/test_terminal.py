@@ -131,3 +131,34 @@ def test_the_text_report_strips_control_characters_from_names(capsys, tmp_path) 
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out
     assert "fc?]0;pwned??X" in out
+
+
+def test_the_last_print_before_the_filter_stops_is_not_lost(monkeypatch) -> None:
+    """The stderr filter's reader waited, found nothing, and then saw that it was told to
+    stop: a print written and flushed in between (the user's last words before an error,
+    on a busy machine) was dropped. It stops only after a wait begun once it was told."""
+    import select
+    import threading
+
+    from specgraph import terminal
+
+    read, write = os.pipe()
+    out_read, out_write = os.pipe()
+    stop = threading.Event()
+    real, calls = select.select, []
+
+    def late(*args):
+        calls.append(1)
+        if len(calls) == 1:  # the wait times out; meanwhile the last print, then stop
+            os.write(write, b"module prints\n")
+            os.close(write)
+            stop.set()
+            return [], [], []
+        return real(*args)
+
+    monkeypatch.setattr(terminal.select, "select", late)
+    terminal._pump(read, out_write, stop)
+    os.close(out_write)
+    assert os.read(out_read, 100) == b"module prints\n"
+    os.close(read)
+    os.close(out_read)
