@@ -4702,3 +4702,30 @@ def test_an_in_place_product_through_an_eval_dropout_keeps_the_norms_value() -> 
     assert report.numeric is not None and any(
         "layer_norm" in (layer.lhs or "") or "norm" in (layer.lhs or "")
         for layer in report.numeric.layers)
+
+
+def test_adding_a_padding_index_of_zero_that_promotes_is_a_cast() -> None:
+    """ESM's positions: ``cumsum(mask).type_as(mask) * mask`` in int32, then ``.long() +
+    padding_idx`` with ``pad_token_id=0``. The add of an int64 zero promotes the int32
+    positions, so it was kept ("rhs has no add" against TF's port, which adds nothing).
+    x + 0 where the zero promotes x is x cast: the same graph as the positions cast."""
+
+    class Positions(torch.nn.Module):
+        def __init__(self, pad) -> None:
+            super().__init__()
+            self.pad = pad
+            self.emb = torch.nn.Embedding(16, 8)
+
+        def forward(self, ids):
+            mask = ids.ne(0).int()
+            positions = torch.cumsum(mask, dim=1).type_as(mask) * mask
+            if self.pad is None:
+                return self.emb(positions.long())
+            return self.emb(positions.long() + self.pad)
+
+    ids = np.array([[5, 7, 9, 0], [3, 4, 6, 8]])
+    sides = []
+    for pad in (0, None):
+        torch.manual_seed(0)
+        sides.append(torch_side(Positions(pad).eval(), ids, name=f"positions_{pad}"))
+    assert_same_canonical(*sides)

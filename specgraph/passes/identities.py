@@ -870,15 +870,20 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
 
 def _neutral(rw: Rewriter, node: Node) -> bool:
     """x·1, x/1, x+0, x-0 (an exporter's √1 attention scale, a head mask of ones, an
-    attention mask of zeros) are x, expanded where the constant broadcasts it."""
+    attention mask of zeros) are x, expanded where the constant broadcasts it, cast where
+    it promotes it."""
     a, b = node.inputs
     if node.attrs.get("rounding"):
         return False  # x // 1 floors x
     unit = 1.0 if node.op in ("mul", "div") else 0.0
     out = node.outputs[0]
     for keep, other in ((a, b), (b, a)) if node.op in ("mul", "add") else ((a, b),):
-        if rw.uniform(other) != unit or keep.dtype != out.dtype:
+        if rw.uniform(other) != unit or keep.dtype == "bool":
             continue
+        if keep.dtype != out.dtype:  # the constant promotes x (ESM's int32 positions plus
+            # an int64 padding index of 0): x cast, as the promotion does
+            keep = rw.emit("cast", [keep], {"dtype": out.dtype}, like=node,
+                           shape=keep.shape, dtype=out.dtype)
         if keep.shape == out.shape:
             rw.replace(out, keep)
             return True
