@@ -4729,3 +4729,39 @@ def test_adding_a_padding_index_of_zero_that_promotes_is_a_cast() -> None:
         torch.manual_seed(0)
         sides.append(torch_side(Positions(pad).eval(), ids, name=f"positions_{pad}"))
     assert_same_canonical(*sides)
+
+
+def test_an_einsum_that_contracts_nothing_is_a_product() -> None:
+    """Flax RoFormer's rotary writes ``jnp.einsum("bslh,...sh->bslh", x, cos)``, which JAX
+    lowers to a dot_general with batch axes (s, h) and nothing contracted: a product
+    between reshapes that merge the batch axes. PyTorch writes ``x * cos[:, None, :]``:
+    "reads a parameter in lhs but the output of reshape in rhs", the output uncompared. A
+    product with a constant of size 1 along the axes a reshape merges is the product before
+    the reshape: one computation, the outputs compared."""
+    b, s, heads, d = 2, 8, 4, 8
+    x = np.random.default_rng(0).standard_normal((b, s, heads * d)).astype(np.float32)
+    cos = np.random.default_rng(1).standard_normal((s, d)).astype(np.float32)
+
+    class TorchRotaryProduct(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(heads * d, heads * d)
+            self.register_buffer("cos", torch.from_numpy(cos))
+
+        def forward(self, h):
+            return self.lin(h).view(b, s, heads, d) * self.cos[:, None, :]
+
+    class LinenRotaryEinsum(fnn.Module):
+        @fnn.compact
+        def __call__(self, h):
+            h = fnn.Dense(heads * d)(h).reshape(b, s, heads, d)
+            return jnp.einsum("bslh,...sh->bslh", h, jnp.asarray(cos))
+
+    torch.manual_seed(0)
+    lhs = torch_side(TorchRotaryProduct().eval(), x, name="torch_rotary_product")
+    module = LinenRotaryEinsum()
+    rhs = linen_side(module, module.init(jax.random.PRNGKey(0), x), x,
+                     name="linen_rotary_einsum")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["linear", "reshape", "mul"]
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.outputs

@@ -114,6 +114,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return _flip(rw, node)
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
+    if node.op in ("mul", "div", "add", "sub") and _reshape_after_elementwise(rw, node):
+        return True
     if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1] and \
             x.dtype in FLOAT_DTYPES:
         # x·x is x², as pow(x, 2) computes it (exactly: libraries square by one product)
@@ -866,6 +868,66 @@ def _reshape_chain(rw: Rewriter, node: Node) -> bool:
         rw.replace(node.outputs[0], rw.emit("reshape", [source], {"shape": shape}, like=node,
                                             shape=shape))
     return True
+
+
+def _axis_groups(source: tuple[int, ...], target: tuple[int, ...]
+                 ) -> list[tuple[list[int], list[int]]] | None:
+    """The runs of ``source`` and ``target`` axes a reshape maps onto each other (equal
+    products, shortest runs first); None where the sizes never meet."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(source) or j < len(target):
+        gi, gj, ps, pt = [], [], 1, 1
+        if i < len(source):
+            gi.append(i)
+            ps, i = ps * source[i], i + 1
+        if j < len(target):
+            gj.append(j)
+            pt, j = pt * target[j], j + 1
+        while ps != pt:
+            if ps < pt and i < len(source):
+                gi.append(i)
+                ps, i = ps * source[i], i + 1
+            elif pt < ps and j < len(target):
+                gj.append(j)
+                pt, j = pt * target[j], j + 1
+            else:
+                return None
+        groups.append((gi, gj))
+    return groups
+
+
+def _reshape_after_elementwise(rw: Rewriter, node: Node) -> bool:
+    """op(reshape(y), c), c fixed and of size 1 along every axis the reshape merges or
+    splits: reshape(op(y, c')), c' laid out over y's axes (JAX's dot_general with batch
+    axes and nothing contracted, Flax RoFormer's ``einsum("bslh,...sh->bslh", x, cos)``, is
+    ``x·cos`` with the batch axes merged around it)."""
+    out = node.outputs[0]
+    for slot, (r_value, c) in enumerate((node.inputs, node.inputs[::-1])):
+        r = rw.producer(r_value)
+        if r is None or r.op != "reshape" or rw.uses(r_value) != 1 or \
+                r_value.shape != out.shape or not rw.is_fixed(c) or c.rank > out.rank:
+            continue
+        y = r.inputs[0]
+        groups = _axis_groups(y.shape, r_value.shape)
+        if groups is None or all(len(gi) == 1 and len(gj) == 1 for gi, gj in groups):
+            continue
+        full = (1,) * (out.rank - c.rank) + c.shape
+        laid = [1] * y.rank
+        for gi, gj in groups:
+            if len(gi) == 1 and len(gj) == 1:
+                laid[gi[0]] = full[gj[0]]
+            elif any(full[a] != 1 for a in gj):
+                break
+        else:
+            c2 = rw.emit("reshape", [c], {"shape": tuple(laid)}, like=node, shape=tuple(laid))
+            operands = [y, c2] if slot == 0 else [c2, y]
+            inner = rw.emit(node.op, operands, dict(node.attrs), like=node, shape=y.shape,
+                            dtype=out.dtype)
+            rw.replace(out, rw.emit("reshape", [inner], {"shape": out.shape}, like=r,
+                                    shape=out.shape))
+            return True
+    return False
 
 
 def _neutral(rw: Rewriter, node: Node) -> bool:
