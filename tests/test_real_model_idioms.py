@@ -4765,3 +4765,34 @@ def test_an_einsum_that_contracts_nothing_is_a_product() -> None:
     assert [n.op for n in canonical(rhs).graph.nodes] == ["linear", "reshape", "mul"]
     report = _equivalent(lhs, rhs)
     assert report.numeric is not None and report.numeric.outputs
+
+
+def test_hf_funnel_with_its_default_attention_traces() -> None:
+    """HF Funnel's default ``relative_shift`` attention builds its relative positions with
+    ``torch.arange`` between tensor endpoints computed from the sequence length:
+    torch.export left those sizes symbolic, and the trace ended in exit 2 saying the shape
+    "depends on the values of the model's inputs", which it does not. ``item()`` of a
+    tensor made from constants alone is its value, and the program is exported again with
+    it: Funnel traces, its own program gives exactly its outputs, and against itself it is
+    equivalent in numbers, forward and backward."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.FunnelConfig(vocab_size=99, block_sizes=[1, 1], d_model=32,
+                                       n_head=4, d_head=8, d_inner=64)
+    assert config.attention_type == "relative_shift"
+    model = LastHidden(transformers.FunnelBaseModel(config)).eval()
+    ids = np.random.default_rng(0).integers(1, 99, (B, 8))
+    from specgraph.numeric import program
+    from specgraph.numeric.runner import Context
+
+    traced = canonical(torch_side(model, ids, name="funnel_relative_shift"))
+    with torch.enable_grad():
+        want = model(torch.from_numpy(ids)).detach().numpy()
+    seen = traced.program.observe(
+        program.native_weights(traced, traced.weights, traced.param_shapes),
+        program.native_inputs(traced, traced.inputs), set(), None, Context())
+    (name,) = traced.outputs
+    np.testing.assert_array_equal(seen.outputs[name], want)
+    report = _equivalent(traced, traced)
+    assert report.numeric is not None and report.numeric.gradients

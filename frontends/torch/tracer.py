@@ -279,8 +279,84 @@ def _export(module: Any, args: tuple[Any, ...]) -> Any:
     except Exception:
         with _quiet_torch():
             exported = torch.export.export(module, args)
+    for _ in range(4):  # each export again may leave more sizes it can now know
+        again = _specialized(exported, args)
+        if again is exported:
+            break
+        exported = again
     _inline_grad_modes(exported)
     return exported
+
+
+_SCALARS = ("aten.item.default", "aten._local_scalar_dense.default")
+
+
+def _constant_scalars(exported: Any) -> list[Any]:
+    """The program's ``tensor.item()`` nodes whose tensor comes from constants alone (no
+    input, parameter or buffer of the model reaches it): sizes the model computes from
+    fixed numbers through tensors, which torch.export leaves symbolic."""
+    lifted = {spec.arg.name for spec in exported.graph_signature.input_specs
+              if spec.kind.name == "CONSTANT_TENSOR" and hasattr(spec.arg, "name")}
+    found = []
+    for node in exported.graph.nodes:
+        if node.op != "call_function" or str(node.target) not in _SCALARS:
+            continue
+        stack, seen, fixed = list(node.all_input_nodes), set(), True
+        while stack and fixed:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            fixed = n.op != "placeholder" or n.name in lifted  # a torch.tensor(...) held
+            stack.extend(n.all_input_nodes)
+        if fixed:
+            found.append(node)
+    return found
+
+
+def _specialized(exported: Any, args: tuple[Any, ...]) -> Any:
+    """The program with each ``item()`` of a tensor made from constants alone replaced by
+    its value, exported again: HF Funnel's relative positions are ``torch.arange`` between
+    tensor endpoints computed from the sequence length, which torch.export leaves as sizes
+    it cannot know; they are the same numbers on every input of these shapes. An ``item()``
+    that an input or a weight reaches stays symbolic (its value is the data's)."""
+    scalars = _constant_scalars(exported)
+    if not scalars:
+        return exported
+    names = {n.name for n in scalars}
+    module = exported.module()
+    values: dict[str, Any] = {}
+
+    class _Recorder(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            out = super().run_node(n)
+            if n.name in names:
+                values[n.name] = out
+            return out
+
+    try:
+        with torch.no_grad(), _quiet_torch():
+            _Recorder(module).run(*pytree.tree_leaves(args))
+    except Exception:  # noqa: BLE001  (the program as exported: its sizes stay symbolic)
+        return exported
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.name not in values:
+            continue
+        value = values[node.name]
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args,
+                                              lambda a, n=node, v=value: v if a is n else a)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs,
+                                                lambda a, n=node, v=value: v if a is n else a)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    module.recompile()
+    try:
+        with _quiet_torch():
+            return torch.export.export(module, args)
+    except Exception:  # noqa: BLE001
+        return exported
 
 
 def _inline_grad_modes(exported: Any) -> None:
