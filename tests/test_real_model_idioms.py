@@ -1579,15 +1579,16 @@ class TorchPadMaskSdpa(torch.nn.Module):
     turns it into a float mask: expanded over the queries, inverted, the inverse cast to
     bool again and filled with the lowest float (``_prepare_4d_attention_mask_for_sdpa``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pad: int = LPAD) -> None:
         super().__init__()
         torch.manual_seed(0)
+        self.pad = pad
         self.tok = torch.nn.Embedding(16, LC)  # the ids are tokens, not only a mask
         self.q, self.k, self.v = (torch.nn.Linear(LC, LC) for _ in range(3))
 
     def forward(self, ids, x):
         x = x + self.tok(ids)
-        mask = (ids != LPAD).to(x.dtype)[:, None, None, :].expand(LB, 1, LT, LT)
+        mask = (ids != self.pad).to(x.dtype)[:, None, None, :].expand(LB, 1, LT, LT)
         inverted = 1.0 - mask
         mask = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(x.dtype).min)
         heads = lambda t: t.view(LB, LT, LHEADS, LC // LHEADS).transpose(1, 2)  # noqa: E731
@@ -1596,11 +1597,13 @@ class TorchPadMaskSdpa(torch.nn.Module):
         return out.transpose(1, 2).reshape(LB, LT, LC)
 
 
-def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask() -> None:
+@pytest.mark.parametrize("pad", [LPAD, 0])
+def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask(pad) -> None:
     """Stopping at the inner cast to bool found two boolean sources, so PyTorch's mask was
     not read and a missing-op (``expand·sub·cast·where``) stood against TF's additive
     ``(1 - m)·-10000`` though the numbers agreed (HF's DPR). The comparison is the
-    mask's source; the casts after it are walked through."""
+    mask's source; the casts after it are walked through. With a pad id of 0 (BERT's),
+    ``ids != 0`` is written as a cast of the ids to bool, which is that comparison."""
     tf = pytest.importorskip("tensorflow")
     import keras
 
@@ -1612,7 +1615,7 @@ def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask() 
 
         def __call__(self, ids, x):
             x = x + self.tok(ids)
-            mask = tf.cast(tf.reshape(ids != LPAD, (LB, 1, 1, LT)), x.dtype)
+            mask = tf.cast(tf.reshape(ids != pad, (LB, 1, 1, LT)), x.dtype)
             heads = lambda t: tf.transpose(tf.reshape(t, (LB, LT, LHEADS, LC // LHEADS)),  # noqa
                                            (0, 2, 1, 3))
             q = heads(self.q(x)) / float(LC // LHEADS) ** 0.5
@@ -1620,10 +1623,11 @@ def test_a_pad_mask_cast_inverted_and_cast_to_bool_again_is_tfs_additive_mask() 
             out = tf.nn.softmax(scores, axis=-1) @ heads(self.v(x))
             return tf.reshape(tf.transpose(out, (0, 2, 1, 3)), (LB, LT, LC))
 
+    ids = np.where(LENGTH_IDS == LPAD, pad, LENGTH_IDS)
     model = TFPadMaskAdditive()
-    model(tf.constant(LENGTH_IDS), tf.constant(HIDDEN))
-    lhs = torch_side(TorchPadMaskSdpa().eval(), LENGTH_IDS, HIDDEN, name="torch_pad_mask")
-    rhs = keras_side(model, LENGTH_IDS, HIDDEN, name="tf_pad_mask")
+    model(tf.constant(ids), tf.constant(HIDDEN))
+    lhs = torch_side(TorchPadMaskSdpa(pad).eval(), ids, HIDDEN, name=f"torch_pad_mask_{pad}")
+    rhs = keras_side(model, ids, HIDDEN, name=f"tf_pad_mask_{pad}")
     for a, b in ((lhs, rhs), (rhs, lhs)):
         report = _equivalent(a, b, mode="both")
         assert not [n for n in report.notes if "written differently" in n], report.notes

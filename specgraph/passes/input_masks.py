@@ -99,10 +99,12 @@ def _cone(rw: Rewriter, value: Value) -> tuple[Value, list[Node]] | None:
 
 def _made_boolean(rw: Rewriter, v: Value, casts: bool = True) -> bool:
     """Whether ``v`` is a boolean that a comparison (or, with ``casts``, a cast) made from
-    values that are not."""
+    values that are not. A cast of integers to booleans is their comparison with zero
+    (canonicalization writes DPR's ``input_ids != pad`` with pad 0 so)."""
     node = rw.producer(v)
     return (v.dtype == "bool" and node is not None and node.op in _ELEMENTWISE
-            and (casts or node.op != "cast")
+            and (casts or node.op != "cast" or not node.inputs[0].dtype.startswith(
+                ("float", "bfloat")))
             and not any(u.dtype == "bool" for u in node.inputs))
 
 
