@@ -4800,3 +4800,43 @@ def test_hf_funnel_with_its_default_attention_traces() -> None:
     np.testing.assert_array_equal(seen.outputs[name], want)
     report = _equivalent(traced, traced)
     assert report.numeric is not None and report.numeric.gradients
+
+
+class TorchDataBiasedAttention(torch.nn.Module):
+    """SAM's vision attention: a bias computed from the data (its decomposed relative
+    positions, from the queries), handed to SDPA as its float ``attn_mask`` (``sdpa``) or
+    added to the scores written out, the scale on the scores or on q."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.qkv = torch.nn.Linear(16, 48)
+        self.rel = torch.nn.Linear(4, 6)
+        self.kind = kind
+
+    def forward(self, x):
+        b, t = x.shape[:2]
+        q, k, v = self.qkv(x).reshape(b, t, 3, 4, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        bias = self.rel(q)[..., :t]  # [B, H, T, T], made from the queries
+        if self.kind == "sdpa":
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        if self.kind == "q_scaled":
+            scores = (q * 0.5) @ k.transpose(-2, -1) + bias
+        else:
+            scores = (q @ k.transpose(-2, -1)) * 0.5 + bias
+        return scores.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("kind", ["q_scaled", "scores_scaled"])
+def test_a_bias_computed_from_the_data_is_the_attentions_mask_operand(kind) -> None:
+    """SDPA with a float bias made from the data (SAM's relative positions, computed from
+    q) against the same attention written out with the bias added to the scores: "lhs
+    computes attention where rhs computes matmul·softmax·...", since only a bias of
+    weights alone was taken for the attention's operand. A float bias no mask reaches
+    (no integer input through elementwise ops, no drowning fill) is the operand too."""
+    x = np.random.default_rng(0).standard_normal((2, 6, 16)).astype(np.float32)
+    lhs = torch_side(TorchDataBiasedAttention("sdpa").eval(), x, name="sdpa_data_bias")
+    rhs = torch_side(TorchDataBiasedAttention(kind).eval(), x, name=f"{kind}_data_bias")
+    assert [n.op for n in canonical(rhs).graph.nodes].count("attention") == 1
+    report = _equivalent(lhs, rhs)
+    assert report.numeric is not None and report.numeric.gradients

@@ -611,6 +611,44 @@ def _learned_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
     return learned or not masked  # a fill alone is a mask
 
 
+_MASK_WAY = frozenset({
+    "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
+    "greater", "greater_equal", "less", "less_equal", "logical_not", "logical_and",
+    "logical_or", "where", "reshape", "expand", "unsqueeze", "squeeze", "transpose",
+    "slice", "concat", "pad", "tile"})
+
+
+def _computed_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
+    """Whether ``bias`` is a float tensor the model computes from its data (SAM's
+    decomposed relative positions, ``q·R_h + q·R_w``) or takes as a float input, and not
+    a mask: no integer or boolean input reaches it through elementwise and layout ops
+    alone (a key-padding mask), and no fill that drowns keys is added in (a causal mask)."""
+    if not bias.dtype.startswith(("float", "bfloat")):
+        return False
+    seen: set[Value] = set()
+    stack = [bias]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if len(seen) > limit:
+            return False
+        data = rw.constant_value(v)
+        if data is not None:
+            if np.asarray(data).dtype.kind == "f" and np.any(np.asarray(data) <= DROWN):
+                return False
+            continue
+        if v in rw.graph.inputs:
+            if not v.dtype.startswith(("float", "bfloat")):
+                return False  # an attention mask of ones and zeros, read as numbers
+            continue
+        node = rw.producer(v)
+        if node is not None and node.op in _MASK_WAY:
+            stack.extend(node.inputs)
+    return True
+
+
 def _drowning_mask_constant(data: np.ndarray) -> bool:
     """Whether a floating constant is an additive mask: zeros, and some key drowned."""
     data = np.asarray(data)
@@ -624,7 +662,7 @@ def _raise_biased(rw: Rewriter, node: Node, m: _Match) -> None:
     k, v and random values for the bias."""
     bias, y = m.bias, node.outputs[0]
     assert bias is not None
-    if not _learned_bias(rw, bias):
+    if not (_learned_bias(rw, bias) or _computed_bias(rw, bias)):
         return
     scores = y.shape[:-1] + (m.v.shape[-2],)  # [..., queries, keys]
     if bias.rank > y.rank or bias.dtype not in LOWEST:
