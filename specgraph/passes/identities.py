@@ -898,17 +898,25 @@ def _axis_groups(source: tuple[int, ...], target: tuple[int, ...]
 
 
 def _reshape_after_elementwise(rw: Rewriter, node: Node) -> bool:
-    """op(reshape(y), c), c fixed and of size 1 along every axis the reshape merges or
-    splits: reshape(op(y, c')), c' laid out over y's axes (JAX's dot_general with batch
-    axes and nothing contracted, Flax RoFormer's ``einsum("bslh,...sh->bslh", x, cos)``, is
-    ``x·cos`` with the batch axes merged around it)."""
+    """reshape(op(reshape(y), c)), c fixed and of size 1 along every axis the inner reshape
+    merges or splits: reshape(reshape(op(y, c'))), c' laid out over y's axes, the reshapes
+    then one (JAX's dot_general with batch axes and nothing contracted, Flax RoFormer's
+    ``einsum("bslh,...sh->bslh", x, cos)``, is ``x·cos`` with the batch axes merged around
+    it)."""
     out = node.outputs[0]
+    readers = rw.graph.consumers(out)
+    if len(readers) != 1 or readers[0].op != "reshape" or out in rw.graph.outputs:
+        return False  # only between two reshapes, as the lowering writes it: elsewhere the
+        # reshape stays where layers' forms expect it (a bias added after a matmul's)
     for slot, (r_value, c) in enumerate((node.inputs, node.inputs[::-1])):
         r = rw.producer(r_value)
         if r is None or r.op != "reshape" or rw.uses(r_value) != 1 or \
                 r_value.shape != out.shape or not rw.is_fixed(c) or c.rank > out.rank:
             continue
         y = r.inputs[0]
+        t = rw.producer(y)
+        if t is None or t.op != "transpose" or readers[0].outputs[0].shape != y.shape:
+            continue  # the lowering's form: batch axes moved first, merged, then split back
         groups = _axis_groups(y.shape, r_value.shape)
         if groups is None or all(len(gi) == 1 and len(gj) == 1 for gi, gj in groups):
             continue
