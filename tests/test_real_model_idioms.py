@@ -696,6 +696,7 @@ def test_hf_segformer_tf_and_torch_are_equivalent() -> None:
     _equivalent(tf_model, torch_model, mode="structure")
 
 
+@pytest.mark.slow  # ~35 s on 2 cores; `make test-all` runs it
 def test_hf_mobilevit_tf_and_torch_differ_in_batch_norm_momentum_only() -> None:
     """MobileViT's fusion joins a block's input and output along channels: NHWC in TF,
     NCHW in PyTorch, a false ``concat axis`` difference in 3 places before. What stays is
@@ -3267,6 +3268,7 @@ def test_a_tf_gather_of_one_index_per_batch_entry_is_pytorchs_row_pick(pick) -> 
     _equivalent(torch_side(TorchLast(), x, ids, name="torch_last_token"), rhs, mode="both")
 
 
+@pytest.mark.slow  # ~35 s on 2 cores; `make test-all` runs it
 def test_an_equivalent_report_marks_no_row_as_differing() -> None:
     """HF's VisionEncoderDecoder (ViT with a GPT-2 decoder), PyTorch against Flax: the
     decoder's cross-attention keys are laid out otherwise on each side, which canonical

@@ -150,6 +150,7 @@ def test_peer_pair_gets_the_right_verdict_natively(pair):
     assert outcome.found == expected(*pair)
 
 
+@pytest.mark.slow  # ~35 s on 2 cores (bench.peers runs the pair too)
 def test_whisper_tf_freezes_its_position_table_as_flax_does(capsys):
     """TF's Whisper sets its encoder position layer ``trainable = False`` (each variable
     was made trainable); Flax reads the table under ``stop_gradient``: both freeze it. The
