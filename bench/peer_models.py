@@ -351,6 +351,22 @@ ARCHS: dict[str, Arch] = {
     "cvt": Arch("vision", lambda t: t.CvtConfig(
         embed_dim=[16, 32, 32], num_heads=[1, 2, 2], depth=[1, 2, 3], image_size=IMAGE),
         _classes("CvtModel", "torch,tf"), _vision),
+    # --- a twelfth round: XLM's in-place mask product through an eval dropout, ESM's
+    # padding index of 0 added to int32 positions, CTRL, BlenderbotSmall, Data2VecVision
+    "xlm": Arch("encoder", lambda t: t.XLMConfig(
+        emb_dim=32, n_layers=2, n_heads=4, vocab_size=VOCAB, max_position_embeddings=32),
+        _classes("XLMModel", "torch,tf"), _text()),
+    "esm": Arch("encoder", lambda t: t.EsmConfig(**_small(
+        max_position_embeddings=40, pad_token_id=0, position_embedding_type="absolute")),
+        _classes("EsmModel", "torch,tf"), _text()),
+    "ctrl": Arch("decoder", lambda t: t.CTRLConfig(
+        n_embd=32, n_layer=2, n_head=4, dff=64, vocab_size=VOCAB, n_positions=32,
+        use_cache=False), _classes("CTRLModel", "torch,tf"), _text()),
+    "blenderbot_small": Arch("encoder-decoder", lambda t: t.BlenderbotSmallConfig(**_s2s()),
+                             _classes("BlenderbotSmallModel"), _seq2seq),
+    "data2vec_vision": Arch("vision", lambda t: t.Data2VecVisionConfig(**_small(
+        image_size=IMAGE, patch_size=PATCH)), _classes("Data2VecVisionModel", "torch,tf"),
+        _vision),
 }
 
 

@@ -70,7 +70,9 @@ DISCOVERIES: tuple[Discovery, ...] = (
     _padding_row("roberta", "word and position embeddings"),
     _padding_row("bart", "encoder and decoder token embeddings"),
     _padding_row("whisper", "decoder token embeddings"),
-    *(_padding_row(a, "word embeddings") for a in ("xglm", "mpnet", "mobilebert")),
+    *(_padding_row(a, "word embeddings") for a in ("xglm", "mpnet", "mobilebert", "xlm",
+                                                   "esm")),
+    _padding_row("blenderbot_small", "encoder and decoder token embeddings"),
     *(_padding_row(a, "encoder and decoder token embeddings")
       for a in ("marian", "pegasus", "mbart")),
     *(Discovery(a, "tf", "gradient-divergence", "embedding", None,
