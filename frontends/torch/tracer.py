@@ -324,7 +324,10 @@ def _specialized(exported: Any, args: tuple[Any, ...]) -> Any:
     if not scalars:
         return exported
     names = {n.name for n in scalars}
-    module = exported.module()
+    try:
+        module = exported.module()
+    except Exception:  # noqa: BLE001  (the program as exported: its sizes stay symbolic)
+        return exported
     values: dict[str, Any] = {}
 
     class _Recorder(torch.fx.Interpreter):
