@@ -37,8 +37,9 @@ from specgraph.passes.drowned import DROWN
 from specgraph.passes.regions import random_env, run_region
 from specgraph.passes.rewrite import Rewriter
 
-__all__ = ["InputMask", "FedMask", "DROWN", "LOWEST", "read_mask", "fed_mask", "keep_mask",
-           "select", "is_select", "written_as", "drowns", "smallest", "draw_keep", "proved"]
+__all__ = ["InputMask", "FedMask", "DROWN", "LOWEST", "MASK_OPS", "read_mask", "fed_mask",
+           "keep_mask", "select", "is_select", "written_as", "drowns", "smallest", "draw_keep",
+           "proved"]
 
 _ELEMENTWISE = frozenset({
     "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
@@ -56,6 +57,8 @@ _COUNTED = frozenset({"cumsum", "reduce_sum"})
 # what moves a mask's entries about without reading them as numbers (LongT5's local
 # attention pads its mask, splits it into blocks and joins three blocks each): a mask still
 _MOVED = frozenset({"pad", "concat", "slice", "split", "transpose", "tile"})
+# every op a mask is computed or laid out with: what carries an input's ones and zeros on
+MASK_OPS = _ELEMENTWISE | _LAYOUT | _MOVED
 
 
 @dataclass(frozen=True)

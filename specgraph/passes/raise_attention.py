@@ -32,7 +32,7 @@ import numpy as np
 from specgraph.ir import Graph, Node, Value
 from specgraph.ops import get_spec
 from specgraph.passes.drowned import drowning
-from specgraph.passes.input_masks import (DROWN, LOWEST, FedMask, InputMask, drowns,
+from specgraph.passes.input_masks import (DROWN, LOWEST, MASK_OPS, FedMask, InputMask, drowns,
                                           fed_mask, is_select, keep_mask, proved, read_mask,
                                           select, smallest, written_as)
 from specgraph.passes.regions import agrees, region
@@ -611,13 +611,6 @@ def _learned_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
     return learned or not masked  # a fill alone is a mask
 
 
-_MASK_WAY = frozenset({
-    "cast", "add", "sub", "mul", "div", "neg", "minimum", "maximum", "equal", "not_equal",
-    "greater", "greater_equal", "less", "less_equal", "logical_not", "logical_and",
-    "logical_or", "where", "reshape", "expand", "unsqueeze", "squeeze", "transpose",
-    "slice", "concat", "pad", "tile"})
-
-
 def _computed_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
     """Whether ``bias`` is a float tensor the model computes from its data (SAM's
     decomposed relative positions, ``q·R_h + q·R_w``) or takes as a float input, and not
@@ -644,7 +637,7 @@ def _computed_bias(rw: Rewriter, bias: Value, limit: int = 64) -> bool:
                 return False  # an attention mask of ones and zeros, read as numbers
             continue
         node = rw.producer(v)
-        if node is not None and node.op in _MASK_WAY:
+        if node is not None and node.op in MASK_OPS:
             stack.extend(node.inputs)
     return True
 

@@ -67,6 +67,16 @@ def inverse_perm(perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(inv)
 
 
+def _trailing_order(perm: tuple[int, ...], axis: int) -> tuple[int, ...] | None:
+    """How ``perm`` orders the axes from ``axis`` on, numbered from 0 (the transpose that
+    relays out a tensor laid over them), where it moves them among themselves; else None."""
+    rank = len(perm)
+    if sorted(perm[axis:]) != list(range(axis, rank)):
+        return None
+    inverse = inverse_perm(perm)
+    return tuple(inverse[a] - axis for a in range(axis, rank))
+
+
 def _sinkable_transpose(rw: Rewriter, value: Value) -> Node | None:
     node = rw.producer(value)
     if node is not None and node.op == "transpose" and rw.uses(value) == 1:
@@ -440,15 +450,13 @@ def _flattened_into_linear(rw: Rewriter, node: Node) -> bool:
         return False
     perm, moved = tuple(t.attrs["perm"]), t.outputs[0].shape
     k = flat.rank - 1  # the leading axes stay, the rest become the last
-    rank = len(perm)
-    if k >= rank - 1 or flat.shape[:k] != moved[:k] or \
-            any(perm[a] != a for a in range(k)) or sorted(perm[k:]) != list(range(k, rank)):
+    order = _trailing_order(perm, k)
+    if k >= len(perm) - 1 or flat.shape[:k] != moved[:k] or order is None or \
+            any(perm[a] != a for a in range(k)):
         return False
     source = t.inputs[0]
-    trailing = moved[k:]
-    out = weight.shape[1]
-    rows = trailing + (out,)
-    q = tuple(inverse_perm(perm)[k + b] - k for b in range(rank - k)) + (rank - k,)
+    rows = moved[k:] + (weight.shape[1],)
+    q = order + (len(order),)  # the output axis stays last
     w = rw.emit("reshape", [weight], {"shape": rows}, like=node, shape=rows)
     w = rw.emit("transpose", [w], {"perm": q}, like=node, shape=tuple(rows[i] for i in q))
     w = rw.emit("reshape", [w], {"shape": weight.shape}, like=node, shape=weight.shape)
@@ -473,11 +481,10 @@ def _trailing_norm(rw: Rewriter, node: Node) -> bool:
         # the normalized axes permuted among themselves (Keras' LayerNormalization over
         # [H, W, C] of an NHWC map made from an NCHW one): the same statistics, the scale
         # and shift relaid out alike (PyTorch's nn.LayerNorm([C, H, W]))
-        if sorted(perm[axis:]) != list(range(axis, rank)) or \
-                any(not rw.is_fixed(p) for p in params):
+        q = _trailing_order(perm, axis)
+        if q is None or any(not rw.is_fixed(p) for p in params):
             return False
         trailing = t.outputs[0].shape[axis:]
-        q = tuple(inverse_perm(perm)[axis + b] - axis for b in range(rank - axis))
         moved = []
         for p in params:
             if p.shape != trailing:
