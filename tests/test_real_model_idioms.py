@@ -4842,3 +4842,80 @@ def test_a_bias_computed_from_the_data_is_the_attentions_mask_operand(kind) -> N
     assert [n.op for n in canonical(rhs).graph.nodes].count("attention") == 1
     report = _equivalent(lhs, rhs)
     assert report.numeric is not None and report.numeric.gradients
+
+
+# --- Keras SeparableConv1D: a depthwise Conv2D of height 1, then a 1x1 one -----------------
+class TorchSeparable1d(torch.nn.Module):
+    """A separable 1-D conv as PyTorch writes it: a depthwise Conv1d (``groups=C``), then
+    a pointwise one, on NLC inputs."""
+
+    def __init__(self, kernel: int, stride: int, dilation: int, padding: int,
+                 multiplier: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.dw = torch.nn.Conv1d(8, 8 * multiplier, kernel, stride=stride, padding=padding,
+                                  dilation=dilation, groups=8, bias=False)
+        self.pw = torch.nn.Conv1d(8 * multiplier, 12, 1)
+
+    def forward(self, x):
+        return self.pw(self.dw(x.transpose(1, 2))).transpose(1, 2)
+
+
+@pytest.mark.parametrize("kernel,stride,dilation,padding,multiplier,length",
+                         [(3, 1, 1, "same", 1, 16), (5, 2, 1, "valid", 2, 16),
+                          (3, 1, 2, "valid", 1, 16), (3, 1, 2, "same", 1, 15)])
+def test_keras_separable_conv1d_is_a_depthwise_then_a_pointwise_1d_conv(
+        kernel, stride, dilation, padding, multiplier, length) -> None:
+    """Keras' SeparableConv1D runs ``separable_conv2d`` on the input expanded to height 1:
+    a DepthwiseConv2dNative, then a 1x1 Conv2D of its output, then Squeeze. Against
+    PyTorch's depthwise Conv1d then pointwise Conv1d that was 4 attribute findings (2-D
+    strides, dilations and paddings against 1-D ones): both convs are the 1-D convs they
+    are now, depth multiplier, stride and dilation (SpaceToBatchND around the depthwise
+    conv, cropped after it on an odd length) included, to the numbers."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((2, length, 8)).astype(np.float32)
+    pad = (dilation * (kernel - 1)) // 2 if padding == "same" else 0
+    module = TorchSeparable1d(kernel, stride, dilation, pad, multiplier).eval()
+    keras = tf.keras.Sequential([tf.keras.Input((length, 8)), tf.keras.layers.SeparableConv1D(
+        12, kernel, strides=stride, dilation_rate=dilation, padding=padding,
+        depth_multiplier=multiplier)])
+    lhs = torch_side(module, x, name="torch_separable1d")
+    rhs = keras_side(keras, x, name="keras_separable1d")
+    assert [n.op for n in canonical(rhs).graph.nodes] == ["conv", "conv"]
+    _equivalent(lhs, rhs)
+
+
+def test_keras_dilated_same_conv_of_an_odd_size_is_one_padded_conv() -> None:
+    """TF's dilated SAME conv pads an odd size up to a multiple of the dilation before
+    SpaceToBatchND and crops the surplus after BatchToSpaceND. Against PyTorch's
+    ``Conv2d(padding=2, dilation=2)`` on 7x9 that was 3 findings ("padding (2, 2, 2, 2)
+    but (2, 2, 3, 3)", a slice·add the other side lacks, the bias): a crop of a stride-1
+    conv's output is that much less padding now. A crop of more than the padding stays a
+    slice."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((2, 4, 7, 9)).astype(np.float32)
+    torch.manual_seed(0)
+    lhs = torch_side(torch.nn.Conv2d(4, 6, 3, padding=2, dilation=2).eval(), x,
+                     name="torch_dilated_odd")
+    inputs = tf.keras.Input((7, 9, 4), batch_size=2)
+    keras = tf.keras.Model(inputs, tf.keras.layers.Conv2D(6, 3, padding="same",
+                                                          dilation_rate=2)(inputs))
+    rhs = keras_side(keras, np.ascontiguousarray(np.moveaxis(x, 1, -1)),
+                     name="keras_dilated_odd")
+    assert [n.op for n in canonical(rhs).graph.nodes if n.op not in ("transpose",)] == \
+        ["conv"]
+    _equivalent(lhs, rhs)
+
+    class Cropped(torch.nn.Module):  # a crop past the padding: still a slice
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+
+        def forward(self, v):
+            return self.conv(v)[:, :, 2:, :]
+
+    ops = [n.op for n in canonical(torch_side(Cropped().eval(), x,
+                                              name="torch_cropped")).graph.nodes]
+    assert "slice" in ops

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
+from specgraph.ir import Value
 from specgraph.frontends._common.einsum import explicit_einsum
 from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
@@ -311,33 +312,57 @@ def _expanded(cx: Any, t: Any, axis: int) -> Any | None:
     return t.op.inputs[0] if at % len(cx.shape(t)) == axis else None
 
 
+def _height_one(cx: Any, t: Any) -> Value | None:
+    """The NWC value a converted 4-D ``t`` of height 1 is that value unsqueezed (a 1-D
+    conv's result read by the next conv of height 1: Keras' SeparableConv1D runs its
+    pointwise Conv2D on its depthwise one's output), or None."""
+    shape = cx.shape(t)
+    v = cx.value(t)
+    origin = cx.origins.get(v) if isinstance(v, Value) else None
+    if len(shape) == 4 and shape[1] == 1 and isinstance(origin, Value) and \
+            origin.shape == (shape[0], shape[2], shape[3]):
+        return origin
+    return None
+
+
 def _conv1d(cx: Any, op: Any) -> Any | None:
     """TF's 1-D convolution (``tf.nn.conv1d``, Keras Conv1D: ExpandDims of the NWC input
-    and of the kernel, a Conv2D of height 1, then Squeeze) as the 1-D ``conv`` it is; the
-    Conv2D's 4-D output is the 1-D result unsqueezed, which the Squeeze gives back."""
-    if op.type != "Conv2D" or not cx.attr("data_format", "NHWC").startswith("NH"):
+    and of the kernel, a Conv2D of height 1, then Squeeze; Keras' SeparableConv1D: a
+    DepthwiseConv2dNative so, then a 1x1 Conv2D of its output) as the 1-D ``conv`` it is;
+    the 4-D output is the 1-D result unsqueezed, which the Squeeze gives back."""
+    depthwise = op.type == "DepthwiseConv2dNative"
+    if op.type not in ("Conv2D", "DepthwiseConv2dNative") or \
+            not cx.attr("data_format", "NHWC").startswith("NH"):
         return None
     x3, w3 = _expanded(cx, op.inputs[0], 1), _expanded(cx, op.inputs[1], 0)
     strides, dilations = cx.attr("strides"), cx.attr("dilations") or [1, 1, 1, 1]
-    if x3 is None or w3 is None or strides[1] != 1 or dilations[1] != 1:
+    # a stride along the height of 1 (Keras' SeparableConv1D strides both) is no stride
+    if w3 is None or dilations[1] != 1 or (strides[1] != 1 and cx.attr("padding") != "VALID"):
         return None
     if cx.attr("padding") == "EXPLICIT" and any(cx.attr("explicit_paddings")[2:4]):
         return None
-    atrous = _atrous_1d(cx, op, x3)
+    before = _height_one(cx, op.inputs[0]) if x3 is None else None
+    if x3 is None and before is None:
+        return None
+    atrous = _atrous_1d(cx, op, x3) if x3 is not None and not depthwise else None
     if atrous is not None:  # a dilated Conv1D: the dilation, padding and input it stands for
         x3, dilation, padding = atrous
         stride = (1,)
-    x_shape, w_shape = cx.shape(x3), cx.shape(w3)
+    x_shape = cx.shape(x3) if before is None else before.shape
+    w_shape = cx.shape(w3)
     if atrous is None:
         stride, dilation = (int(strides[2]),), (int(dilations[2]),)
         padding = _padding(cx, (x_shape[1],), (w_shape[0],), stride, dilation, [2])
     attrs = {"stride": stride, "padding": padding, "dilation": dilation,
-             "groups": x_shape[-1] // w_shape[1], "bias": False}
+             "groups": x_shape[-1] if depthwise else x_shape[-1] // w_shape[1],
+             "bias": False}
     shape, dtype = cx.out()
     if atrous is not None:
         shape = (x_shape[0], 1, x_shape[1] + sum(padding) - (w_shape[0] - 1) * dilation[0],
                  shape[3])
-    y = cx.emit("conv", [cx.channels_first(cx.value(x3)), cx.weight(w3, "oihw")], attrs,
+    x = cx.value(x3) if before is None else before
+    y = cx.emit("conv", [cx.channels_first(x),
+                         cx.weight(w3, "depthwise" if depthwise else "oihw")], attrs,
                 out=((shape[0], shape[3], shape[2]), dtype))
     if atrous is not None:  # shapes of its own, not those TF gives the batched form
         last = cx.channels_last(y)
@@ -403,6 +428,21 @@ def _atrous(cx: Any, op: Any) -> Any | None:
                     for i in range(n))
     out_channels = w_shape[n] * w_shape[n + 1] if depthwise else w_shape[-1]
     dtype = cx.out()[1]
+    x3, w3 = _expanded(cx, s2b.inputs[0], 1), _expanded(cx, op.inputs[1], 0)
+    if n == 2 and block[0] == 1 and not pads[0].any() and x3 is not None and w3 is not None:
+        # Keras' dilated SeparableConv1D: the 1-D conv of the input before ExpandDims,
+        # its result unsqueezed back to height 1 (``_conv1d``)
+        attrs = {"stride": (1,), "padding": (int(pads[1, 0]), int(pads[1, 1])),
+                 "dilation": (block[1],), "groups": groups, "bias": False}
+        y = cx.emit("conv", [cx.channels_first(cx.value(x3)),
+                             cx.weight(w3, "depthwise" if depthwise else "oihw")],
+                    attrs, out=((x_shape[0], out_channels, spatial[1]), dtype))
+        last = cx.channels_last(y)
+        shape = (x_shape[0], 1, spatial[1], out_channels)
+        u = cx.emit("unsqueeze", [last], {"axes": (1,)}, out=(shape, dtype))
+        cx.origins[u] = last
+        cx.atrous.add(op.outputs[0].name)
+        return u
     attrs = {"stride": (1,) * n, "padding": padding, "dilation": block, "groups": groups,
              "bias": False}
     y = cx.emit("conv", [cx.channels_first(cx.value(s2b.inputs[0])),

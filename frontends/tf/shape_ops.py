@@ -495,6 +495,14 @@ def _batch_to_space(cx: Any, op: Any) -> Any:
         # only the crops are left
         x = cx.value(op.inputs[0])
         full = tuple(x.shape)
+        origin = cx.origins.get(x)
+        if m == 2 and full[1] == 1 and not crops[0].any() and \
+                getattr(origin, "shape", None) == (full[0],) + full[2:]:
+            # a 1-D result unsqueezed to height 1 (``ops._atrous``): cropped as it is
+            specs = [(0, size, 1) for size in origin.shape]
+            specs[1] = (int(crops[1, 0]), origin.shape[1] - int(crops[1, 1]), 1)
+            return cx.reshape(_slice_nodes(cx, origin, origin.shape, specs), "unsqueeze",
+                              {"axes": (1,)})
         specs = [(0, size, 1) for size in full]
         for i in range(m):
             specs[1 + i] = (int(crops[i, 0]), full[1 + i] - int(crops[i, 1]), 1)

@@ -51,13 +51,17 @@ def _zero_pad(rw: Rewriter, value: Value) -> tuple[Node, tuple[int, ...] | None]
     return node, perm
 
 
-def _cropped_conv_transpose(rw: Rewriter, node: Node) -> bool:
+def _cropped_conv(rw: Rewriter, node: Node) -> bool:
     """slice(conv_transpose(x)) cropping spatial axes with step 1 (Keras'
     ``Conv2DTranspose(padding="valid")`` then ``Cropping2D``): the transposed conv with that
-    much more padding, which is what its padding does (crops its full output)."""
+    much more padding, which is what its padding does (crops its full output).
+    slice(conv(x)) so, of a conv of stride 1 along the cropped axes that pads them at least
+    as much as is cropped (TF's dilated SAME conv of an odd length pads to a multiple of
+    the dilation, then crops): the conv with that much less padding (each output cropped
+    is one window of padding fewer)."""
     y = node.inputs[0]
     conv = rw.producer(y)
-    if conv is None or conv.op != "conv_transpose" or rw.uses(y) != 1 or \
+    if conv is None or conv.op not in ("conv_transpose", "conv") or rw.uses(y) != 1 or \
             y in rw.graph.outputs:
         return False
     rank, spatial = y.rank, y.rank - 2
@@ -73,10 +77,14 @@ def _cropped_conv_transpose(rw: Rewriter, node: Node) -> bool:
         begins[axis - 2] += start
         ends[axis - 2] += size - end
     old = conv.attrs["padding"]
-    padding = tuple(old[i] + begins[i] for i in range(spatial)) + tuple(
-        old[spatial + i] + ends[i] for i in range(spatial))
+    sign = 1 if conv.op == "conv_transpose" else -1
+    padding = tuple(old[i] + sign * begins[i] for i in range(spatial)) + tuple(
+        old[spatial + i] + sign * ends[i] for i in range(spatial))
+    if conv.op == "conv" and (min(padding) < 0 or any(
+            begins[i] + ends[i] and conv.attrs["stride"][i] != 1 for i in range(spatial))):
+        return False
     attrs = {**conv.attrs, "padding": padding}
-    rw.replace(node.outputs[0], rw.emit("conv_transpose", list(conv.inputs), attrs, like=conv,
+    rw.replace(node.outputs[0], rw.emit(conv.op, list(conv.inputs), attrs, like=conv,
                                         shape=node.outputs[0].shape))
     return True
 
@@ -190,7 +198,7 @@ def _folded_pool(rw: Rewriter, node: Node, pad: Node, source: Value, attrs: dict
 
 def _fold(rw: Rewriter, node: Node) -> bool:
     if node.op == "slice":
-        return _cropped_conv_transpose(rw, node)
+        return _cropped_conv(rw, node)
     return _rule(rw, node) if node.op == "conv" else node.op == "max_pool" and _max_pool(
         rw, node)
 
