@@ -266,6 +266,10 @@ def _argmin(x, axis, keepdims=False):
     return jnp.argmin(x, axis=axis, keepdims=keepdims)
 
 
+def _argsort(x, axis, descending=False):
+    return jnp.argsort(x, axis=axis, stable=True, descending=descending)
+
+
 def _cumsum(x, axis):
     return jnp.cumsum(x, axis=axis)
 
@@ -494,7 +498,7 @@ KERNELS: dict[str, OpFn] = {
     "log_softmax": _log_softmax, "dropout": _dropout,
     "reduce_sum": _reduce_sum, "reduce_mean": _reduce_mean, "reduce_max": _reduce_max,
     "reduce_min": _reduce_min, "reduce_prod": _reduce_prod, "reduce_var": _reduce_var,
-    "argmax": _argmax, "argmin": _argmin, "cumsum": _cumsum,
+    "argmax": _argmax, "argmin": _argmin, "argsort": _argsort, "cumsum": _cumsum,
     "matmul": _matmul, "einsum": _einsum, "reshape": _reshape, "transpose": _transpose,
     "concat": _concat, "split": _split, "slice": _slice, "gather": _gather,
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "expand": _expand, "tile": _tile,

@@ -15,6 +15,7 @@ import numpy as np
 
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.frontends.jax.walk import Folder, dtype_name
+from specgraph.ir import Value
 from specgraph.ops.dtypes import INT_DTYPES
 
 __all__ = ["CONVERTERS", "FOLDERS"]
@@ -286,3 +287,73 @@ FOLDERS: dict[str, Folder] = {
     "squeeze": lambda a, dimensions: np.squeeze(a, tuple(int(d) for d in dimensions)),
     "copy": lambda a: a, "copy_p": lambda a: a,
 }
+
+
+# --- sorting ---------------------------------------------------------------------------
+def _positions_along(shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Each element's position along ``axis`` (an iota of that dimension)."""
+    at = [1] * len(shape)
+    at[axis] = shape[axis]
+    return np.broadcast_to(np.arange(shape[axis]).reshape(at), shape)
+
+
+@_reg("sort")
+def _sort(cx: Any, eqn: Any) -> Any:
+    """``lax.sort`` by its first operand (``num_keys=1``: ``jnp.sort``, ``jnp.argsort``): the
+    canonical stable ``argsort`` of it, and each operand gathered at those indices; an
+    operand that is the positions along the axis (``jnp.argsort``'s iota) gives the indices
+    themselves, and one that is those positions reversed (a descending ``jnp.argsort``
+    sorts the reversed input with them) gives ``n - 1 -`` the indices."""
+    from specgraph.frontends._common.points import emit_along_gather
+
+    axis, keys = int(eqn.params["dimension"]), int(eqn.params["num_keys"])
+    if keys != 1:
+        return cx.opaque()
+    x = cx.value(eqn.invars[0])
+    shape = tuple(x.shape)
+    axis %= len(shape)
+    index = cx.emit("argsort", [x], {"axis": axis, "descending": False},
+                    out=(shape, "int64"))
+    steps = _positions_along(shape, axis)
+    outs = []
+    for k, v in enumerate(eqn.invars):
+        dtype = cx.out(k)[1]
+        known = None
+        if k:  # an iota is arange nodes, computed from constants alone
+            known = cx.known(v)
+            if known is None and isinstance(cx.atom(v), Value):
+                known = cx.b.constant_of(cx.atom(v))
+        if known is not None and known.shape == shape and np.array_equal(known, steps):
+            found = index
+        elif known is not None and known.shape == shape and \
+                np.array_equal(known, shape[axis] - 1 - steps):
+            found = cx.emit("sub", [cx.constant(np.asarray(shape[axis] - 1, np.int64)), index],
+                            out=(shape, "int64"))
+        else:
+            outs.append(emit_along_gather(cx, cx.value(v), index, axis, shape, cx.constant))
+            continue
+        outs.append(found if dtype == "int64" else
+                    cx.emit("cast", [found], {"dtype": dtype}, out=(shape, dtype)))
+    return tuple(outs)
+
+
+@_reg("top_k")
+def _top_k(cx: Any, eqn: Any) -> Any:
+    """``lax.top_k``: the canonical descending ``argsort`` (equal values in index order:
+    stable) cut to the first k, and the operand gathered at those indices."""
+    from specgraph.frontends._common.points import emit_along_gather
+
+    x = cx.value(eqn.invars[0])
+    shape = tuple(x.shape)
+    axis = int(eqn.params.get("axis", len(shape) - 1)) % len(shape)
+    k = int(eqn.params["k"])
+    index = cx.emit("argsort", [x], {"axis": axis, "descending": True},
+                    out=(shape, "int64"))
+    cut = shape[:axis] + (k,) + shape[axis + 1:]
+    if k != shape[axis]:
+        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
+                                           "steps": (1,)}, out=(cut, "int64"))
+    values = emit_along_gather(cx, x, index, axis, cut, cx.constant)
+    dtype = cx.out(1)[1]
+    return (values, index if dtype == "int64" else
+            cx.emit("cast", [index], {"dtype": dtype}, out=(cut, dtype)))

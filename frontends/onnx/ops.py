@@ -457,3 +457,28 @@ def _resize(cx: Any, node: Any) -> Any:
     return emit_gathers(cx, x, [
         (axis, nearest_positions(int(x.shape[axis]), int(shape[axis]), coordinates, rounding,
                                  step)) for axis, step in zip(axes, steps)])
+
+
+@_reg("TopK")
+def _top_k(cx: Any, node: Any) -> Any:
+    """TopK sorted (ties by the lower index first: stable): the canonical ``argsort``
+    (descending for the largest) cut to the first k, and the values gathered at those
+    indices (``torch.argsort``, ``torch.topk`` exported); unsorted, or of a k not known
+    when traced, opaque."""
+    from specgraph.frontends.onnx.shape_ops import _ints
+
+    k = _ints(cx, node.input[1])
+    if not cx.attr("sorted", 1) or not k:
+        return cx.opaque()
+    x = cx.value(node.input[0])
+    shape = tuple(x.shape)
+    axis, k = wrap_axis(cx.attr("axis", -1), x.rank), int(k[0])
+    index = cx.emit("argsort", [x], {"axis": axis, "descending": bool(cx.attr("largest", 1))},
+                    out=(shape, "int64"))
+    cut = shape[:axis] + (k,) + shape[axis + 1:]
+    if k != shape[axis]:
+        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
+                                           "steps": (1,)}, out=(cut, "int64"))
+    values = emit_along_gather(cx, x, index, axis, cut,
+                               lambda a: cx.constant(a, str(a.dtype)))
+    return (values, index)

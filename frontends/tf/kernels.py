@@ -355,6 +355,11 @@ def argmin(x, axis, keepdims=False):
     return _arg(x, axis, keepdims, tf.math.argmin)
 
 
+def argsort(x, axis, descending=False):
+    return tf.cast(tf.argsort(x, axis=axis, stable=True,
+                              direction="DESCENDING" if descending else "ASCENDING"), tf.int64)
+
+
 def cumsum(x, axis):
     return tf.math.cumsum(x, axis=axis)
 
@@ -565,7 +570,7 @@ KERNELS: dict[str, OpFn] = {
     "dropout": dropout,
     "reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": reduce_max,
     "reduce_min": reduce_min, "reduce_prod": reduce_prod, "reduce_var": reduce_var,
-    "argmax": argmax, "argmin": argmin, "cumsum": cumsum,
+    "argmax": argmax, "argmin": argmin, "argsort": argsort, "cumsum": cumsum,
     "matmul": matmul, "einsum": einsum, "reshape": reshape, "transpose": transpose,
     "concat": concat, "split": split, "slice": slice_, "gather": gather, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "expand": expand, "tile": tile, "flip": flip,

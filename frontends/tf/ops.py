@@ -16,6 +16,7 @@ import tensorflow as tf
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
 from specgraph.ir import Value
 from specgraph.frontends._common.einsum import explicit_einsum
+from specgraph.frontends._common.points import emit_along_gather
 from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 
@@ -633,3 +634,29 @@ def _resize(cx: Any, op: Any) -> Any:
     if attrs is None:
         return cx.emit("identity", [x])
     return cx.emit("resize", [x], attrs)
+
+
+@_reg("TopKV2")
+def _top_k(cx: Any, op: Any) -> Any:
+    """``tf.math.top_k`` along the last axis, sorted (TF's ``argsort`` and ``sort`` are
+    top_k of the whole axis, of the values negated for ascending order): the canonical
+    descending ``argsort`` (top_k keeps equal values in index order: stable), sliced to
+    the first k, with the values gathered at those indices. Unsorted top_k stays
+    opaque."""
+    x = cx.value(op.inputs[0])
+    k = cx.const(op.inputs[1])
+    if not cx.attr("sorted", True) or k is None or not isinstance(x, Value):
+        raise Unsupported("top_k of a k unknown at trace time or unsorted")
+    k, shape = int(np.asarray(k)), tuple(x.shape)
+    axis, size = len(shape) - 1, shape[-1]
+    index = cx.emit("argsort", [x], {"axis": axis, "descending": True},
+                    out=(shape, "int64"))
+    if k != size:
+        cut = shape[:-1] + (k,)
+        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
+                                           "steps": (1,)}, out=(cut, "int64"))
+    out_shape = shape[:-1] + (k,)
+    values = emit_along_gather(cx, x, index, axis, out_shape, lambda a: a)
+    dtype = cx.out(1)[1]
+    return (values, index if dtype == "int64" else
+            cx.emit("cast", [index], {"dtype": dtype}, out=(out_shape, dtype)))

@@ -298,6 +298,10 @@ def argmin(x, axis, keepdims=False):
     return torch.argmin(x, dim=axis, keepdim=keepdims)
 
 
+def argsort(x, axis, descending=False):
+    return torch.argsort(x, dim=axis, descending=descending, stable=True)
+
+
 def cumsum(x, axis):
     return torch.cumsum(x, dim=axis)
 
@@ -497,7 +501,7 @@ KERNELS: dict[str, OpFn] = {
     "log_softmax": log_softmax, "dropout": dropout,
     "reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": reduce_max,
     "reduce_min": reduce_min, "reduce_prod": reduce_prod, "reduce_var": reduce_var,
-    "argmax": argmax, "argmin": argmin, "cumsum": cumsum,
+    "argmax": argmax, "argmin": argmin, "argsort": argsort, "cumsum": cumsum,
     "matmul": matmul, "einsum": einsum, "reshape": reshape, "transpose": transpose,
     "concat": concat, "split": split, "slice": slice_, "gather": gather, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "expand": expand, "tile": tile, "flip": flip,

@@ -14,7 +14,7 @@ import torch
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
-from specgraph.frontends._common.points import positions
+from specgraph.frontends._common.points import emit_along_gather, positions
 from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.ops.dtypes import numpy_dtype
@@ -810,3 +810,44 @@ _ALIASES = {"multiply": "mul", "multiply_": "mul_", "subtract": "sub", "subtract
 for _alias, _name in _ALIASES.items():
     for _key in [k for k in CONVERTERS if k.startswith(f"aten.{_name}.")]:
         CONVERTERS.setdefault(f"aten.{_alias}.{_key[len(_name) + 6:]}", CONVERTERS[_key])
+
+
+@_reg("aten.argsort.default", "aten.argsort.stable", "aten.sort.default", "aten.sort.stable")
+def _argsort(cx: Any, node: Any) -> Any:
+    """``argsort`` and ``sort`` along one axis: the canonical ``argsort`` (stable: PyTorch's
+    unstable sort orders equal values as it likes, any order of them being a sort); a
+    sort's values are the input gathered at those indices, as ``torch.gather`` is."""
+    a = cx.bind(node)
+    x, dim, descending = a["self"], a.get("dim", -1), bool(a.get("descending", False))
+    value = cx.value(x)
+    axis = wrap_dim(dim, value.rank)
+    shape = tuple(value.shape)
+    index = cx.emit("argsort", [value], {"axis": axis, "descending": descending},
+                    out=(shape, "int64"))
+    if "argsort" in str(node.target):
+        return index
+    values = emit_along_gather(cx, value, index, axis, shape,
+                               lambda a: cx.b.constant(a, str(a.dtype)))
+    return (values, index)
+
+
+@_reg("aten.topk.default")
+def _topk(cx: Any, node: Any) -> Any:
+    """``torch.topk`` sorted: the canonical stable ``argsort`` (descending for the largest)
+    cut to the first k, and the values gathered at those indices (MoE routers, TF's and
+    JAX's top_k); unsorted, opaque (PyTorch is free to give them in any order)."""
+    a = cx.bind(node)
+    if not a.get("sorted", True):
+        return cx.opaque(node)
+    value = cx.value(a["self"])
+    shape = tuple(value.shape)
+    axis, k = wrap_dim(a.get("dim", -1), value.rank), int(a["k"])
+    index = cx.emit("argsort", [value], {"axis": axis, "descending": bool(a["largest"])},
+                    out=(shape, "int64"))
+    cut = shape[:axis] + (k,) + shape[axis + 1:]
+    if k != shape[axis]:
+        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
+                                           "steps": (1,)}, out=(cut, "int64"))
+    values = emit_along_gather(cx, value, index, axis, cut,
+                               lambda arr: cx.b.constant(arr, str(arr.dtype)))
+    return (values, index)

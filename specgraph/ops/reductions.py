@@ -71,6 +71,21 @@ _arg("argmax", np.argmax, "ArgMax")
 _arg("argmin", np.argmin, "ArgMin")
 
 
+@op("argsort", attrs={"axis": Attr("int"), "descending": Attr("bool", False)},
+    equation=lambda x, axis, descending=False: call(
+        "argsort", x, axis=axis, **({"descending": True} if descending else {})),
+    category="reduction", onnx="TopK")
+def argsort(x, axis, descending=False):
+    """Indices that sort along an axis, stably (equal values keep their order; int64)."""
+    a = np.asarray(x)
+    if not descending:
+        return np.argsort(a, axis=axis, kind="stable").astype(np.int64)
+    # stable and descending: sort the flipped axis ascending, stably (ties then come last
+    # index first), and read that order backwards
+    flipped = np.argsort(np.flip(a, axis), axis=axis, kind="stable")
+    return (a.shape[axis] - 1 - np.flip(flipped, axis)).astype(np.int64)
+
+
 @op("cumsum", attrs={"axis": Attr("int")},
     equation=lambda x, axis: call("cumsum", x, axis=axis), category="reduction", onnx="CumSum")
 def cumsum(x, axis):

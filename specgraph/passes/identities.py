@@ -110,8 +110,12 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "transpose":
         return _transpose(rw, node)
+    if node.op == "flip" and _reversed_argsort(rw, node):
+        return True
     if node.op == "flip":
         return _flip(rw, node)
+    if node.op == "argsort":
+        return _monotone_under_argsort(rw, node)
     if node.op in ("mul", "div", "add", "sub") and _neutral(rw, node):
         return True
     if node.op in ("mul", "div", "add", "sub") and _reshape_after_elementwise(rw, node):
@@ -143,7 +147,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         rw.replace(out, rw.emit("reshape", [index], {"shape": out.shape}, like=node,
                                 shape=out.shape))
         return True
-    if node.op in _BROADCASTING and _expand_broadcast(rw, node):
+    if node.op in _BROADCASTING and (_expand_broadcast(rw, node) or
+                                     _expand_later(rw, node)):
         return True
     if node.op == "gather" and (_only_entry(rw, node) or _gather_range(rw, node)):
         return True
@@ -665,6 +670,37 @@ def _expand_broadcast(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _expand_later(rw: Rewriter, node: Node) -> bool:
+    """Integer arithmetic on an expand (read there alone) with constants its source's shape
+    holds is the arithmetic, then the expand: index offsets computed once per row
+    (PyTorch's ``gather(x, 1, keep[..., None].expand(-1, -1, C))`` scales the expanded
+    indices by the row's stride, TF's batched gather the indices themselves)."""
+    out = node.outputs[0]
+    if out.dtype not in _INT_RANGE or out.dtype == "bool":
+        return False
+    for k, v in enumerate(node.inputs):
+        producer = rw.producer(v)
+        if producer is None or producer.op != "expand" or rw.uses(v) != 1:
+            continue
+        source = producer.inputs[0]
+        others = [u for j, u in enumerate(node.inputs) if j != k]
+        if any(rw.constant_value(u) is None for u in others):
+            return False
+        try:
+            if tuple(np.broadcast_shapes(source.shape, *(u.shape for u in others))) != \
+                    source.shape:
+                return False
+        except ValueError:
+            return False
+        inputs = [source if j == k else u for j, u in enumerate(node.inputs)]
+        made = rw.emit(node.op, inputs, dict(node.attrs), like=node, shape=source.shape,
+                       dtype=out.dtype)
+        rw.replace(out, rw.emit("expand", [made], {"shape": out.shape}, like=producer,
+                                shape=out.shape, dtype=out.dtype))
+        return True
+    return False
+
+
 def _only_entry(rw: Rewriter, node: Node) -> bool:
     """A gather at a scalar index of an axis of size one is that axis dropped: PyTorch's
     ``x[0]`` of a batch of one selects, TF's strided slice reshapes."""
@@ -738,6 +774,59 @@ _INT_RANGE = {"bool": (0, 1), **{name: (int(np.iinfo(name).min), int(np.iinfo(na
 _INT_VIEWS = ("reshape", "transpose", "expand", "slice", "squeeze", "unsqueeze", "tile")
 
 
+def _reversed_argsort(rw: Rewriter, node: Node) -> bool:
+    """flip(n - 1 - argsort(flip(x))) along the sorted axis of n elements is x's argsort the
+    other way, stably: equal values, met last index first in the flipped x, come out first
+    index first (JAX's descending ``jnp.argsort``)."""
+    sub = rw.producer(node.inputs[0])
+    if sub is None or sub.op != "sub" or rw.uses(node.inputs[0]) != 1:
+        return False
+    sort = rw.producer(sub.inputs[1])
+    if sort is None or sort.op != "argsort":
+        return False
+    axis = sort.attrs["axis"]
+    inner = rw.producer(sort.inputs[0])
+    n = sort.inputs[0].shape[axis]
+    if tuple(a % node.inputs[0].rank for a in node.attrs["axes"]) != (axis,) or \
+            inner is None or inner.op != "flip" or \
+            tuple(a % inner.inputs[0].rank for a in inner.attrs["axes"]) != (axis,) or \
+            rw.scalar(sub.inputs[0]) != n - 1:
+        return False
+    out = node.outputs[0]
+    attrs = {**sort.attrs, "descending": not sort.attrs["descending"]}
+    made = rw.emit("argsort", [inner.inputs[0]], attrs, like=sort, shape=out.shape,
+                   dtype=sort.outputs[0].dtype)
+    rw.replace(out, made if made.dtype == out.dtype else rw.emit(
+        "cast", [made], {"dtype": out.dtype}, like=node, shape=out.shape, dtype=out.dtype))
+    return True
+
+
+def _monotone_under_argsort(rw: Rewriter, node: Node) -> bool:
+    """argsort of a value that only orders its input's elements: of neg(x), x's argsort the
+    other way (equal values stay equal: a stable sort keeps them in index order either
+    way); of an integer x plus or minus a scalar, or of an integer cast, that holds every
+    value x can take (``_int_range``), x's. TF sorts ascending by top_k of -x, of -x - 1
+    for integers."""
+    x = node.inputs[0]
+    made = rw.producer(x)
+    if made is None:
+        return False
+    attrs = dict(node.attrs)
+    if made.op == "neg":
+        attrs["descending"] = not attrs["descending"]
+    elif made.op in ("add", "sub", "cast") and x.dtype in _INT_RANGE and \
+            made.inputs[0].dtype in _INT_RANGE and made.inputs[0].dtype != "bool" and \
+            (made.op == "cast" or rw.scalar(made.inputs[1]) is not None) and \
+            _int_range(rw, x) is not None and _int_range(rw, made.inputs[0]) is not None:
+        pass  # (the result's range known: nothing wrapped)
+    else:
+        return False
+    source, out = made.inputs[0], node.outputs[0]
+    rw.replace(out, rw.emit("argsort", [source], attrs, like=node, shape=out.shape,
+                            dtype=out.dtype))
+    return True
+
+
 def _exact_integer_cast(rw: Rewriter, node: Node) -> bool:
     """A cast from one integer type to another that holds every value its input can take
     (proved from the ops that compute it: ``_int_range``) changes no value: it is dropped.
@@ -795,6 +884,9 @@ def _int_range(rw: Rewriter, value: Value, depth: int = 12) -> tuple[int, int] |
             found = max(a, c), max(b, d)
     elif op == "neg" and first is not None:
         found = -first[1], -first[0]
+    elif op in ("argmax", "argmin", "argsort"):  # positions along the axis
+        shape = node.inputs[0].shape
+        found = 0, max(0, (shape[node.attrs["axis"]] if shape else 1) - 1)
     elif op == "abs" and first is not None:
         low = 0 if first[0] <= 0 <= first[1] else min(abs(first[0]), abs(first[1]))
         found = low, max(abs(first[0]), abs(first[1]))
@@ -1047,8 +1139,8 @@ def _index_wrap(rw: Rewriter, node: Node) -> bool:
         return False
     if cmp_node.inputs[0] is not i or rw.scalar(cmp_node.inputs[1]) != 0:
         return False
-    made = rw.producer(i)
-    if made is not None and made.op in ("argmax", "argmin"):  # never negative: no wrap
+    known = _int_range(rw, i)
+    if known is not None and known[0] >= 0:  # never negative (an argmax, an argsort): no wrap
         rw.replace(node.outputs[0], i)
         return True
     others = [v for v in add_node.inputs if v is not i]

@@ -192,7 +192,43 @@ def _lookup_of_lookup(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _flat_offsets_reshaped(rw: Rewriter, node: Node) -> bool:
+    """reshape(gather(t, reshape(i) + c)) to ``i``'s shape, of a 1-D ``t`` at flat positions
+    that ``i`` plus constant offsets ``c`` make: the gather at ``i + c`` in that shape, the
+    offsets kept once along the axes they repeat on. JAX's ``take_along_axis`` flattens the
+    indices before adding each position's offset; PyTorch's ``gather`` and TF's batched
+    gather add offsets in the indices' own shape (``points.emit_along_gather``)."""
+    gather = rw.producer(node.inputs[0])
+    if gather is None or gather.op != "gather" or gather.attrs["axis"] != 0 or \
+            gather.inputs[0].rank != 1 or gather.inputs[1].rank != 1 or \
+            rw.uses(node.inputs[0]) != 1:
+        return False
+    offsets = rw.producer(gather.inputs[1])
+    if offsets is None or offsets.op != "add" or rw.uses(gather.inputs[1]) != 1:
+        return False
+    shape = node.outputs[0].shape
+    for k in (0, 1):
+        flat, data = offsets.inputs[k], rw.constant_value(offsets.inputs[1 - k])
+        made = rw.producer(flat)
+        if data is None or made is None or made.op != "reshape" or \
+                made.inputs[0].shape != shape or np.size(data) != flat.size:
+            continue
+        data = np.asarray(data).reshape(shape)
+        for axis in range(len(shape)):
+            if shape[axis] > 1 and bool(np.all(data == np.take(data, [0], axis=axis))):
+                data = np.take(data, [0], axis=axis)
+        i = made.inputs[0]
+        at = rw.emit("add", [i, rw.constant(np.ascontiguousarray(data), flat.dtype)],
+                     like=offsets, shape=shape, dtype=i.dtype)
+        rw.replace(node.outputs[0], rw.emit("gather", [gather.inputs[0], at], {"axis": 0},
+                                            like=gather, shape=shape))
+        return True
+    return False
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
+    if node.op == "reshape" and _flat_offsets_reshaped(rw, node):
+        return True
     if node.op == "concat" and _joined_lookups(rw, node):
         return True
     if node.op == "gather" and node.attrs["axis"] == 0 and _lookup_of_lookup(rw, node):

@@ -147,6 +147,12 @@ for _name in ("argmax", "argmin"):
     case(_name, "last_keepdims", [(2, 3, 5)], {"axis": 2, "keepdims": True})
     case(_name, "size1_axis", [(3, 1)], {"axis": 1})
 
+case("argsort", "axis0", [(5, 3)], {"axis": 0})
+case("argsort", "last_descending", [(2, 3, 6)], {"axis": 2, "descending": True})
+case("argsort", "int64_ties", [A([[3, 1, 3, 0, 1, 3]], dtype=np.int64)], {"axis": 1})
+case("argsort", "int64_ties_descending", [A([[3, 1, 3, 0, 1, 3]], dtype=np.int64)],
+     {"axis": 1, "descending": True})
+
 case("cumsum", "axis0", [(4, 3)], {"axis": 0})
 case("cumsum", "last_axis", [(2, 3, 5)], {"axis": 2})
 case("cumsum", "int64", [INT(-5, 5, 6)], {"axis": 0})

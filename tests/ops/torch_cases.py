@@ -134,6 +134,12 @@ for _name, _fn in {"argmax": torch.argmax, "argmin": torch.argmin}.items():
     expr(f"{_name}-last_keepdims", lambda x, f=_fn: f(x, dim=-1, keepdim=True))
     expr(f"{_name}-size1_axis", lambda x, f=_fn: f(x, dim=-1))
 
+expr("argsort-axis0", lambda x: torch.argsort(x, dim=0))
+expr("argsort-last_descending", lambda x: torch.argsort(x, dim=-1, descending=True))
+expr("argsort-int64_ties", lambda x: torch.argsort(x, dim=1, stable=True))
+expr("argsort-int64_ties_descending",
+     lambda x: torch.argsort(x, dim=1, descending=True, stable=True))
+
 expr("cumsum-axis0", lambda x: torch.cumsum(x, 0))
 expr("cumsum-last_axis", lambda x: torch.cumsum(x, -1))
 expr("cumsum-int64", lambda x: torch.cumsum(x, 0))

@@ -135,6 +135,15 @@ def _argmax(ex: Exporter, node: Node) -> None:
             keepdims=int(node.attrs["keepdims"]))
 
 
+@RULES.register("argsort")
+def _argsort(ex: Exporter, node: Node) -> None:
+    """TopK of the whole axis, sorted (ties by the lower index first: stable), its indices."""
+    x, axis = node.inputs[0], node.attrs["axis"]
+    k = ex.const(np.asarray([x.shape[axis]], dtype=np.int64), "int64")
+    ex.emit_multi("TopK", [_x(ex, node), k], [ex.fresh(), ex.out()], axis=axis,
+                  largest=int(node.attrs["descending"]), sorted=1)
+
+
 @RULES.register("cumsum")
 def _cumsum(ex: Exporter, node: Node) -> None:
     axis = ex.const(np.asarray(node.attrs["axis"], dtype=np.int64), "int64")

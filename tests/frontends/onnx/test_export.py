@@ -148,6 +148,7 @@ OP_CASES: dict[str, list[tuple[list, dict]]] = {
        for op in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")},
     "reduce_var": [([X], {"axes": (1,), "correction": 1}), ([X], {"correction": 0})],
     "argmax": [([X], {"axis": 1})], "argmin": [([X], {"axis": 2, "keepdims": True})],
+    "argsort": [([X], {"axis": 1}), ([X], {"axis": 2, "descending": True})],
     "cumsum": [([X], {"axis": 1})],
 }
 
