@@ -71,6 +71,14 @@ def _vision() -> dict[str, np.ndarray]:
     return {"pixel_values": _pixels()}
 
 
+def _masked_vision() -> dict[str, np.ndarray]:
+    """Pixels, and the noise ViTMAE's random masking sorts (given: the same tokens kept on
+    every side)."""
+    patches = (IMAGE // PATCH) ** 2
+    return {"noise": np.random.default_rng(4).random((BATCH, patches)).astype(np.float32),
+            "pixel_values": _pixels()}
+
+
 def _audio() -> dict[str, np.ndarray]:
     wave = np.random.default_rng(2).standard_normal((BATCH, 1600)).astype(np.float32)
     return {"input_values": wave}
@@ -367,6 +375,9 @@ ARCHS: dict[str, Arch] = {
     "data2vec_vision": Arch("vision", lambda t: t.Data2VecVisionConfig(**_small(
         image_size=IMAGE, patch_size=PATCH)), _classes("Data2VecVisionModel", "torch,tf"),
         _vision),
+    "vit_mae": Arch("vision", lambda t: t.ViTMAEConfig(**_small(
+        image_size=IMAGE, patch_size=PATCH, mask_ratio=0.5)), _classes("ViTMAEModel", "torch,tf"),
+        _masked_vision),
 }
 
 

@@ -33,6 +33,7 @@ FAST = [
     # fused q/k/v indexed per head or split, ALiBi on [B*H, T, T] scores, -inf or lowest mask
     ("bloom", "flax", "torch"),
     ("funnel", "tf", "torch"),  # the sequence pooled as [B, 1, T, D] or as TF's 1-D pool
+    ("vit_mae", "tf", "torch"),  # random masking: argsort, or TF's top_k of -noise, -ids - 1
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum
