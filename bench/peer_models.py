@@ -375,6 +375,11 @@ ARCHS: dict[str, Arch] = {
     "data2vec_vision": Arch("vision", lambda t: t.Data2VecVisionConfig(**_small(
         image_size=IMAGE, patch_size=PATCH)), _classes("Data2VecVisionModel", "torch,tf"),
         _vision),
+    "sam_vision": Arch("vision", lambda t: t.SamVisionConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_dim=64,
+        image_size=IMAGE, patch_size=PATCH, output_channels=16, window_size=2,
+        global_attn_indexes=[1], num_pos_feats=8), _classes("SamVisionModel", "torch,tf"),
+        _vision),
     "vit_mae": Arch("vision", lambda t: t.ViTMAEConfig(**_small(
         image_size=IMAGE, patch_size=PATCH, mask_ratio=0.5)), _classes("ViTMAEModel", "torch,tf"),
         _masked_vision),

@@ -34,6 +34,7 @@ FAST = [
     ("bloom", "flax", "torch"),
     ("funnel", "tf", "torch"),  # the sequence pooled as [B, 1, T, D] or as TF's 1-D pool
     ("vit_mae", "tf", "torch"),  # random masking: argsort, or TF's top_k of -noise, -ids - 1
+    ("sam_vision", "tf", "torch"),  # windows · heads merged, split after TF's attention
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum

@@ -254,10 +254,39 @@ def _passes(graph: Graph, reader: Node, pieces: set[Value]) -> bool:
     return False
 
 
+def _attention_split_after(rw: Rewriter, node: Node) -> bool:
+    """reshape(attention(q, k, v[, mask])) over ``[N, T, d]`` that splits N into
+    ``(B, H)`` (keeping d last) is the attention over ``[B, H, T, d]``, each operand of N
+    rows split alike (a mask of one row stays broadcast), then the reshape: TF's SAM
+    attends over windows · heads merged, unpacked from a stacked q, k, v (the merges of
+    ``_unmerged`` never reach it), and splits them only afterwards."""
+    att = rw.producer(node.inputs[0])
+    y, out = node.inputs[0], node.outputs[0].shape
+    if att is None or att.op != "attention" or rw.uses(y) != 1 or y.rank != 3 or \
+            len(out) < 3 or out[-1] != y.shape[-1] or out[0] == 1 or out[1] == 1 or \
+            out[0] * out[1] != y.shape[0]:
+        return False
+    lead = out[:2]
+    inputs = []
+    for v in att.inputs:
+        if v.rank != 3 or v.shape[0] not in (1, y.shape[0]):
+            return False
+        shape = (lead if v.shape[0] == y.shape[0] else (1, 1)) + v.shape[1:]
+        inputs.append(rw.emit("reshape", [v], {"shape": shape}, like=node, shape=shape,
+                              dtype=v.dtype))
+    made = rw.emit("attention", inputs, dict(att.attrs), like=att, shape=lead + y.shape[1:],
+                   dtype=y.dtype)
+    rw.replace(node.outputs[0], rw.emit("reshape", [made], {"shape": out}, like=node,
+                                        shape=out, dtype=y.dtype))
+    return True
+
+
 def _rule(rw: Rewriter, node: Node) -> bool:
     rw.memo[_DROPPED] = {}  # none from a rule that did not apply
     if node.op == "split":
         return _pieces_kept_whole(rw, node)
+    if node.op == "reshape" and _attention_split_after(rw, node):
+        return True
     if len(node.outputs) != 1 or not node.inputs:
         return False
     spec = get_spec(node.op)
