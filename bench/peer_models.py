@@ -375,6 +375,9 @@ ARCHS: dict[str, Arch] = {
     "data2vec_vision": Arch("vision", lambda t: t.Data2VecVisionConfig(**_small(
         image_size=IMAGE, patch_size=PATCH)), _classes("Data2VecVisionModel", "torch,tf"),
         _vision),
+    "convbert": Arch("encoder", lambda t: t.ConvBertConfig(**_small(
+        max_position_embeddings=32, embedding_size=32, head_ratio=2, conv_kernel_size=3)),
+        _classes("ConvBertModel", "torch,tf"), _text()),
     "sam_vision": Arch("vision", lambda t: t.SamVisionConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_dim=64,
         image_size=IMAGE, patch_size=PATCH, output_channels=16, window_size=2,

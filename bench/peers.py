@@ -71,7 +71,7 @@ DISCOVERIES: tuple[Discovery, ...] = (
     _padding_row("bart", "encoder and decoder token embeddings"),
     _padding_row("whisper", "decoder token embeddings"),
     *(_padding_row(a, "word embeddings") for a in ("xglm", "mpnet", "mobilebert", "xlm",
-                                                   "esm")),
+                                                   "esm", "convbert")),
     _padding_row("blenderbot_small", "encoder and decoder token embeddings"),
     *(_padding_row(a, "encoder and decoder token embeddings")
       for a in ("marian", "pegasus", "mbart")),

@@ -5023,3 +5023,58 @@ def test_tfs_integer_argsort_and_top_k_are_argsorts() -> None:
     rhs = keras_side(TFSorting(), x, name="tf_sorting")
     assert "opaque" not in [n.op for n in canonical(rhs).graph.nodes]
     _equivalent(torch_side(module, x, name="torch_sorting"), rhs)
+
+
+# --- F.unfold: ConvBERT's span convolution, PyTorch against TF's slices --------------------
+class TorchSpanUnfold(torch.nn.Module):
+    """ConvBERT's span convolution's unfold: ``[B, T, C]`` to ``[B, T, C, k]`` through
+    ``nn.Unfold([k, 1])`` of the transposed input with a unit width."""
+
+    def forward(self, x):
+        b, t, c = x.shape
+        cols = torch.nn.functional.unfold(x.transpose(1, 2).unsqueeze(-1), kernel_size=[3, 1],
+                                          padding=[1, 0])
+        return cols.transpose(1, 2).reshape(b, t, c, 3) * 2.0
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation",
+                         [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 1), (1, 2)),
+                          ((3, 1), (1, 1), (1, 0), (1, 1))])
+def test_unfold_is_the_slices_it_gathers(kernel, stride, padding, dilation) -> None:
+    """``F.unfold`` (``aten.im2col``) was one opaque op: ConvBERT against TF's port was "rhs
+    has no transpose·opaque·transpose" and two more findings. It is the padded input's
+    strided slices, stacked after the channels, now; its canonical graph computes exactly
+    what PyTorch's unfold does, 2-D, strided and dilated too."""
+    from specgraph.interpreter import run
+
+    class Unfold(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.unfold(x, kernel, dilation, padding, stride)
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 6)).astype(np.float32)
+    traced = canonical(torch_side(Unfold(), x, name="torch_unfold"))
+    assert "opaque" not in [n.op for n in traced.graph.nodes]
+    (out,) = run(traced.graph, [x]).values()
+    want = torch.nn.functional.unfold(torch.from_numpy(x), kernel, dilation, padding, stride)
+    np.testing.assert_array_equal(out, want.numpy())
+
+
+def test_convberts_unfold_is_tfs_padded_slices_stacked() -> None:
+    """PyTorch's ConvBERT unfolds ``[B, C, T, 1]`` with a ``[k, 1]`` kernel; TF's pads the
+    length and stacks k slices of ``[B, T, C]``: one graph now, and equivalent in numbers
+    (HF's ConvBERT pair is in the peer corpus, its one finding PyTorch's padding row)."""
+    import tensorflow as tf
+
+    class TFSpan(tf.Module):
+        @tf.function
+        def __call__(self, x):
+            b, t, c = x.shape
+            padded = tf.pad(x, [[0, 0], [1, 1], [0, 0]])
+            return tf.stack([tf.slice(padded, [0, i, 0], [b, t, c]) for i in range(3)],
+                            axis=-1) * 2.0
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 6)).astype(np.float32)
+    lhs = torch_side(TorchSpanUnfold(), x, name="torch_span_unfold")
+    rhs = keras_side(TFSpan(), x, name="tf_span_stack")
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs)

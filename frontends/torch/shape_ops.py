@@ -382,3 +382,78 @@ def _glu(cx: Any, node: Any) -> Any:
                           outputs=[(piece, x.dtype)] * 2, **cx.where())
     gate = cx.emit("sigmoid", [b], out=(piece, x.dtype))
     return cx.emit("mul", [a, gate], out=(piece, x.dtype))
+
+
+@_reg("aten.im2col.default")
+def _im2col(cx: Any, node: Any) -> Any:
+    """``F.unfold`` (``nn.Unfold``: ConvBERT's span convolution) of ``[N, C, H, W]``: the
+    input padded, one strided slice per kernel position, stacked after the channels and
+    flattened with them: ``[N, C·kh·kw, oh·ow]``, the channel slowest, as PyTorch orders
+    them. Spatial axes of one (a 1-D unfold written as 2-D) are dropped first. TF's ports
+    write the same as slices of the padded input, stacked."""
+    a = cx.bind(node)
+    x = cx.value(a["self"])
+    if x.rank != 4:
+        return cx.opaque(node)
+    n, c = x.shape[:2]
+    axes = [(size, k, d, p, s) for size, k, d, p, s in zip(
+        x.shape[2:], a["kernel_size"], a["dilation"], a["padding"], a["stride"])]
+    kept = [ax for ax in axes if not (ax[0] == 1 and ax[1] == 1 and ax[3] == 0)]
+    if len(kept) != len(axes):
+        shape = (n, c) + tuple(ax[0] for ax in kept)
+        x = cx.emit("reshape", [x], {"shape": shape}, out=(shape, x.dtype))
+    outs = [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, d, p, s in kept]
+    if len(kept) == 1:
+        return _unfold_1d(cx, x, kept[0], outs[0])
+    if any(ax[3] for ax in kept):
+        pads = (0, 0) + tuple(ax[3] for ax in kept)
+        shape = (n, c) + tuple(ax[0] + 2 * ax[3] for ax in kept)
+        x = cx.emit("pad", [x], {"pads": pads + pads, "mode": "constant", "value": 0.0},
+                    out=(shape, x.dtype))
+    length = int(np.prod(outs)) if outs else 1
+    pieces = []
+    for at in np.ndindex(*[ax[1] for ax in kept]):
+        sliced, starts, ends, steps = [], [], [], []
+        for axis, (i, (size, k, d, p, s), o) in enumerate(zip(at, kept, outs)):
+            start, end = i * d, i * d + (o - 1) * s + 1
+            if (start, end, s) != (0, size + 2 * p, 1):
+                sliced.append(2 + axis)
+                starts.append(start)
+                ends.append(end)
+                steps.append(s)
+        piece = x if not sliced else cx.emit(
+            "slice", [x], {"axes": tuple(sliced), "starts": tuple(starts), "ends": tuple(ends),
+                           "steps": tuple(steps)}, out=((n, c, *outs), x.dtype))
+        pieces.append(cx.emit("reshape", [piece], {"shape": (n, c, 1, length)},
+                              out=((n, c, 1, length), x.dtype)))
+    count = len(pieces)
+    stacked = pieces[0] if count == 1 else cx.emit(
+        "concat", pieces, {"axis": 2}, out=((n, c, count, length), x.dtype))
+    return cx.emit("reshape", [stacked], {"shape": (n, c * count, length)},
+                   out=((n, c * count, length), x.dtype))
+
+
+def _unfold_1d(cx: Any, x: Any, axis: tuple[int, int, int, int, int], out: int) -> Any:
+    """A 1-D unfold of ``[N, C, L]`` written channels-last, as TF's ConvBERT writes it (pad
+    along the length, one slice per kernel position, stacked last: ``[N, L', C, k]``), then
+    laid out as ``F.unfold`` gives it, ``[N, C·k, L']``: the transposes and reshapes PyTorch's
+    ConvBERT writes around its unfold then cancel against these."""
+    n, c, length = x.shape
+    size, k, d, p, s = axis
+    last = cx.emit("transpose", [x], {"perm": (0, 2, 1)}, out=((n, length, c), x.dtype))
+    if p:
+        last = cx.emit("pad", [last], {"pads": (0, p, 0, 0, p, 0), "mode": "constant",
+                                       "value": 0.0}, out=((n, length + 2 * p, c), x.dtype))
+    pieces = []
+    for i in range(k):
+        start, end = i * d, i * d + (out - 1) * s + 1
+        piece = last if (start, end, s) == (0, length + 2 * p, 1) else cx.emit(
+            "slice", [last], {"axes": (1,), "starts": (start,), "ends": (end,), "steps": (s,)},
+            out=((n, out, c), x.dtype))
+        pieces.append(cx.emit("reshape", [piece], {"shape": (n, out, c, 1)},
+                              out=((n, out, c, 1), x.dtype)))
+    stacked = pieces[0] if k == 1 else cx.emit("concat", pieces, {"axis": 3},
+                                               out=((n, out, c, k), x.dtype))
+    flat = cx.emit("reshape", [stacked], {"shape": (n, out, c * k)},
+                   out=((n, out, c * k), x.dtype))
+    return cx.emit("transpose", [flat], {"perm": (0, 2, 1)}, out=((n, c * k, out), x.dtype))
