@@ -519,3 +519,29 @@ def _batch_to_space(cx: Any, op: Any) -> Any:
         specs[1 + i] = (int(crops[i, 0]), merged[1 + i] - int(crops[i, 1]), 1)
     return _slice_nodes(cx, x, merged, specs)
 
+
+
+@_reg("ReverseV2")
+def _reverse(cx: Any, op: Any) -> Any:
+    """``tf.reverse`` along constant axes: ``flip`` (Speech2Text's masks)."""
+    rank = len(cx.shape(op.inputs[0]))
+    axes = tuple(sorted({int(a) % rank for a in np.ravel(cx.const_ints(op.inputs[1]))}))
+    return cx.emit("flip", [cx.value(op.inputs[0])], {"axes": axes})
+
+
+@_reg("DepthToSpace")
+def _depth_to_space(cx: Any, op: Any) -> Any:
+    """``tf.nn.depth_to_space`` of NHWC: each pixel's channels, in (r, r, C) order, spread
+    over an r×r patch: reshape, transpose, reshape (a port of ``nn.PixelShuffle`` reads its
+    channels in (C, r, r) order: the channels reordered first, as HF's TF ports do)."""
+    if cx.attr("data_format", "NHWC") != "NHWC":
+        raise Unsupported("DepthToSpace in a layout other than NHWC")
+    r = int(cx.attr("block_size"))
+    n, h, w, c = cx.shape(op.inputs[0])
+    x = cx.value(op.inputs[0])
+    split, perm = (n, h, w, r, r, c // (r * r)), (0, 1, 3, 2, 4, 5)
+    shape = (n, h * r, w * r, c // (r * r))
+    dtype = cx.out()[1]
+    y = cx.emit("reshape", [x], {"shape": split}, out=(split, dtype))
+    y = cx.emit("transpose", [y], {"perm": perm}, out=(tuple(split[p] for p in perm), dtype))
+    return cx.emit("reshape", [y], {"shape": shape}, out=(shape, dtype))

@@ -851,3 +851,36 @@ def _topk(cx: Any, node: Any) -> Any:
     values = emit_along_gather(cx, value, index, axis, cut,
                                lambda arr: cx.b.constant(arr, str(arr.dtype)))
     return (values, index)
+
+
+@_reg("aten.floor_divide.default", "aten.floor_divide.Scalar", "aten.floor_divide_.Tensor",
+      "aten.floor_divide_.Scalar")
+def _floor_divide(cx: Any, node: Any) -> Any:
+    """``a // b`` (``torch.floor_divide``): division rounded toward minus infinity, as
+    ``div(rounding_mode="floor")`` and TF's ``FloorDiv`` compute it (Speech2Text's
+    subsampled lengths)."""
+    a, b = node.args[0], node.args[1]
+    dtype = _operand_dtype(cx, node, a, b)
+    return cx.emit("div", [cx.operand(a, dtype), cx.operand(b, dtype)], {"rounding": "floor"})
+
+
+@_reg("aten.pixel_shuffle.default", "aten.pixel_unshuffle.default")
+def _pixel_shuffle(cx: Any, node: Any) -> Any:
+    """``nn.PixelShuffle(r)``: ``[N, C·r·r, H, W]`` to ``[N, C, H·r, W·r]``, each channel's
+    r·r block (channel slowest) spread over an r×r patch: reshape, transpose, reshape, as
+    a port writes it by hand (``nn.PixelUnshuffle`` the inverse)."""
+    x = cx.value(node.args[0])
+    r = int(node.args[1])
+    if x.rank != 4:
+        return cx.opaque(node)
+    n, c, h, w = x.shape
+    if "unshuffle" in str(node.target):
+        split = (n, c, h // r, r, w // r, r)
+        perm, shape = (0, 1, 3, 5, 2, 4), (n, c * r * r, h // r, w // r)
+    else:
+        split = (n, c // (r * r), r, r, h, w)
+        perm, shape = (0, 1, 4, 2, 5, 3), (n, c // (r * r), h * r, w * r)
+    y = cx.emit("reshape", [x], {"shape": split}, out=(split, x.dtype))
+    moved = tuple(split[p] for p in perm)
+    y = cx.emit("transpose", [y], {"perm": perm}, out=(moved, x.dtype))
+    return cx.emit("reshape", [y], {"shape": shape}, out=(shape, x.dtype))
