@@ -8,8 +8,18 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-from hypothesis import settings
+# run by pytest-xdist (``make test``: two workers, one per core), each worker keeps to one
+# thread of its own: the frameworks' thread pools would otherwise take every core in every
+# worker. Set before any test module imports a framework.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                 "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(_var, "1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                                       "intra_op_parallelism_threads=1")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 settings.register_profile("fixed", derandomize=True)
 settings.register_profile("explore", derandomize=False)
