@@ -40,10 +40,10 @@ demo: $(STAMP)
 	$(BIN)/specgraph report examples/xor/model_torch.py:correct examples/xor/model_jax.py:forgot_activation -o xor-report.html || test $$? -eq 1
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 test-all: $(STAMP) browser
-	$(BIN)/python -m pytest -q -m "slow or not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "slow or not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.mutations --quiet
