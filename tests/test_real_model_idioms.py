@@ -5159,3 +5159,41 @@ def test_floor_divide_and_tf_reverse_are_the_ops_they_compute() -> None:
     for side in (lhs, rhs):
         assert "opaque" not in [n.op for n in canonical(side).graph.nodes]
     _equivalent(lhs, rhs)
+
+
+class TorchMaskedEncoder(torch.nn.Module):
+    """pytorch/examples' word language model: ``nn.TransformerEncoder`` given a float causal
+    mask it builds in ``forward`` (``log(tril(ones))``), sequence-first."""
+
+    def __init__(self, causal: bool | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.enc = torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0), 2, enable_nested_tensor=False)
+        self.causal = causal
+
+    def forward(self, x):
+        mask = torch.log(torch.tril(torch.ones(x.shape[0], x.shape[0])))
+        return self.enc(x, mask=mask, is_causal=self.causal)
+
+
+def test_a_causal_mask_built_in_forward_is_not_a_data_dependent_branch() -> None:
+    """``nn.TransformerEncoder`` asks whether a float mask is the causal one
+    (``bool((mask == causal).all())``), which torch.export cannot decide on a mask the model
+    builds: exit 2, "could not guard on data-dependent expression", blaming the user's
+    forward. Undecided, the mask is applied as given (``is_causal`` only picks a kernel):
+    the model traces, its program gives exactly its outputs, and it is equivalent to the
+    same encoder told ``is_causal=True``."""
+    from specgraph.numeric import program
+    from specgraph.numeric.runner import Context
+
+    x = np.random.default_rng(0).standard_normal((6, 2, 16)).astype(np.float32)
+    model = TorchMaskedEncoder().eval()
+    traced = torch_side(model, x, name="encoder_mask_in_forward")
+    seen = traced.program.observe(
+        program.native_weights(traced, traced.weights, traced.param_shapes),
+        program.native_inputs(traced, traced.inputs), set(), None, Context())
+    (name,) = traced.outputs
+    with torch.no_grad():
+        np.testing.assert_array_equal(seen.outputs[name], model(torch.from_numpy(x)).numpy())
+    _equivalent(traced, torch_side(TorchMaskedEncoder(True).eval(), x, name="encoder_causal"))

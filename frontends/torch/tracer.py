@@ -255,6 +255,34 @@ def _masks_without_vmap() -> Any:
             table["sdpa"] = recent
 
 
+@contextlib.contextmanager
+def _causal_masks_undecided() -> Any:
+    """Within, ``nn.TransformerEncoder``'s check whether a float mask it is given is the
+    causal one (``_detect_is_causal_mask``: ``bool((mask == causal).all())``, which
+    torch.export cannot decide on a mask the model builds in ``forward``, as pytorch/examples'
+    word language model does) answers what the caller said (``is_causal``, else no) where
+    the export cannot decide: the mask is applied as given either way, so the layers
+    compute the same; ``is_causal`` only picks a kernel."""
+    from torch.nn.modules import transformer
+
+    detect = getattr(transformer, "_detect_is_causal_mask", None)
+    if detect is None:
+        yield
+        return
+
+    def undecided(mask: Any, is_causal: Any = None, size: Any = None) -> bool:
+        try:
+            return detect(mask, is_causal, size)
+        except Exception:  # noqa: BLE001  (a data-dependent guard: undecided)
+            return bool(is_causal)
+
+    transformer._detect_is_causal_mask = undecided
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = detect
+
+
 def _viewed_base(node: Any) -> Any:
     """The tensor ``node`` is a view of (through slices, selects, views...), or None where
     it is a tensor of its own."""
@@ -274,10 +302,10 @@ def _export(module: Any, args: tuple[Any, ...]) -> Any:
     does not take broadcast indices, as the model writes it. Regions run under another
     grad mode are written in line (``_inline_grad_modes``)."""
     try:
-        with _quiet_torch(), _masks_without_vmap():
+        with _quiet_torch(), _masks_without_vmap(), _causal_masks_undecided():
             exported = torch.export.export(module, args)
     except Exception:
-        with _quiet_torch():
+        with _quiet_torch(), _causal_masks_undecided():
             exported = torch.export.export(module, args)
     for _ in range(4):  # each export again may leave more sizes it can now know
         again = _specialized(exported, args)
