@@ -9,7 +9,8 @@ laid along its axis (``positions``), as ``jax.nn.one_hot`` writes it. A gather o
 per output position along one axis (PyTorch's ``torch.gather``, ONNX's ``GatherElements``,
 TF's ``gather`` with ``batch_dims``, as DeBERTa's attention reads its relative positions) is
 the same flat gather, each position's flat index summed from its own coordinates
-(``emit_along_gather``); no canonical ``take_along_axis`` op."""
+(``emit_along_gather``); no canonical ``take_along_axis`` op. A top-k is the canonical
+``argsort`` cut to k, its values such a gather at the indices (``emit_top_k``)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,23 @@ def emit_along_gather(cx: Any, x: Any, indices: Any, axis: int, shape: tuple[int
                         out=(ishape, indices.dtype))
     flat = cx.emit("reshape", [x], {"shape": (prod(dims),)}, out=((prod(dims),), x.dtype))
     return cx.emit("gather", [flat, total], {"axis": 0}, out=(tuple(shape), x.dtype))
+
+
+def emit_top_k(cx: Any, x: Any, axis: int, k: int, descending: bool,
+               constant: Callable[[np.ndarray], Any], index_dtype: str = "int64"
+               ) -> tuple[Any, Any]:
+    """The k first of ``x`` along ``axis``, sorted (every framework's top-k: equal values in
+    index order): the canonical stable ``argsort`` cut to k, the values gathered at those
+    indices (``emit_along_gather``); the indices cast to ``index_dtype`` (TF's and JAX's
+    int32) after the gather reads them. Returns (values, indices)."""
+    shape = tuple(x.shape)
+    index = cx.emit("argsort", [x], {"axis": axis, "descending": descending},
+                    out=(shape, "int64"))
+    cut = shape[:axis] + (k,) + shape[axis + 1:]
+    if k != shape[axis]:
+        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
+                                           "steps": (1,)}, out=(cut, "int64"))
+    values = emit_along_gather(cx, x, index, axis, cut, constant)
+    if index_dtype != "int64":
+        index = cx.emit("cast", [index], {"dtype": index_dtype}, out=(cut, index_dtype))
+    return values, index

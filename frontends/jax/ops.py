@@ -341,19 +341,8 @@ def _sort(cx: Any, eqn: Any) -> Any:
 def _top_k(cx: Any, eqn: Any) -> Any:
     """``lax.top_k``: the canonical descending ``argsort`` (equal values in index order:
     stable) cut to the first k, and the operand gathered at those indices."""
-    from specgraph.frontends._common.points import emit_along_gather
+    from specgraph.frontends._common.points import emit_top_k
 
     x = cx.value(eqn.invars[0])
-    shape = tuple(x.shape)
-    axis = int(eqn.params.get("axis", len(shape) - 1)) % len(shape)
-    k = int(eqn.params["k"])
-    index = cx.emit("argsort", [x], {"axis": axis, "descending": True},
-                    out=(shape, "int64"))
-    cut = shape[:axis] + (k,) + shape[axis + 1:]
-    if k != shape[axis]:
-        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
-                                           "steps": (1,)}, out=(cut, "int64"))
-    values = emit_along_gather(cx, x, index, axis, cut, cx.constant)
-    dtype = cx.out(1)[1]
-    return (values, index if dtype == "int64" else
-            cx.emit("cast", [index], {"dtype": dtype}, out=(cut, dtype)))
+    axis = int(eqn.params.get("axis", x.rank - 1)) % x.rank
+    return emit_top_k(cx, x, axis, int(eqn.params["k"]), True, cx.constant, cx.out(1)[1])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specgraph.frontends._common.points import emit_along_gather
+from specgraph.frontends._common.points import emit_along_gather, emit_top_k
 from specgraph.frontends._common.resize import (COORDINATES, ROUNDINGS, emit_gathers,
                                                  nearest_positions, resize_attrs)
 from specgraph.frontends._common.table import Converter, ConverterTable
@@ -471,14 +471,5 @@ def _top_k(cx: Any, node: Any) -> Any:
     if not cx.attr("sorted", 1) or not k:
         return cx.opaque()
     x = cx.value(node.input[0])
-    shape = tuple(x.shape)
-    axis, k = wrap_axis(cx.attr("axis", -1), x.rank), int(k[0])
-    index = cx.emit("argsort", [x], {"axis": axis, "descending": bool(cx.attr("largest", 1))},
-                    out=(shape, "int64"))
-    cut = shape[:axis] + (k,) + shape[axis + 1:]
-    if k != shape[axis]:
-        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
-                                           "steps": (1,)}, out=(cut, "int64"))
-    values = emit_along_gather(cx, x, index, axis, cut,
-                               lambda a: cx.constant(a, str(a.dtype)))
-    return (values, index)
+    return emit_top_k(cx, x, wrap_axis(cx.attr("axis", -1), x.rank), int(k[0]),
+                      bool(cx.attr("largest", 1)), lambda a: cx.constant(a, str(a.dtype)))

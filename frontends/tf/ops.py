@@ -16,7 +16,7 @@ import tensorflow as tf
 from specgraph.frontends.tf.convert import Unsupported, dtype_of, numpy_of
 from specgraph.ir import Value
 from specgraph.frontends._common.einsum import explicit_einsum
-from specgraph.frontends._common.points import emit_along_gather
+from specgraph.frontends._common.points import emit_top_k
 from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 
@@ -647,16 +647,5 @@ def _top_k(cx: Any, op: Any) -> Any:
     k = cx.const(op.inputs[1])
     if not cx.attr("sorted", True) or k is None or not isinstance(x, Value):
         raise Unsupported("top_k of a k unknown at trace time or unsorted")
-    k, shape = int(np.asarray(k)), tuple(x.shape)
-    axis, size = len(shape) - 1, shape[-1]
-    index = cx.emit("argsort", [x], {"axis": axis, "descending": True},
-                    out=(shape, "int64"))
-    if k != size:
-        cut = shape[:-1] + (k,)
-        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
-                                           "steps": (1,)}, out=(cut, "int64"))
-    out_shape = shape[:-1] + (k,)
-    values = emit_along_gather(cx, x, index, axis, out_shape, lambda a: a)
-    dtype = cx.out(1)[1]
-    return (values, index if dtype == "int64" else
-            cx.emit("cast", [index], {"dtype": dtype}, out=(out_shape, dtype)))
+    return emit_top_k(cx, x, x.rank - 1, int(np.asarray(k)), True, lambda a: a,
+                      cx.out(1)[1])

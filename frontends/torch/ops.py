@@ -14,7 +14,7 @@ import torch
 
 from specgraph.errors import TraceError
 from specgraph.frontends._common.einsum import explicit_einsum, tensordot_equation
-from specgraph.frontends._common.points import emit_along_gather, positions
+from specgraph.frontends._common.points import emit_along_gather, emit_top_k, positions
 from specgraph.frontends._common.resize import emit_gathers, nearest_positions, resize_attrs
 from specgraph.frontends._common.table import Converter, ConverterTable
 from specgraph.ops.dtypes import numpy_dtype
@@ -840,17 +840,8 @@ def _topk(cx: Any, node: Any) -> Any:
     if not a.get("sorted", True):
         return cx.opaque(node)
     value = cx.value(a["self"])
-    shape = tuple(value.shape)
-    axis, k = wrap_dim(a.get("dim", -1), value.rank), int(a["k"])
-    index = cx.emit("argsort", [value], {"axis": axis, "descending": bool(a["largest"])},
-                    out=(shape, "int64"))
-    cut = shape[:axis] + (k,) + shape[axis + 1:]
-    if k != shape[axis]:
-        index = cx.emit("slice", [index], {"axes": (axis,), "starts": (0,), "ends": (k,),
-                                           "steps": (1,)}, out=(cut, "int64"))
-    values = emit_along_gather(cx, value, index, axis, cut,
-                               lambda arr: cx.b.constant(arr, str(arr.dtype)))
-    return (values, index)
+    return emit_top_k(cx, value, wrap_dim(a.get("dim", -1), value.rank), int(a["k"]),
+                      bool(a["largest"]), lambda arr: cx.b.constant(arr, str(arr.dtype)))
 
 
 @_reg("aten.floor_divide.default", "aten.floor_divide.Scalar", "aten.floor_divide_.Tensor",
