@@ -617,6 +617,67 @@ def _merge_relayout(findings: list[Finding], lhs: Graph, rhs: Graph, v: Voice
     return [f for k, f in enumerate(out) if k not in dropped]
 
 
+_FILLS = {"zeros": "with zeros", "reflect": "by reflection", "replicate": "by repeating the edge"}
+
+
+def _padding_mode(node: Node) -> str:
+    """How a pad fills what it adds, as PyTorch's ``padding_mode`` names it."""
+    mode = node.attrs.get("mode", "constant")
+    if mode != "constant":
+        return "replicate" if mode == "edge" else str(mode)
+    value = float(node.attrs.get("value", 0.0))
+    return "zeros" if value == 0.0 else f"constant {_fmt(value)}"
+
+
+def _merge_pad_mode(findings: list[Finding], lhs: Graph, rhs: Graph, v: Voice
+                    ) -> list[Finding]:
+    """A pad one side has before a conv, where the other side's conv pads as much with
+    zeros itself (its padding attribute), is one difference, how the border is filled (a
+    reflection padding ported as ``padding="same"``): the conv's padding finding and the
+    pad's missing-op finding become one."""
+    graphs = {"lhs": lhs, "rhs": rhs}
+    convs = {(f.lhs.node, f.rhs.node): k for k, f in enumerate(findings)
+             if f.code == "attr-mismatch" and f.op == "conv" and f.attr == "padding"
+             and f.lhs and f.rhs}
+    out = list(findings)
+    dropped: set[int] = set()
+    for k, f in enumerate(findings):
+        if f.code != "missing-op" or f.ops != ("pad",) or (f.lhs is None) == (f.rhs is None):
+            continue
+        side = "lhs" if f.lhs is not None else "rhs"
+        graph = graphs[side]
+        pad = graph.nodes[int((f.lhs or f.rhs).node.split(":", 1)[0])]  # type: ignore
+        readers = graph.consumers(pad.outputs[0])
+        if len(readers) != 1 or readers[0].op != "conv":
+            continue
+        at = node_side(graph, readers[0]).node
+        r = next((j for (a, b), j in convs.items() if (a if side == "lhs" else b) == at
+                  and j not in dropped), None)
+        if r is None:
+            continue
+        g = out[r]
+        rank = pad.outputs[0].rank
+        pads = list(pad.attrs["pads"])
+        if any(pads[a] or pads[rank + a] for a in (0, 1)):
+            continue
+        ours = g.lhs.value if side == "lhs" else g.rhs.value  # type: ignore[union-attr]
+        theirs = g.rhs.value if side == "lhs" else g.lhs.value  # type: ignore[union-attr]
+        spatial = [pads[a] for a in range(2, rank)] + [pads[rank + a] for a in range(2, rank)]
+        if len(spatial) != len(ours) or \
+                tuple(p + o for p, o in zip(spatial, ours)) != tuple(theirs):
+            continue
+        modes = {side: _padding_mode(pad), ("rhs" if side == "lhs" else "lhs"): "zeros"}
+        fill = {s: _FILLS.get(m, f"with {m}") for s, m in modes.items()}
+        out[r] = dataclasses.replace(g, message=(
+            f"conv at {g.lhs.scope} pads its input {fill['lhs']} in {v.lhs} but "  # type: ignore[union-attr]
+            f"{fill['rhs']} in {v.rhs} (at {g.rhs.scope}), by {_fmt(tuple(theirs))}"),  # type: ignore[union-attr]
+            attr="padding_mode",
+            lhs=dataclasses.replace(g.lhs, value=modes["lhs"]),  # type: ignore[arg-type]
+            rhs=dataclasses.replace(g.rhs, value=modes["rhs"]))  # type: ignore[arg-type]
+        dropped.add(k)
+    return [f for k, f in enumerate(out) if k not in dropped]
+
+
 def _merge_moved(findings: list[Finding], v: Voice) -> list[Finding]:
     """Two attribute findings whose values trade places are one moved attribute (a stride
     moved from one conv to another), whose places are both."""
@@ -689,7 +750,8 @@ def diff(lhs: Graph, rhs: Graph, *, alignment: Alignment | None = None, group: b
     findings = [f for _, f in sorted(d.findings, key=lambda kf: kf[0])]
     if any(_explains_layout(f, d.lhs, d.rhs) for f in findings):
         findings = [f for f in findings if not _is_layout(f)]
-    findings = _merge_wiring(_merge_moved(_merge_relayout(findings, d.lhs, d.rhs, voice), voice))
+    findings = _merge_relayout(findings, d.lhs, d.rhs, voice)
+    findings = _merge_wiring(_merge_moved(_merge_pad_mode(findings, d.lhs, d.rhs, voice), voice))
     return (group_repeated(findings, d.al, voice) if group else findings), d.rows()
 
 

@@ -62,7 +62,7 @@ def group_repeated(findings: Sequence[Finding], alignment: Alignment | None = No
             out.append(item)
         else:
             same = groups[item]
-            out.append(same[0] if len(same) == 1 else _grouped(same, item, voice))
+            out.append(same[0] if len(same) == 1 else _grouped(same, item, voice, alignment))
     return out
 
 
@@ -75,8 +75,14 @@ def _key(f: Finding, alignment: Alignment | None) -> Hashable | None:
     if f.code == "missing-op" and f.ops and alignment is not None and (f.lhs is None) != (
             f.rhs is None):
         side = "lhs" if f.lhs is not None else "rhs"
-        return (f.code, side, f.ops, *_neighbours(alignment, side, f.lhs or f.rhs))
+        # a run that starts from a weight is the same wherever its weight's name differs
+        # (each block's layer scale scaled again on one side)
+        return (f.code, side, f.ops, *(_WEIGHT if w.startswith(_WEIGHT) else w
+                                       for w in _neighbours(alignment, side, f.lhs or f.rhs)))
     return None
+
+
+_WEIGHT = "the weight "
 
 
 def _frozen(value: Any) -> Hashable:
@@ -154,7 +160,8 @@ def _at(lhs: Side | None, rhs: Side | None, op: str | None = None, v: Voice = DI
                                    else "")
 
 
-def _grouped(same: list[Finding], key: Any, v: Voice) -> Finding:
+def _grouped(same: list[Finding], key: Any, v: Voice, alignment: Alignment | None = None
+             ) -> Finding:
     first = same[0]
     n, a, b = len(same), first.lhs, first.rhs
     more = f"and {n - 1} more"
@@ -162,6 +169,9 @@ def _grouped(same: list[Finding], key: Any, v: Voice) -> Finding:
         side, other = ("lhs", "rhs") if a is not None else ("rhs", "lhs")
         at = a or b
         before, after = key[-2:]
+        if before == _WEIGHT and alignment is not None:  # the first place's, named
+            before = f"its weight ({_neighbours(alignment, side, at)[0][len(_WEIGHT):]} " \
+                "at the first)"
         source = f", {at.source}" if at.source else ""
         message = (f"{v.name(other)} has no {'·'.join(first.ops)} between {before} and "
                    f"{after} in {n} places: {v.name(side)} has it at {at.scope}{source}, "

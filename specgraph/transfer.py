@@ -9,11 +9,12 @@ one error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgraph.align import Alignment
 from specgraph.errors import SpecgraphError
-from specgraph.ir import Node, Value, same_elements
+from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 
 __all__ = ["ParamPair", "TransferError", "pair_parameters"]
@@ -38,11 +39,33 @@ def _operands(alignment: Alignment, a: Node, b: Node) -> tuple[Value, ...]:
     Flax and ``x·λ`` in PyTorch)."""
     if len(a.inputs) != 2 or len(b.inputs) != 2 or not get_spec(a.op).commutative:
         return tuple(b.inputs)
-    left = [alignment.lhs.param_name(v) is not None for v in a.inputs]
-    right = [alignment.rhs.param_name(v) is not None for v in b.inputs]
+    left = [alignment.lhs.param_name(v) is not None or
+            _weight_behind(alignment.lhs, v, alignment.lhs_to_rhs) is not None for v in a.inputs]
+    right = [alignment.rhs.param_name(v) is not None or
+             _weight_behind(alignment.rhs, v, alignment.rhs_to_lhs) is not None
+             for v in b.inputs]
     if left != right and left == right[::-1]:
         return (b.inputs[1], b.inputs[0])
     return tuple(b.inputs)
+
+
+def _weight_behind(graph: Graph, value: Value, matched: Mapping[int, int]) -> str | None:
+    """The parameter that ``value`` is computed from elementwise with constants alone, by
+    ops the other side lacks (Flax DINOv2 multiplies its layer scale by the configured value
+    again before using it): the parameter that plays the role of the other side's."""
+    for _ in range(4):
+        node = graph.producer(value)
+        if node is None or graph.index(node) in matched or len(node.outputs) != 1 or \
+                get_spec(node.op).category not in ("elementwise", "activation"):
+            return None
+        free = [v for v in node.inputs if v not in graph.constants]
+        if len(free) != 1 or free[0].shape != value.shape:
+            return None
+        value = free[0]
+        name = graph.param_name(value)
+        if name is not None:
+            return name
+    return None
 
 
 def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[ParamPair, ...]:
@@ -62,6 +85,11 @@ def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[Param
         a, b = lhs.nodes[i], rhs.nodes[j]
         for slot, (va, vb) in enumerate(zip(a.inputs, _operands(alignment, a, b))):
             na, nb = lhs.param_name(va), rhs.param_name(vb)
+            if (na is None) != (nb is None):  # one side scales its weight first
+                na = na or _weight_behind(lhs, va, alignment.lhs_to_rhs)
+                nb = nb or _weight_behind(rhs, vb, alignment.rhs_to_lhs)
+                if na is not None and nb is not None:
+                    va, vb = lhs.params[na], rhs.params[nb]
             if na is None or nb is None:
                 continue
             if va.shape != vb.shape and not same_elements(va.shape, vb.shape):

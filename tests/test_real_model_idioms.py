@@ -5197,3 +5197,211 @@ def test_a_causal_mask_built_in_forward_is_not_a_data_dependent_branch() -> None
     with torch.no_grad():
         np.testing.assert_array_equal(seen.outputs[name], model(torch.from_numpy(x)).numpy())
     _equivalent(traced, torch_side(TorchMaskedEncoder(True).eval(), x, name="encoder_causal"))
+
+
+# --- a reflection padding ported as a conv's own zero padding: one finding ------------------
+class TorchPaddedBlocks(torch.nn.Module):
+    """CycleGAN's residual blocks: ``ReflectionPad2d(1)`` before each 3x3 conv, or (a port's
+    slip) the conv's own ``padding=1``, which pads with zeros."""
+
+    def __init__(self, reflect: bool, blocks: int = 1) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+
+        def conv():
+            pad = [torch.nn.ReflectionPad2d(1)] if reflect else []
+            return [*pad, torch.nn.Conv2d(8, 8, 3, padding=0 if reflect else 1)]
+
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(
+            *conv(), torch.nn.InstanceNorm2d(8), torch.nn.ReLU(), *conv(),
+            torch.nn.InstanceNorm2d(8)) for _ in range(blocks))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+
+def test_reflection_padding_against_zero_padding_is_one_finding_per_conv() -> None:
+    """The reflection pad is a pad the port lacks and the port's conv pads where the other's
+    does not: two findings of one cause (seven over a generator) before. One now: the conv's
+    ``padding_mode``, both ways round, and the numbers confirm it."""
+    x = np.random.default_rng(0).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    reflect = torch_side(TorchPaddedBlocks(True), x, name="reflect")
+    zeros = torch_side(TorchPaddedBlocks(False), x, name="zeros")
+    for lhs, rhs, words in ((reflect, zeros, ("reflect", "zeros")),
+                            (zeros, reflect, ("zeros", "reflect"))):
+        report = compare(lhs, rhs)
+        assert len(report.findings) == 1, [f.message for f in report.findings]
+        (f,) = report.findings
+        assert (f.code, f.op, f.attr) == ("attr-mismatch", "conv", "padding_mode")
+        assert (f.lhs.value, f.rhs.value) == words and len(f.places) == 2
+        assert f"'{words[0]}' in lhs but '{words[1]}' in rhs in 2 places" in f.message
+    deep = compare(torch_side(TorchPaddedBlocks(True, 3), x, name="reflect3"),
+                   torch_side(TorchPaddedBlocks(False, 3), x, name="zeros3"))
+    assert [(f.attr, len(f.places)) for f in deep.findings] == [("padding_mode", 6)]
+
+
+def test_reflection_padding_in_keras_against_a_same_padded_conv_is_one_finding() -> None:
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    inp = tf.keras.Input((10, 10, 8))
+    y = tf.keras.layers.Lambda(
+        lambda t: tf.pad(t, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT"))(inp)
+    y = tf.keras.layers.Conv2D(8, 3, activation="relu")(y)
+    keras = tf.keras.Model(inp, tf.keras.layers.Conv2D(8, 3, padding="same")(y))
+
+    class TorchReflected(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(8, 8, 3), torch.nn.Conv2d(8, 8, 3)
+
+        def forward(self, t):
+            pad = torch.nn.functional.pad
+            return self.b(pad(torch.relu(self.a(pad(t, (1,) * 4, mode="reflect"))), (1,) * 4,
+                              mode="reflect"))
+
+    report = compare(torch_side(TorchReflected(), x, name="torch_reflected"),
+                     keras_side(keras, x.transpose(0, 2, 3, 1), name="keras_same"))
+    assert [(f.attr, f.lhs.value, f.rhs.value) for f in report.findings] == [
+        ("padding_mode", "reflect", "zeros")], [f.message for f in report.findings]
+    (f,) = report.findings
+    assert "pads its input by reflection in lhs but with zeros in rhs" in f.message
+    assert "numbers confirm it" in f.message
+
+
+# --- HF Wav2Vec2's padded frames zeroed through a repeated boolean mask ---------------------
+class TorchRepeatedMask(torch.nn.Module):
+    """``hidden_states[~expand_mask] = 0`` as HF's Wav2Vec2 encoder writes it:
+    ``mask.unsqueeze(-1).repeat(1, 1, C)``, then a ``where``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, m):
+        return self.lin(torch.where(m.unsqueeze(-1).repeat(1, 1, x.shape[2]), x, 0.0))
+
+
+def test_a_boolean_mask_repeated_over_channels_is_the_mask_broadcast() -> None:
+    """Proving the repeat an expand ran the region on boolean values, whose difference
+    NumPy refuses: exit 3 (an internal error) on ``show`` and ``diff``. Now booleans are
+    compared exactly, and the repeated mask is the mask TF's ``where`` broadcasts."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
+    m = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+    lhs = torch_side(TorchRepeatedMask().eval(), x, m, name="torch_repeated_mask")
+
+    class KerasMasked(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = tf.keras.layers.Dense(4)
+
+        def call(self, h, mask):
+            return self.lin(tf.where(mask[..., None], h, 0.0))
+
+    keras = KerasMasked()
+    keras(x, m)
+    _equivalent(lhs, keras_side(keras, x, m, name="keras_broadcast_mask"))
+
+
+# --- a head of one output: Dense(1)'s bias of one number --------------------------------------
+def test_a_linear_layer_of_one_output_is_keras_and_flax_dense_of_one_unit() -> None:
+    """Keras' and Flax's ``Dense(1)`` add a bias of shape [1], which reads as a single number
+    broadcast over everything: it was left an add beside a linear without bias (2 findings,
+    no numbers), on every regression and single-logit head (HF's ForMultipleChoice,
+    ELECTRA's discriminator)."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
+    torch.manual_seed(0)
+    lhs = torch_side(torch.nn.Linear(32, 1).eval(), x, name="torch_linear_1")
+    inp = tf.keras.Input((32,))
+    keras = tf.keras.Model(inp, tf.keras.layers.Dense(1)(inp))
+    dense = fnn.Dense(1)
+    variables = dense.init(jax.random.PRNGKey(0), x)
+    for rhs in (keras_side(keras, x, name="keras_dense_1"),
+                linen_side(dense, variables, x, name="flax_dense_1")):
+        report = _equivalent(lhs, rhs)
+        assert report.numeric is not None
+
+
+class TorchSummary(torch.nn.Module):
+    """HF's ``SequenceSummary`` (GPT-2's multiple-choice head): one token picked per choice,
+    its axis squeezed, ``Linear(32, 1)``, the logit's axis squeezed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.summary = torch.nn.Linear(32, 1)
+
+    def forward(self, h, idx):
+        idx = idx.unsqueeze(-1).unsqueeze(-1).expand(-1, -1, -1, h.size(-1))
+        return self.summary(h.gather(-2, idx).squeeze(-2)).squeeze(-1)
+
+
+def test_a_squeeze_before_a_linear_is_the_squeeze_after_it() -> None:
+    """TF's ``TFSequenceSummary`` squeezes after its ``Dense(1)``: the squeeze before the
+    layer was a missing reshape, the numbers agreeing to 1.6e-7."""
+    import tensorflow as tf
+
+    h = np.random.default_rng(0).standard_normal((2, 3, 8, 32)).astype(np.float32)
+    idx = np.array([[7, 5, 3], [2, 7, 6]], np.int64)
+
+    class KerasSummary(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.summary = tf.keras.layers.Dense(1)
+
+        def call(self, hidden, index):
+            out = tf.squeeze(tf.gather(hidden, tf.expand_dims(index, -1), batch_dims=2), 2)
+            return tf.squeeze(self.summary(out), axis=-1)
+
+    keras = KerasSummary()
+    keras(h, idx.astype(np.int32))
+    _equivalent(torch_side(TorchSummary().eval(), h, idx, name="torch_summary"),
+                keras_side(keras, h, idx.astype(np.int32), name="keras_summary"))
+
+
+# --- writes into slices of computed tensors: the write is part of the graph -----------------
+class TorchWrittenSlice(torch.nn.Module):
+    """``h[:, 0] = 0`` (BigBird's ``logits_mask[:, 0] = False``), ``h[:, 0].zero_()``, a
+    tensor written into a slice, or the same rows joined by ``torch.cat``."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin, self.how = torch.nn.Linear(4, 4), how
+
+    def forward(self, x):
+        h = self.lin(x) * 2
+        y = torch.sigmoid(x[:, 1:3])
+        if self.how == "set":
+            h[:, 0] = 0.0
+        elif self.how == "zero_":
+            h[:, 0].zero_()
+        elif self.how == "copy":
+            h[:, 1:3] = y
+        elif self.how == "cat":
+            h = torch.cat([h[:, :1], y, h[:, 3:]], 1)
+        return torch.tanh(h)
+
+
+def test_a_write_into_a_slice_of_an_activation_is_not_lost() -> None:
+    """torch.export keeps ``h[:, 0] = 0`` as ``fill_`` of a ``select`` that nothing reads:
+    the write vanished from the graph, and the model was "EQUIVALENT (same canonical
+    graph)" to itself without it. A write through selects and slices is now ``where``
+    over the written elements, the written values padded into place."""
+    x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
+    side = {how: torch_side(TorchWrittenSlice(how).eval(), x, name=f"torch_{how}")
+            for how in ("set", "zero_", "none", "copy", "cat")}
+    report = compare(side["set"], side["none"], mode="structure")
+    assert [(f.code, f.ops) for f in report.findings] == [("missing-op", ("where",))]
+    report = compare(side["set"], side["none"])
+    assert "numbers confirm it" in report.findings[0].message
+    _equivalent(side["set"], side["zero_"])
+    _equivalent(side["copy"], side["cat"])
+    assert "where" in [n.op for n in canonical(side["set"]).graph.nodes]

@@ -249,3 +249,51 @@ def test_what_is_no_repeat_of_positions_is_left_as_written(chain) -> None:
         assert found is not None and [a for a, _ in found[0]] == [1]
     else:
         assert found is None
+
+
+def test_a_repeat_that_also_drops_a_size_one_axis_is_still_a_gather() -> None:
+    # Keras's GroupNormalization(groups=-1) leaves [N, C, H, W, 1] to the activation after
+    # it, and UpSampling2D's reshapes drop that axis as they repeat rows and columns
+    chain = [("transpose", (0, 2, 3, 1, 4)), ("reshape", (2, 5, 1, 5, 8)),
+             ("expand", (2, 5, 2, 5, 8)), ("reshape", (2, 10, 5, 1, 8)),
+             ("expand", (2, 10, 5, 2, 8)), ("reshape", (2, 10, 10, 8))]
+    gathers, perm = repeated_positions((2, 8, 5, 5, 1), chain)
+    assert [a for a, _ in gathers] == [2, 3]
+    assert perm[:4] == (0, 2, 3, 1)
+    x = np.arange(2 * 8 * 5 * 5).reshape(2, 8, 5, 5, 1)
+    y = np.broadcast_to(x.transpose(0, 2, 3, 1, 4).reshape(2, 5, 1, 5, 8),
+                        (2, 5, 2, 5, 8)).reshape(2, 10, 5, 1, 8)
+    y = np.broadcast_to(y, (2, 10, 5, 2, 8)).reshape(2, 10, 10, 8)
+    # what the pass emits: the size-1 axis dropped, the gathers, then the source's axes in
+    # the chain's order
+    z = np.take(np.take(x.reshape(2, 8, 5, 5), gathers[0][1], 2), gathers[1][1], 3)
+    np.testing.assert_array_equal(z.transpose(0, 2, 3, 1), y)
+
+
+class NormedUpsampled(torch.nn.Module):
+    """An instance norm, a ReLU, a nearest upsampling and a conv (a generator's stage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = torch.nn.InstanceNorm2d(3, affine=True)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        up = torch.nn.functional.interpolate(torch.relu(self.norm(x)), scale_factor=2)
+        return self.conv(up)
+
+
+def test_keras_group_norm_of_one_channel_per_group_then_upsampling_is_instance_norm() -> None:
+    model = NormedUpsampled().eval()
+    inp = tf.keras.Input((8, 8, 3))
+    norm = tf.keras.layers.GroupNormalization(groups=-1, epsilon=1e-5)
+    conv = tf.keras.layers.Conv2D(4, 3, padding="same")
+    out = conv(tf.keras.layers.UpSampling2D(2)(tf.keras.layers.ReLU()(norm(inp))))
+    keras = tf.keras.Model(inp, out)
+    conv.set_weights([model.conv.weight.detach().numpy().transpose(2, 3, 1, 0),
+                      model.conv.bias.detach().numpy()])
+    ours = model(torch.from_numpy(X)).detach().numpy().transpose(0, 2, 3, 1)
+    assert np.max(np.abs(ours - keras(X_LAST).numpy())) < 1e-5
+    report = _compare(model, keras)
+    assert report.equivalent, [f.message for f in report.findings]

@@ -11,6 +11,7 @@ from specgraph.frontends._common.points import emit_along_gather
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends.torch.ops import rank_of, shape_of, wrap_dim
+from specgraph.ops.dtypes import numpy_dtype
 
 CONVERTERS = ConverterTable()
 _reg = CONVERTERS.register
@@ -349,6 +350,31 @@ def _arange(cx: Any, node: Any) -> Any:
 def _no_value(cx: Any, node: Any) -> Any:
     return None
 
+
+
+@_reg("aten.fill_.Tensor", "aten.fill_.Scalar", "aten.fill.Tensor", "aten.fill.Scalar",
+      "aten.zero_.default", "aten.zero.default")
+def _fill(cx: Any, node: Any) -> Any:
+    """``x.fill_(v)``, ``x.zero_()``: ``v`` everywhere in ``x``'s shape (written into what
+    ``x`` views by the converter's in-place rule: ``h[:, 0] = 0``)."""
+    (shape, dtype), = cx.meta(node)[:1]
+    arg = node.args[1] if len(node.args) > 1 else 0.0
+    if hasattr(arg, "name") and arg.name not in cx.static:
+        value = cx.value(arg)
+        if tuple(value.shape) not in ((), (1,)):
+            return cx.opaque(node)
+        if value.shape:
+            value = cx.emit("reshape", [value], {"shape": ()}, out=((), value.dtype))
+        if value.dtype != dtype:
+            value = cx.emit("cast", [value], {"dtype": dtype}, out=((), dtype))
+    else:
+        number = cx.static[arg.name] if hasattr(arg, "name") else arg
+        number = number.item() if isinstance(number, torch.Tensor) else number
+        value = cx.b.constant(np.array(number, dtype=numpy_dtype(dtype) if dtype != "bool"
+                                       else np.bool_), dtype)
+    filled = cx.emit("expand", [value], {"shape": tuple(shape)}, out=(tuple(shape), dtype))
+    cx.fills[filled] = value
+    return filled
 
 
 @_reg("aten.copy_.default")

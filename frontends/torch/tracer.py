@@ -297,6 +297,33 @@ def _viewed_base(node: Any) -> Any:
     return None if base is node else base
 
 
+def _view_steps(view: Any, base: Any) -> list[tuple[Any, ...]] | None:
+    """How ``view`` views ``base``: its selects and slices of step one from ``base`` on,
+    each (kind, axis, start, end, the shape it views); None through any other view."""
+    steps: list[tuple[Any, ...]] = []
+    node = view
+    while node is not base:
+        if getattr(node, "op", None) != "call_function" or not node.args:
+            return None
+        x, key = node.args[0], str(node.target)
+        shape = tuple(int(n) for n in shape_ops.shape_of(x))
+        if key == "aten.select.int":
+            dim = shape_ops.wrap_dim(node.args[1], len(shape))
+            index = int(node.args[2]) % shape[dim]
+            steps.insert(0, ("select", dim, index, index + 1, shape))
+        elif key == "aten.slice.Tensor":
+            dim = shape_ops.wrap_dim(node.args[1] if len(node.args) > 1 else 0, len(shape))
+            start, end, step = slice(*(list(node.args[2:5]) + [None] * 3)[:3]).indices(
+                shape[dim])
+            if step != 1 or end < start:
+                return None
+            steps.insert(0, ("slice", dim, start, end, shape))
+        else:
+            return None
+        node = x
+    return steps
+
+
 def _export(module: Any, args: tuple[Any, ...]) -> Any:
     """``torch.export.export`` with HF's masks built without vmap; where a mask function
     does not take broadcast indices, as the model writes it. Regions run under another
@@ -523,6 +550,7 @@ class _Converter(BaseConverter):
         # in-place renorm of the rows its lookup then reads (``ops._embedding_renorm``)
         self.renormed: dict[tuple[Any, Any], tuple[float, float]] = {}
         self.current: Any = None
+        self.fills: dict[Value, Value] = {}  # a fill's result -> the number it fills with
 
     # --- the walk ------------------------------------------------------------------------
     def convert(self, module: torch.nn.Module, args: tuple[Any, ...]):
@@ -650,32 +678,67 @@ class _Converter(BaseConverter):
             return self.env[seq.name][index]
         key = str(target)
         converter = self.converters.get(key)
-        if converter is None:
-            return self.opaque(node)
-        result = converter(self, node)
+        # (an op without a converter is opaque; in place, what it writes into is too)
+        result = self.opaque(node) if converter is None else converter(self, node)
         if key.endswith("_.default") or re.search(r"_\.[A-Za-z_]+$", key):
             first = node.args[0]  # an in-place op: later reads of its input see the result
             if hasattr(first, "name") and first.name not in self.placeholders:
                 base = _viewed_base(first)
                 if base is not None:
-                    self._written_through_view(base, result)
+                    self._written_through_view(base, first, result)
                 self.env[first.name] = result
         return result
 
-    def _written_through_view(self, base: Any, result: Any) -> None:
-        """An in-place op wrote into a view of ``base`` (``x[:, :k] = y``): ``base`` changed
-        too, which no canonical op says here, so later reads of it read an opaque value
-        (an error where it is run, never the unwritten tensor)."""
+    def _written_through_view(self, base: Any, view: Any, result: Any) -> None:
+        """An in-place op wrote into ``view``, a view of ``base`` (``x[:, 0] = 0``,
+        ``x[..., 1:] = y``): ``base`` changed too. Through selects and slices of step one it
+        is ``where(written, y placed, base)``, ``written`` the constant mask of the view's
+        elements and ``y`` padded (a fill: its number) into base's shape; through other views
+        later reads of it read an opaque value (an error where it is run, never the
+        unwritten tensor)."""
         val = base.meta.get("val")
         if not isinstance(val, torch.Tensor) or not isinstance(result, Value):
             return
         before = self.value(base)
         meta = (tuple(int(s) for s in val.shape), dtype_name(val.dtype, self._at()))
-        (written,) = self.emit_opaque([before, result], outs=[meta],
-                                      target=f"{self.current.target} into a view")
+        steps = _view_steps(view, base)
+        if steps is not None and tuple(before.shape) == meta[0]:
+            written = self._placed(before, result, steps)
+        else:
+            (written,) = self.emit_opaque([before, result], outs=[meta],
+                                          target=f"{self.current.target} into a view")
         self.static.pop(base.name, None)
         self.folded.pop(base.name, None)
         self.env[base.name] = written
+
+    def _placed(self, before: Value, result: Value, steps: list[tuple[Any, ...]]) -> Value:
+        """``before`` with ``result`` written where ``steps`` (selects and slices, from
+        ``before`` on) view it."""
+        shape, dtype = tuple(before.shape), before.dtype
+        at = np.arange(int(np.prod(shape))).reshape(shape)
+        for kind, dim, start, end, _ in steps:
+            at = np.take(at, start, axis=dim) if kind == "select" else \
+                np.take(at, np.arange(start, end), axis=dim)
+        mask = np.zeros(shape, bool)
+        mask.reshape(-1)[at.reshape(-1)] = True
+        value = self.fills.get(result)
+        if value is None:
+            value = result
+            if value.dtype != dtype:
+                value = self.emit("cast", [value], {"dtype": dtype},
+                                  out=(tuple(value.shape), dtype))
+            for kind, dim, start, end, outer in reversed(steps):
+                if kind == "select":
+                    unit = tuple(outer[:dim]) + (1,) + tuple(outer[dim + 1:])
+                    value = self.emit("reshape", [value], {"shape": unit}, out=(unit, dtype))
+                pads = [0] * (2 * len(outer))
+                pads[dim], pads[len(outer) + dim] = start, outer[dim] - end
+                value = self.emit("pad", [value], {"pads": tuple(pads)},
+                                  out=(tuple(outer), dtype))
+        elif value.dtype != dtype:
+            value = self.emit("cast", [value], {"dtype": dtype}, out=((), dtype))
+        return self.emit("where", [self.b.constant(mask, "bool"), value, before],
+                         out=(shape, dtype))
 
     def opaque(self, node: Any) -> Any:
         if not isinstance(node.meta.get("val"), (torch.Tensor, tuple, list)):

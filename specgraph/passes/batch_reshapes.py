@@ -293,6 +293,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     elementwise = spec.category in ("elementwise", "activation")
     data = len(node.inputs) if elementwise or node.op == "matmul" else (
         3 if node.op == "attention" else 1)
+    if node.op == "linear" and _units_dropped_before_linear(rw, node):
+        return True
     found = _unmerged(rw, node, data)
     if found is None:
         return _sink_promotion(rw, node, elementwise, data)
@@ -326,6 +328,25 @@ def _rule(rw: Rewriter, node: Node) -> bool:
             and all(_kept_only(v, k) for v in inputs[3:]):
         return _emit_merged(rw, node, inputs, x0, k, attrs)
     return False
+
+
+def _units_dropped_before_linear(rw: Rewriter, node: Node) -> bool:
+    """linear(reshape(x)), the reshape only dropping leading axes of one (read there
+    alone): the layer, then the reshape (HF's sequence summary squeezes the picked token's
+    axis before its ``Linear``, TF's after its ``Dense``, the squeeze of the head's one
+    logit merged into it)."""
+    x = node.inputs[0]
+    r = rw.producer(x)
+    k = _kept(r) if r is not None else None
+    if k is None or k != 1 or rw.uses(x) != 1 or x in rw.graph.outputs or \
+            not _drops_units_only(r, k):
+        return False
+    source, out = r.inputs[0], node.outputs[0]
+    shape = source.shape[:-1] + out.shape[-1:]
+    inner = rw.emit("linear", [source, *node.inputs[1:]], dict(node.attrs), like=node,
+                    shape=shape)
+    rw.replace(out, rw.emit("reshape", [inner], {"shape": out.shape}, like=r, shape=out.shape))
+    return True
 
 
 def _unpromoted(rw: Rewriter, node: Node, data: int) -> tuple[list[Value], int] | None:

@@ -99,6 +99,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op in ("reshape", "expand") and x.shape == node.outputs[0].shape:
         rw.replace(node.outputs[0], x)
         return True
+    if node.op == "reshape" and _reshape_through_unary(rw, node):
+        return True
     if node.op == "pad" and not any(node.attrs["pads"]):
         rw.replace(node.outputs[0], x)
         return True
@@ -137,7 +139,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         return True
     if node.op == "where":
         return _constant_condition(rw, node) or _index_wrap(rw, node) or \
-            _indicator(rw, node) or _nan_guarded_softmax(rw, node)
+            _indicator(rw, node) or _nan_guarded_softmax(rw, node) or \
+            _expand_broadcast(rw, node)
     if node.op in ("argmax", "argmin") and node.attrs["keepdims"]:
         # the index with its axis kept is the index reshaped (PyTorch's max(keepdim=True))
         out = node.outputs[0]
@@ -642,13 +645,15 @@ def _zeros_around(rw: Rewriter, node: Node) -> bool:
     return True
 
 
-_BROADCASTING = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
+_BROADCASTING = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "logical_and",
+                          "logical_or"})
 
 
 def _expand_broadcast(rw: Rewriter, node: Node) -> bool:
     """An elementwise op reading an expand whose source its other operands broadcast to the
     same shape reads the source (PyTorch XLM's ``x + emb.expand_as(x)``: TF adds the lookup
-    and lets the sum broadcast it)."""
+    and lets the sum broadcast it; HF Wav2Vec2's ``mask.unsqueeze(-1).repeat(1, 1, C)``
+    before ``where``, where TF lets ``where`` broadcast the mask)."""
     out = node.outputs[0]
     inputs = list(node.inputs)
     changed = False
@@ -1028,6 +1033,54 @@ def _reshape_after_elementwise(rw: Rewriter, node: Node) -> bool:
                                     shape=out.shape))
             return True
     return False
+
+
+def _unit_axes_only(source: tuple[int, ...], target: tuple[int, ...], keep: int) -> bool:
+    """Whether a reshape of ``source`` to ``target`` only adds or drops size-1 axes after
+    the first ``keep``."""
+    return source[:keep] == target[:keep] and \
+        [n for n in source[keep:] if n != 1] == [n for n in target[keep:] if n != 1]
+
+
+def _reshape_through_unary(rw: Rewriter, node: Node) -> bool:
+    """reshape(f(reshape(x))), f a chain of elementwise ops of one operand (scalars aside)
+    each read only by the next, is f(x) reshaped once; and where the chain starts at a
+    ``group_norm`` of x with size-1 axes added or dropped after its channels, at the norm
+    of x itself (Keras' ``GroupNormalization(groups=-1)`` normalizes [N, H, W, C, 1], and an
+    activation before an ``UpSampling2D`` keeps that axis until the upsampling's reshapes
+    drop it)."""
+    chain: list[Node] = []
+    value = node.inputs[0]
+    while (p := rw.producer(value)) is not None and rw.uses(value) == 1 and \
+            len(p.outputs) == 1 and get_spec(p.op).category in ("elementwise", "activation") \
+            and p.inputs and p.inputs[0].shape == value.shape and \
+            all(v.rank == 0 for v in p.inputs[1:]):
+        chain.insert(0, p)
+        value = p.inputs[0]
+    start = rw.producer(value)
+    if not chain and (start is None or start.op != "group_norm"):
+        return False  # two reshapes in a row merge elsewhere
+    if start is None or rw.uses(value) != 1 or start.op not in ("reshape", "group_norm"):
+        return False
+    if start.op == "reshape":
+        x = start.inputs[0]
+    else:
+        inner = rw.producer(start.inputs[0])
+        if inner is None or inner.op != "reshape" or rw.uses(start.inputs[0]) != 1:
+            return False
+        x = inner.inputs[0]
+        if x.rank < 3 or not _unit_axes_only(tuple(x.shape), tuple(value.shape), 2):
+            return False
+        x = rw.emit("group_norm", [x, *start.inputs[1:]], dict(start.attrs), like=start,
+                    shape=x.shape, dtype=value.dtype)
+    for op in chain:
+        x = rw.emit(op.op, [x if v is value else v for v in op.inputs], dict(op.attrs),
+                    like=op, shape=x.shape, dtype=op.outputs[0].dtype)
+        value = op.outputs[0]
+    out = node.outputs[0]
+    rw.replace(out, x if x.shape == out.shape else rw.emit(
+        "reshape", [x], {"shape": out.shape}, like=node, shape=out.shape))
+    return True
 
 
 def _neutral(rw: Rewriter, node: Node) -> bool:

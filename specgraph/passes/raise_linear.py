@@ -31,12 +31,17 @@ def _param_behind(rw: Rewriter, value: Value) -> Value | None:
         if node is None or node.op not in ("reshape", "expand"):
             return None
         value = node.inputs[0]
-    return value if sum(s != 1 for s in value.shape) == 1 else None
+    return value if sum(s != 1 for s in value.shape) <= 1 else None
 
 
-def _bias_axis(value: Value, out_rank: int) -> int | None:
+def _bias_axis(value: Value, out_rank: int, features: int | None = None) -> int | None:
+    """The one axis of an output of ``out_rank`` axes that ``value`` holds a bias along; a
+    single number is a bias along the ``features`` axis where that axis is of size one too
+    (Keras' ``Dense(1)``: a regression or single-logit head)."""
     full = (1,) * (out_rank - value.rank) + value.shape
     non_unit = [i for i, s in enumerate(full) if s != 1]
+    if not non_unit and value.rank <= out_rank:
+        return features
     return non_unit[0] if len(non_unit) == 1 else None
 
 
@@ -103,7 +108,7 @@ def _biased_product(rw: Rewriter, node: Node) -> bool:
         bias = _param_behind(rw, other)
         features = w.shape[-1]
         if bias is None or bias.size != features or other.rank > moved.rank or \
-                _bias_axis(other, moved.rank) != moved.rank - 1 or \
+                _bias_axis(other, moved.rank, moved.rank - 1) != moved.rank - 1 or \
                 moved.shape != node.outputs[0].shape:
             continue
         flat = rw.emit("reshape", [other], {"shape": (features,)}, like=node,
@@ -127,7 +132,7 @@ def _bias_add(rw: Rewriter, node: Node) -> bool:
         bias = _param_behind(rw, other)
         rank = layer_value.rank
         axis = _WITH_BIAS[layer.op] % rank
-        if bias is None or _bias_axis(other, rank) != axis or bias.size != \
+        if bias is None or _bias_axis(other, rank, axis) != axis or bias.size != \
                 layer_value.shape[axis]:
             continue
         if bias.rank != 1:  # [1, n]: read as [n] (canonicalize_model stores it so)
@@ -264,7 +269,8 @@ def _bias_through_layout(rw: Rewriter, node: Node) -> bool:
             axis = _axis_through(step, axis) if axis is not None else None
         bias = _param_behind(rw, other)
         if axis is None or bias is None or other.rank > moved.rank or \
-                _bias_axis(other, moved.rank) != axis or moved.shape != node.outputs[0].shape:
+                _bias_axis(other, moved.rank, axis) != axis or \
+                moved.shape != node.outputs[0].shape:
             continue
         features = value.shape[_WITH_BIAS[layer.op] % value.rank]
         if bias.size != features:

@@ -97,8 +97,6 @@ def repeated_positions(source: tuple[int, ...], chain: list[tuple[str, tuple[int
             if any(d is None for d in dims):
                 return None
         shape = tuple(target)
-    if len(shape) != len(source):
-        return None
     found = []
     perm = [-1] * len(shape)
     for axis, dim in enumerate(dims):
@@ -113,9 +111,11 @@ def repeated_positions(source: tuple[int, ...], chain: list[tuple[str, tuple[int
         if len(dim) > 1:
             digits = np.unravel_index(np.arange(shape[axis]), [a[2] for a in dim])
             found.append((dim[0][1], np.asarray(digits[0], dtype=np.int64)))
-    # the source's size-1 axes take the places left, in order
-    rest = iter(a for a in range(len(source)) if a not in perm)
-    perm = [p if p >= 0 else next(rest) for p in perm]
+    rest = [a for a in range(len(source)) if a not in perm]
+    if len(shape) == len(source):  # the source's size-1 axes take the places left, in order
+        perm = [p if p >= 0 else rest.pop(0) for p in perm]
+    else:  # size-1 axes added or dropped too: its axes in the chain's order, a reshape after
+        perm = [p for p in perm if p >= 0] + rest
     if not found or sorted(perm) != list(range(len(source))):
         return None
     return sorted(found, key=lambda f: f[0]), tuple(perm)
@@ -137,6 +137,13 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     gathers, perm = positions
     value = source
     shape = list(source.shape)
+    if len(shape) != len(node.outputs[0].shape):  # size-1 axes dropped first, added last
+        kept = [a for a in perm if shape[a] > 1]
+        shape = [shape[a] for a in sorted(kept)]
+        value = rw.emit("reshape", [value], {"shape": list(shape)}, like=node,
+                        shape=tuple(shape))
+        gathers = [(sorted(kept).index(a), at) for a, at in gathers]
+        perm = tuple(sorted(kept).index(a) for a in kept)
     for axis, at in gathers:
         shape[axis] = int(at.size)
         value = rw.emit("gather", [value, rw.constant(at, "int64")], {"axis": axis},
@@ -144,6 +151,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if perm != tuple(range(len(perm))):
         value = rw.emit("transpose", [value], {"perm": perm}, like=node,
                         shape=tuple(shape[p] for p in perm))
+    if tuple(value.shape) != tuple(node.outputs[0].shape):  # size-1 axes added or dropped
+        value = rw.emit("reshape", [value], {"shape": list(node.outputs[0].shape)},
+                        like=node, shape=tuple(node.outputs[0].shape))
     rw.replace(node.outputs[0], value)
     return True
 
