@@ -5405,3 +5405,55 @@ def test_a_write_into_a_slice_of_an_activation_is_not_lost() -> None:
     _equivalent(side["set"], side["zero_"])
     _equivalent(side["copy"], side["cat"])
     assert "where" in [n.op for n in canonical(side["set"]).graph.nodes]
+
+
+# --- a layer scale scaled again on one side (Flax DINOv2's doubled layerscale_value) --------
+class TorchLayerScales(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lins = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(2))
+        self.scales = torch.nn.ParameterList(torch.nn.Parameter(torch.full((8,), 0.5))
+                                             for _ in range(2))
+
+    def forward(self, x):
+        for lin, scale in zip(self.lins, self.scales):
+            x = x + lin(x) * scale
+        return x
+
+
+class LinenLayerScale(fnn.Module):
+    value: float = 0.5
+
+    def setup(self) -> None:
+        self.lambda1 = self.param("lambda1", lambda key, shape: self.value * jnp.ones(shape),
+                                  (8,)) * self.value  # HF's Flax DINOv2: the value again
+
+    def __call__(self, x):
+        return self.lambda1 * x
+
+
+class LinenLayerScales(fnn.Module):
+    @fnn.compact
+    def __call__(self, x):
+        for _ in range(2):
+            x = x + LinenLayerScale()(fnn.Dense(8)(x))
+        return x
+
+
+def test_a_weight_scaled_again_on_one_side_is_one_finding_and_its_weights_still_move() -> None:
+    """Flax DINOv2 multiplies its layer scale by ``layerscale_value`` again in ``setup``:
+    one extra ``mul`` per layer scale, each between a differently named weight and the
+    layer scale's product, was a finding per place, and no numbers ran (the weight's
+    reader has no counterpart). The weight behind the extra product plays the other
+    side's weight's role: one finding for every place, and the numbers part."""
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    model = LinenLayerScales()
+    variables = model.init(jax.random.PRNGKey(0), x)
+    report = compare(torch_side(TorchLayerScales().eval(), x, name="torch_scales"),
+                     linen_side(model, variables, x, name="flax_scales_twice"))
+    assert [(f.code, f.ops, len(f.places)) for f in report.findings] == [
+        ("missing-op", ("mul",), 2)], [f.message for f in report.findings]
+    assert "its weight (" in report.findings[0].message
+    assert report.numeric is not None and any(s.diverges for s in
+                                              report.numeric.outputs.values())
