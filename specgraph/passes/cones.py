@@ -93,4 +93,10 @@ def inputs_to_try(free: list[Value], nodes: list[Node], y: Value) -> list[Value]
     # an activation inside the cone may end the previous layer (batch norm after a relu)
     out += [n.outputs[0] for n in nodes if get_spec(n.op).category == "activation"
             and n.outputs[0] is not y and n.outputs[0] not in out]
+    # two branches joined first, then normalized (Keras ResNetV2's pre-activation batch
+    # norm of the residual sum: the cone walks through the add to both branches)
+    given = set(free)
+    out += [n.outputs[0] for n in nodes if len(set(n.inputs)) >= 2 and
+            all(v in given for v in n.inputs) and n.outputs[0] is not y and
+            n.outputs[0] not in out]
     return [v for v in out if v.shape == y.shape]

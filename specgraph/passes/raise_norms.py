@@ -133,6 +133,16 @@ def _raise(rw: Rewriter, node: Node, op: str, x: Value, nodes: list[Node],
     return True
 
 
+def _read_outside(rw: Rewriter, nodes: list[Node], y: Value) -> list[Value]:
+    """Values of ``y``'s shape made inside the cone that ops outside it read too, nearest
+    ``y`` first: a residual stream the norm reads and the shortcut adds (Keras ResNetV2's
+    pre-activation batch norm, whose cone walks up the stream through earlier blocks)."""
+    inside = {id(n) for n in nodes}
+    return [n.outputs[0] for n in reversed(nodes) if len(n.outputs) == 1 and
+            n.outputs[0] is not y and n.outputs[0].shape == y.shape and
+            any(id(u) not in inside for u in rw.graph.consumers(n.outputs[0]))][:4]
+
+
 def _try_batch_norm(rw: Rewriter, node: Node, x: Value, nodes: list[Node]) -> bool:
     if any(n.op.startswith("reduce") for n in nodes) or x.rank < 2:
         return False
@@ -322,8 +332,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     free, nodes = cone
     if len(nodes) < 3:
         return True
-    for x in inputs_to_try(free, nodes, node.outputs[0]) + _normed_weights(rw, free, nodes,
-                                                                          node.outputs[0]):
+    for x in inputs_to_try(free, nodes, node.outputs[0]) + _normed_weights(
+            rw, free, nodes, node.outputs[0]) + _read_outside(rw, nodes, node.outputs[0]):
         inner = region(rw, node.outputs[0], [x])
         if inner is None or len(inner) < 3:
             continue
