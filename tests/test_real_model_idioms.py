@@ -5457,3 +5457,37 @@ def test_a_weight_scaled_again_on_one_side_is_one_finding_and_its_weights_still_
     assert "its weight (" in report.findings[0].message
     assert report.numeric is not None and any(s.diverges for s in
                                               report.numeric.outputs.values())
+
+
+def test_jax_at_set_is_the_same_write_as_pytorch_in_place() -> None:
+    """Flax BigBird's ``mask.at[:, 0].set(False)`` and a write of computed values into a
+    slice, ``h.at[:, 1:3].set(y)``, are XLA scatters: opaque, so BigBird QA PyTorch vs Flax
+    was a false alarm. With indices known at trace time the scatter is the ``where`` that
+    PyTorch's in-place writes are."""
+    x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+
+    class TorchWrites(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, t):
+            h = self.lin(t) * 2
+            h[:, 1:3] = torch.sigmoid(t[:, 1:3])
+            h[:, 0] = 0.0
+            mask = torch.ones(t.shape[:2], dtype=torch.bool)
+            mask[:, 0] = False
+            return torch.tanh(h) - mask.unsqueeze(2) * 1e6
+
+    def apply(params, t):
+        h = (t @ params["w"] + params["b"]) * 2
+        h = h.at[:, 1:3].set(jax.nn.sigmoid(t[:, 1:3]))
+        h = h.at[:, 0].set(0.0)
+        mask = jnp.ones(t.shape[:2], bool).at[:, 0].set(False)
+        return jnp.tanh(h) - mask[:, :, None] * 1e6
+
+    rhs = jax_side(apply, {"w": jnp.asarray(w), "b": jnp.zeros(4)}, x, name="jax_at_set")
+    assert "opaque" not in [n.op for n in rhs.graph.nodes]
+    _equivalent(torch_side(TorchWrites().eval(), x, name="torch_in_place"), rhs)

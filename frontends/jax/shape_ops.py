@@ -9,6 +9,7 @@ import numpy as np
 
 from specgraph.frontends._common.points import emit_point_gather
 from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends._common.writes import emit_write
 
 __all__ = ["CONVERTERS"]
 
@@ -290,3 +291,32 @@ def _take_axis(eqn: Any, shape: tuple[int, ...], index_shape: tuple[int, ...]) -
     nb = len(index_shape) - 1
     expected = tuple(range(axis)) + tuple(range(axis + nb, len(shape) - 1 + nb))
     return axis if tuple(int(d) for d in dn.offset_dims) == expected else None
+
+
+@_reg("scatter")
+def _scatter(cx: Any, eqn: Any) -> Any:
+    """``x.at[idx].set(y)`` with indices known at trace time: ``where`` over the elements
+    written, ``y`` placed (``frontends._common.writes``); which element of ``y`` lands where
+    is found by running the scatter itself on positions. Computed indices stay opaque."""
+    operand, indices, updates = eqn.invars
+    at = cx.known(indices)
+    shape, update_shape = _shape(operand), _shape(updates)
+    if at is None or math.prod(shape) > 1 << 22:
+        return cx.opaque()
+    import jax
+
+    params = dict(eqn.params)
+    try:
+        with jax.default_device(jax.devices("cpu")[0]):
+            source = np.asarray(eqn.primitive.bind(
+                np.full(shape, -1, np.int32), at,
+                np.arange(math.prod(update_shape), dtype=np.int32).reshape(update_shape),
+                **params))
+    except Exception:  # noqa: BLE001  (what JAX cannot run on positions stays opaque)
+        return cx.opaque()
+    known = cx.known(updates)
+    fill = None
+    if known is not None and known.size and np.all(known == known.reshape(-1)[0]):
+        fill = cx.constant(np.asarray(known.reshape(-1)[0], dtype=known.dtype))
+    return emit_write(cx, cx.value(operand), source.astype(np.int64),
+                      None if fill is not None else cx.value(updates), fill)

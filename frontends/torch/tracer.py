@@ -32,6 +32,7 @@ from specgraph.frontends._common.converter import (NATIVE, BaseConverter, Step, 
 from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
+from specgraph.frontends._common.writes import emit_write
 from specgraph.frontends.torch import ops, shape_ops
 from specgraph.frontends.torch.complex_ops import ComplexPair, with_complex
 from specgraph.frontends.torch.program import TorchProgram
@@ -714,31 +715,14 @@ class _Converter(BaseConverter):
     def _placed(self, before: Value, result: Value, steps: list[tuple[Any, ...]]) -> Value:
         """``before`` with ``result`` written where ``steps`` (selects and slices, from
         ``before`` on) view it."""
-        shape, dtype = tuple(before.shape), before.dtype
+        shape = tuple(before.shape)
         at = np.arange(int(np.prod(shape))).reshape(shape)
         for kind, dim, start, end, _ in steps:
             at = np.take(at, start, axis=dim) if kind == "select" else \
                 np.take(at, np.arange(start, end), axis=dim)
-        mask = np.zeros(shape, bool)
-        mask.reshape(-1)[at.reshape(-1)] = True
-        value = self.fills.get(result)
-        if value is None:
-            value = result
-            if value.dtype != dtype:
-                value = self.emit("cast", [value], {"dtype": dtype},
-                                  out=(tuple(value.shape), dtype))
-            for kind, dim, start, end, outer in reversed(steps):
-                if kind == "select":
-                    unit = tuple(outer[:dim]) + (1,) + tuple(outer[dim + 1:])
-                    value = self.emit("reshape", [value], {"shape": unit}, out=(unit, dtype))
-                pads = [0] * (2 * len(outer))
-                pads[dim], pads[len(outer) + dim] = start, outer[dim] - end
-                value = self.emit("pad", [value], {"pads": tuple(pads)},
-                                  out=(tuple(outer), dtype))
-        elif value.dtype != dtype:
-            value = self.emit("cast", [value], {"dtype": dtype}, out=((), dtype))
-        return self.emit("where", [self.b.constant(mask, "bool"), value, before],
-                         out=(shape, dtype))
+        source = np.full(shape, -1, np.int64)
+        source.reshape(-1)[at.reshape(-1)] = np.arange(at.size)
+        return emit_write(self, before, source, result, self.fills.get(result))
 
     def opaque(self, node: Any) -> Any:
         if not isinstance(node.meta.get("val"), (torch.Tensor, tuple, list)):
