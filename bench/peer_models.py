@@ -202,6 +202,11 @@ ARCHS: dict[str, Arch] = {
     "llama_theta": Arch("decoder", lambda t: t.LlamaConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False,
                  rope_theta=500000.0)), _classes("LlamaForCausalLM", "torch,flax"), _text()),
+    # long-context fine-tunes' linear RoPE scaling: positions divided by the factor
+    "llama_rope_linear": Arch("decoder", lambda t: t.LlamaConfig(
+        **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False,
+                 rope_scaling={"rope_type": "linear", "factor": 2.0})),
+        _classes("LlamaForCausalLM", "torch,flax"), _text()),
     "mistral": Arch("decoder", lambda t: t.MistralConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=None,
                  use_cache=False)), _classes("MistralForCausalLM"), _text()),
@@ -247,6 +252,8 @@ ARCHS: dict[str, Arch] = {
     # --- vision -----------------------------------------------------------------------
     "vit": Arch("vision", lambda t: t.ViTConfig(**_small(image_size=IMAGE, patch_size=PATCH)),
                 _classes("ViTModel"), _vision),
+    "vit_no_qkv_bias": Arch("vision", lambda t: t.ViTConfig(**_small(
+        image_size=IMAGE, patch_size=PATCH, qkv_bias=False)), _classes("ViTModel"), _vision),
     "beit": Arch("vision", lambda t: t.BeitConfig(**_small(image_size=IMAGE,
                                                             patch_size=PATCH)),
                  _classes("BeitModel", "torch,flax"), _vision),

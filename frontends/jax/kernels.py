@@ -466,11 +466,13 @@ def _rotate_every_two(x):
     return jnp.stack((-x[..., 1::2], x[..., ::2]), axis=-1).reshape(x.shape)
 
 
-def _rotary_embedding(x, theta, dim, layout="half", axis=1):
+def _rotary_embedding(x, theta, dim, layout="half", axis=1, factor=1.0):
     """As HF's Flax Llama (rotate_half) and GPT-J (every two) write it, with the angles
     computed in float32 (float64 for a float64 input), cos and sin in the input's dtype."""
     work = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
     inv_freq = 1.0 / (theta ** (jnp.arange(0, dim, 2).astype(work) / dim))
+    if factor != 1.0:  # linear scaling: HF divides the frequencies by the factor
+        inv_freq = inv_freq / factor
     freqs = jnp.outer(jnp.arange(x.shape[axis]).astype(work), inv_freq)
     emb = (jnp.concatenate((freqs, freqs), axis=-1) if layout == "half"
            else jnp.repeat(freqs, 2, axis=-1))

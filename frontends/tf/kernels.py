@@ -538,11 +538,13 @@ def _rotate_every_two(x):
     return tf.reshape(tf.stack((-x[..., 1::2], x[..., ::2]), axis=-1), tf.shape(x))
 
 
-def rotary_embedding(x, theta, dim, layout="half", axis=1):
+def rotary_embedding(x, theta, dim, layout="half", axis=1, factor=1.0):
     """As HF's TF Mistral (rotate_half) and GPT-J (every two) write it, with the angles
     computed in float32 (float64 for a float64 input), cos and sin in the input's dtype."""
     work = tf.float64 if x.dtype == tf.float64 else tf.float32
     inv_freq = 1.0 / (theta ** (tf.cast(tf.range(0, dim, 2), work) / dim))
+    if factor != 1.0:  # linear scaling: HF divides the frequencies by the factor
+        inv_freq = inv_freq / factor
     freqs = tf.einsum("i,j->ij", tf.cast(tf.range(x.shape[axis]), work), inv_freq)
     emb = (tf.concat((freqs, freqs), axis=-1) if layout == "half"
            else tf.repeat(freqs, 2, axis=-1))

@@ -466,12 +466,14 @@ def _rotate_every_two(x):
     return torch.stack((-x2, x1), dim=-1).flatten(-2)
 
 
-def rotary_embedding(x, theta, dim, layout="half", axis=1):
+def rotary_embedding(x, theta, dim, layout="half", axis=1, factor=1.0):
     """As HF's Llama (rotate_half) and GPT-J (every two) write it: the angles in float32
     (float64 for a float64 input), cos and sin cast to the input's dtype."""
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     steps = torch.arange(0, dim, 2, dtype=torch.int64, device=x.device).to(work)
     inv_freq = 1.0 / (theta ** (steps / dim))
+    if factor != 1.0:  # linear scaling: HF divides the frequencies by the factor
+        inv_freq = inv_freq / factor
     positions = torch.arange(x.shape[axis], dtype=torch.int64, device=x.device).to(work)
     freqs = torch.outer(positions, inv_freq)
     if layout == "half":

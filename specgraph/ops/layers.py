@@ -558,15 +558,17 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return rows * np.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
 
 
-def rotary_tables(length: int, theta: float, dim: int, dtype=np.float64):
-    """cos and sin of position·theta^(-2i/dim), [length, dim/2]: the angles every rotary
-    position embedding turns its pairs by (positions 0, 1, ... ``length`` - 1)."""
-    inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+def rotary_tables(length: int, theta: float, dim: int, dtype=np.float64, factor: float = 1.0):
+    """cos and sin of (position / factor)·theta^(-2i/dim), [length, dim/2]: the angles every
+    rotary position embedding turns its pairs by (positions 0, 1, ... ``length`` - 1)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim) / factor
     angles = np.outer(np.arange(length, dtype=np.float64), inv_freq).astype(dtype)
     return np.cos(angles), np.sin(angles)
 
 
-def _rotary_eq(x, theta, dim, layout="half", axis=1):
+def _rotary_eq(x, theta, dim, layout="half", axis=1, factor=1.0):
+    if factor != 1.0:
+        return call("rope", x, theta=theta, dim=dim, layout=layout, axis=axis, factor=factor)
     return call("rope", x, theta=theta, dim=dim, layout=layout, axis=axis)
 
 
@@ -582,19 +584,22 @@ def _rotary_eq(x, theta, dim, layout="half", axis=1):
                            "2i + 1 (interleaved, a complex multiply)"),
         "axis": Attr("int", doc="the position axis (non-negative, not the last): element t "
                                 "along it is at position t"),
+        "factor": Attr("float", 1.0, doc="linear position scaling: positions are divided by "
+                                         "it (HF's rope_scaling of type linear)"),
     },
     equation=_rotary_eq,
     category="layer",
     onnx="RotaryEmbedding",
 )
-def rotary_embedding(x, theta, dim, layout="half", axis=1):
-    """Each pair (a, b) of the first ``dim`` features at position t turned by angle t·ωᵢ,
-    ωᵢ = theta^(-2i/dim): (a·cos - b·sin, b·cos + a·sin); the other features as they are."""
+def rotary_embedding(x, theta, dim, layout="half", axis=1, factor=1.0):
+    """Each pair (a, b) of the first ``dim`` features at position t turned by angle
+    (t / factor)·ωᵢ, ωᵢ = theta^(-2i/dim): (a·cos - b·sin, b·cos + a·sin); the other
+    features as they are."""
     x = np.asarray(x)
     if not 0 <= axis < x.ndim - 1 or dim % 2 or not 0 < dim <= x.shape[-1]:
         raise ValueError(f"rotary_embedding: axis {axis} and dim {dim} do not fit a "
                          f"{x.shape} input")
-    cos, sin = rotary_tables(x.shape[axis], theta, dim)
+    cos, sin = rotary_tables(x.shape[axis], theta, dim, factor=factor)
     shape = [1] * x.ndim
     shape[axis], shape[-1] = x.shape[axis], dim // 2
     cos, sin = cos.reshape(shape), sin.reshape(shape)

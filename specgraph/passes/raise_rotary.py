@@ -18,8 +18,9 @@ Requires: constants folded (the tables are constants). Ensures: each rewrite is 
 random x in float64 (``regions.agrees``) against ``rotary_embedding``'s reference, within
 float32 rounding of the tables' angles; tables built from another theta raise with that
 theta (an attribute the diff compares), and anything that is not a rotation by
-position·θ^(-2i/dim) from position 0 (scaled positions, an offset, another frequency law)
-is left as written.
+position·θ^(-2i/dim) from position 0 (an offset, another frequency law)
+is left as written. Positions divided by a factor (HF's linear ``rope_scaling``) turn the
+first pair by t / factor: the factor is read off it and kept as an attribute.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def _position_axis(c: np.ndarray) -> int | None:
 
 
 def _theta(omega: np.ndarray, dim: int) -> float | None:
-    """θ from ωᵢ = θ^(-2i/dim), i >= 1 (ω₀ = 1 whatever θ is)."""
+    """θ from ωᵢ = θ^(-2i/dim), i >= 1 (ω₀ = 1 whatever θ is; ω as the fit divided by its
+    first, the positions' linear scaling taken apart by ``_fit``)."""
     if abs(omega[0] - 1.0) > 1e-4 or np.any(omega <= 0) or np.any(omega > 1.0 + 1e-4):
         return None
     if len(omega) == 1:
@@ -139,9 +141,13 @@ def _fit(rw: Rewriter, nodes: list[Node], y: Value, x: Value) -> dict | None:
         angles = np.unwrap(np.arctan2(s[index], c[index]), axis=0)  # [T, dim/2]
         t = np.arange(angles.shape[0], dtype=np.float64)
         omega = t @ angles / (t @ t)
-        theta = _theta(omega, dim)
+        if not 0.0 < omega[0] <= 1.0 + 1e-4:
+            continue
+        factor = 1.0 / omega[0] if abs(omega[0] - 1.0) > 1e-4 else 1.0
+        theta = _theta(omega * factor, dim)
         if theta is not None:
-            return {"layout": layout, "dim": dim, "axis": axis, "theta": theta}
+            return {"layout": layout, "dim": dim, "axis": axis, "theta": theta,
+                    "factor": factor}
     return None
 
 
@@ -149,12 +155,13 @@ def _kept(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
     return tuple(s if k in (axis, len(shape) - 1) else 1 for k, s in enumerate(shape))
 
 
-def _snapped(theta: float) -> list[float]:
-    """θ as the shortest decimals first (10000, not 9999.97 read back from float32 tables)."""
+def _snapped(theta: float, above: float = 1.0) -> list[float]:
+    """θ (or a scaling factor) as the shortest decimals first (10000, not 9999.97 read back
+    from float32 tables)."""
     out: list[float] = []
     for digits in range(1, 8):
         t = float(f"{theta:.{digits}g}")
-        if t > 1.0 and t not in out:
+        if t > above and t not in out:
             out.append(t)
     return out
 
@@ -183,8 +190,9 @@ def _rule(rw: Rewriter, node: Node) -> bool:
         if fitted is None:
             continue
         rtol = 1e-6 + 8.0 * (x.shape[fitted["axis"]] + 1) * 2.0 ** -24
-        for theta in _snapped(fitted["theta"]):
-            attrs = spec.normalize_attrs({**fitted, "theta": theta})
+        for theta, factor in [(t, f) for f in _snapped(fitted["factor"], 0.0)
+                              for t in _snapped(fitted["theta"])][:12]:
+            attrs = spec.normalize_attrs({**fitted, "theta": theta, "factor": factor})
             if agrees(rw, inside, y, [x], lambda env: spec.reference(env[x], **attrs),
                       rtol=rtol, claim=("rotary", attrs)):
                 rw.replace(y, rw.emit("rotary_embedding", [x], attrs, like=node,

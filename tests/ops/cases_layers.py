@@ -155,6 +155,8 @@ case("rotary_embedding", "partial_half", [(1, 2, 5, 10)],
      {"theta": 100.0, "dim": 4, "layout": "half", "axis": 2})
 case("rotary_embedding", "partial_interleaved", [(5, 2, 6)],
      {"theta": 10000.0, "dim": 4, "layout": "interleaved", "axis": 0})
+case("rotary_embedding", "linear_scaling", [(2, 3, 7, 8)],
+     {"theta": 10000.0, "dim": 8, "layout": "half", "axis": 2, "factor": 2.0})
 
 case("attention", "plain", [(2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)], {"scale": 0.5})
 case("attention", "causal_square", [(2, 2, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)],

@@ -241,13 +241,15 @@ expr("weight_norm-dim0", lambda v, g: torch._weight_norm(v, g, 0))
 
 
 
-def _rope(theta, dim, layout, axis):
+def _rope(theta, dim, layout, axis, factor=1.0):
     """HF's Llama (rotate_half, the angles repeated as two halves) and GPT-J (every two, the
-    angles repeated per pair) in float64, the features past ``dim`` passed through."""
+    angles repeated per pair) in float64, the features past ``dim`` passed through; with a
+    linear scaling ``factor``, the positions divided by it (as HF's ``rope_scaling``)."""
 
     def fn(x):
         inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-        freqs = torch.outer(torch.arange(x.shape[axis], dtype=torch.float64), inv_freq)
+        positions = torch.arange(x.shape[axis], dtype=torch.float64) / factor
+        freqs = torch.outer(positions, inv_freq)
         shape = [1] * x.ndim
         shape[axis], shape[-1] = x.shape[axis], dim
         rot, rest = x[..., :dim], x[..., dim:]
@@ -269,6 +271,7 @@ expr("rotary_embedding-half_positions_first", _rope(500000.0, 4, "half", 1))
 expr("rotary_embedding-interleaved", _rope(10000.0, 6, "interleaved", 1))
 expr("rotary_embedding-partial_half", _rope(100.0, 4, "half", 2))
 expr("rotary_embedding-partial_interleaved", _rope(10000.0, 4, "interleaved", 0))
+expr("rotary_embedding-linear_scaling", _rope(10000.0, 8, "half", 2, factor=2.0))
 
 def _sdpa(scale, **kw):
     return lambda q, k, v, *m: F.scaled_dot_product_attention(

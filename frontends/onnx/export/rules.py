@@ -429,6 +429,8 @@ def _rotary_embedding(ex: Exporter, node: Node) -> None:
 
     exponent = ex.emit("Div", [steps(0, dim, 2), _scalar(ex, dim, work)])
     inv_freq = ex.emit("Reciprocal", [ex.emit("Pow", [_scalar(ex, a["theta"], work), exponent])])
+    if a.get("factor", 1.0) != 1.0:  # linear scaling: the frequencies divided by the factor
+        inv_freq = ex.emit("Div", [inv_freq, _scalar(ex, a["factor"], work)])
     freqs = ex.emit("Mul", [ex.emit("Unsqueeze", [steps(0, x.shape[a["axis"]], 1), ex.ints([1])]),
                             ex.emit("Unsqueeze", [inv_freq, ex.ints([0])])])
     shape = [1] * rank
