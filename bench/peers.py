@@ -104,6 +104,15 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "Flax's Llama ignores config.rope_theta: its sin/cos tables are built with "
               "10000 (create_sinusoidal_positions in modeling_flax_llama.py, copied into "
               "Mistral's and Gemma's), so Llama 3's 500000 rotates by other angles"),
+    Discovery("llama_rope_linear", "flax", "attr-mismatch", "rotary_embedding", "factor",
+              "Flax's Llama ignores config.rope_scaling: its tables turn each position as "
+              "is where PyTorch's divides the positions by the linear factor "
+              "(modeling_flax_llama.py builds them from max_position_embeddings and "
+              "rope_theta alone)"),
+    Discovery("vit_no_qkv_bias", "tf", "attr-mismatch", "linear", "bias",
+              "TF's ViT ignores config.qkv_bias=False: its query, key and value Dense "
+              "layers hard-code use_bias=True (modeling_tf_vit.py), where PyTorch's and "
+              "Flax's leave the biases out; they start at zero, so only training shows it"),
     Discovery("resnet_v1", "torch", "attr-mismatch", "conv", "stride",
               "HF's TensorFlow and Flax ResNets ignore downsample_in_bottleneck=True: they "
               "stride in a bottleneck's 3x3 conv (v1.5) where PyTorch's, as asked, strides "

@@ -35,11 +35,13 @@ FAST = [
     ("funnel", "tf", "torch"),  # the sequence pooled as [B, 1, T, D] or as TF's 1-D pool
     ("vit_mae", "tf", "torch"),  # random masking: argsort, or TF's top_k of -noise, -ids - 1
     ("sam_vision", "tf", "torch"),  # windows · heads merged, split after TF's attention
+    ("vit_no_qkv_bias", "tf", "torch"),  # TF's ViT keeps q/k/v biases the config leaves out
 ]
 SLOW = [
     ("resnet50", "keras", "torch"),   # Keras' ResNet50: conv biases, BatchNorm eps, momentum
     ("convnext_tiny", "keras", "torch"),  # HF's pooled LayerNorm eps 1e-12; layouts converge
     ("llama_theta", "flax", "torch"),  # Flax's Llama builds its tables with theta 10000
+    ("llama_rope_linear", "flax", "torch"),  # ... and ignores linear rope scaling
 ]
 
 

@@ -344,9 +344,9 @@ def test_single_tensor_and_numpy_inputs_are_accepted() -> None:
 
 class _MaskWrittenInPlace(nn.Module):
     """HF OPT's padded mask: a causal mask cloned, then overwritten with ``copy_`` (whole,
-    or, with ``part``, only a slice of it)."""
+    or, with ``part``, only a slice of it; ``part="transposed"``: a slice of its transpose)."""
 
-    def __init__(self, part: bool = False) -> None:
+    def __init__(self, part: bool | str = False) -> None:
         super().__init__()
         self.part = part
 
@@ -355,7 +355,9 @@ class _MaskWrittenInPlace(nn.Module):
         causal = torch.triu(torch.full((t, t), -1e9), diagonal=1)[None, None].expand(
             x.shape[0], 1, t, t).clone()
         padded = causal.masked_fill(mask[:, None, None, :] == 0, -1e9)
-        if self.part:
+        if self.part == "transposed":
+            causal.transpose(2, 3)[:, :, :, : t - 1] = padded[:, :, :, : t - 1]
+        elif self.part:
             causal[:, :, :, : t - 1] = padded[:, :, :, : t - 1]
         else:
             causal.copy_(padded)
@@ -370,13 +372,26 @@ def test_a_tensor_of_its_own_overwritten_in_place_is_what_was_written() -> None:
     _check_faithful(traced)
 
 
-def test_a_write_into_a_view_is_never_lost() -> None:
-    """``x[:, :k] = y`` changes ``x`` through a view of it: later reads of ``x`` are an
-    opaque value (an error where it is run), never ``x`` as it was before the write."""
+def test_a_write_into_a_slice_is_what_was_written() -> None:
+    """``x[..., :k] = y`` changes ``x`` through a view of it: later reads of ``x`` read the
+    write, ``where`` over the elements written."""
     x = torch.randn(2, 4, 3)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
     part = torch_frontend.trace(_MaskWrittenInPlace(part=True), (x, mask),
                                 reference="in-place-slice")
+    assert [n.op for n in part.graph.nodes if n.op == "opaque"] == []
+    (add,) = [n for n in part.graph.nodes if n.op == "add"]
+    assert "where" in {part.graph.producer(v).op for v in add.inputs if part.graph.producer(v)}
+    _check_faithful(part)
+
+
+def test_a_write_into_a_view_is_never_lost() -> None:
+    """Through a view other than selects and slices (a transpose), later reads of ``x`` are
+    an opaque value (an error where it is run), never ``x`` as it was before the write."""
+    x = torch.randn(2, 4, 3)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    part = torch_frontend.trace(_MaskWrittenInPlace(part="transposed"), (x, mask),
+                                reference="in-place-transposed")
     (add,) = [n for n in part.graph.nodes if n.op == "add"]
     readers = {part.graph.producer(v).op for v in add.inputs if part.graph.producer(v)}
     assert "opaque" in readers
@@ -394,7 +409,7 @@ def test_a_model_that_writes_into_a_view_is_exit_2_in_one_sentence(tmp_path, cap
         "import torch\n"
         "from tests.frontends.torch.test_tracer import _MaskWrittenInPlace\n\n\n"
         "def part():\n"
-        "    return _MaskWrittenInPlace(part=True), (torch.randn(2, 4, 3),\n"
+        "    return _MaskWrittenInPlace(part='transposed'), (torch.randn(2, 4, 3),\n"
         "                                         torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]))\n")
     code = main(["diff", f"{models}:part", f"{models}:part"])
     err = capsys.readouterr().err.strip().splitlines()
