@@ -207,6 +207,11 @@ ARCHS: dict[str, Arch] = {
         **_small(num_key_value_heads=2, max_position_embeddings=32, use_cache=False,
                  rope_scaling={"rope_type": "linear", "factor": 2.0})),
         _classes("LlamaForCausalLM", "torch,flax"), _text()),
+    # biased projections (attention_bias, mlp_bias), one key and value head (MQA)
+    "llama_bias": Arch("decoder", lambda t: t.LlamaConfig(
+        **_small(num_key_value_heads=1, max_position_embeddings=32, use_cache=False,
+                 attention_bias=True, mlp_bias=True)),
+        _classes("LlamaForCausalLM", "torch,flax"), _text()),
     "mistral": Arch("decoder", lambda t: t.MistralConfig(
         **_small(num_key_value_heads=2, max_position_embeddings=32, sliding_window=None,
                  use_cache=False)), _classes("MistralForCausalLM"), _text()),

@@ -109,6 +109,10 @@ DISCOVERIES: tuple[Discovery, ...] = (
               "is where PyTorch's divides the positions by the linear factor "
               "(modeling_flax_llama.py builds them from max_position_embeddings and "
               "rope_theta alone)"),
+    Discovery("llama_bias", "flax", "attr-mismatch", "linear", "bias",
+              "Flax's Llama ignores config.mlp_bias=True: its MLP's gate, up and down "
+              "projections hard-code use_bias=False (modeling_flax_llama.py), where "
+              "PyTorch's have biases; they start at zero, so only training shows it"),
     Discovery("vit_no_qkv_bias", "tf", "attr-mismatch", "linear", "bias",
               "TF's ViT ignores config.qkv_bias=False: its query, key and value Dense "
               "layers hard-code use_bias=True (modeling_tf_vit.py), where PyTorch's and "
