@@ -5491,3 +5491,39 @@ def test_jax_at_set_is_the_same_write_as_pytorch_in_place() -> None:
     rhs = jax_side(apply, {"w": jnp.asarray(w), "b": jnp.zeros(4)}, x, name="jax_at_set")
     assert "opaque" not in [n.op for n in rhs.graph.nodes]
     _equivalent(torch_side(TorchWrites().eval(), x, name="torch_in_place"), rhs)
+
+
+def test_tf_tensor_scatter_update_is_the_same_write_as_pytorch_in_place() -> None:
+    """``tf.tensor_scatter_nd_update`` at known indices (a fill, then computed rows) is the
+    ``where`` that PyTorch's ``h[:, 0] = 0; h[:, 2] = y`` is."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
+
+    class TorchRows(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, t):
+            h = self.lin(t) * 2
+            h[:, 0] = 0.0
+            h[:, 2] = torch.sigmoid(t[:, 2])
+            return torch.tanh(h)
+
+    class KerasRows(tf.keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = tf.keras.layers.Dense(4)
+
+        def call(self, t):
+            h = tf.tensor_scatter_nd_update(self.lin(t) * 2, [[0, 0], [1, 0]], tf.zeros((2, 4)))
+            h = tf.tensor_scatter_nd_update(h, [[0, 2], [1, 2]], tf.sigmoid(t[:, 2]))
+            return tf.tanh(h)
+
+    keras = KerasRows()
+    keras(x)
+    rhs = keras_side(keras, x, name="keras_scatter_update")
+    assert "opaque" not in [n.op for n in rhs.graph.nodes]
+    _equivalent(torch_side(TorchRows().eval(), x, name="torch_rows_written"), rhs)

@@ -16,6 +16,7 @@ from specgraph.frontends._common.converter import NATIVE
 from specgraph.frontends._common.points import emit_along_gather, emit_point_gather, positions
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
+from specgraph.frontends._common.writes import emit_write
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
 
 CONVERTERS = ConverterTable()
@@ -408,6 +409,29 @@ def _gather_nd(cx: Any, op: Any) -> Any:
     if not indices.shape or not 1 <= int(indices.shape[-1]) <= len(x.shape):
         raise Unsupported("gather_nd")
     return emit_point_gather(cx, x, indices, lambda a: a)
+
+
+@_reg("TensorScatterUpdate")
+def _scatter_update(cx: Any, op: Any) -> Any:
+    """``tf.tensor_scatter_nd_update(x, idx, y)`` with indices known at trace time: the write
+    PyTorch's in-place slice assignment and JAX's ``.at[].set`` are (``where`` over the
+    elements written, ``frontends._common.writes``); which element of ``y`` lands where is
+    found by running the op itself on positions."""
+    at = cx.const(op.inputs[1])
+    shape = tuple(int(d) for d in op.inputs[0].shape)
+    update_shape = tuple(int(d) for d in op.inputs[2].shape)
+    if at is None or None in shape or None in update_shape:
+        raise Unsupported("a scatter at indices computed in the graph")
+    source = tf.tensor_scatter_nd_update(
+        tf.fill(shape, -1), tf.constant(at),
+        tf.reshape(tf.range(prod(update_shape)), update_shape)).numpy()
+    known = cx.const(op.inputs[2])
+    fill = None
+    if known is not None and known.size and np.all(known == known.reshape(-1)[0]):
+        fill = cx.b.constant(np.asarray(known.reshape(-1)[0]), dtype_name(op.inputs[2].dtype))
+    return emit_write(cx, cx.materialize(cx.value(op.inputs[0])), source.astype(np.int64),
+                      None if fill is not None else cx.materialize(cx.value(op.inputs[2])),
+                      fill)
 
 
 @_reg("OneHot")
