@@ -5527,3 +5527,59 @@ def test_tf_tensor_scatter_update_is_the_same_write_as_pytorch_in_place() -> Non
     rhs = keras_side(keras, x, name="keras_scatter_update")
     assert "opaque" not in [n.op for n in rhs.graph.nodes]
     _equivalent(torch_side(TorchRows().eval(), x, name="torch_rows_written"), rhs)
+
+
+# --- a permutation gathered, as a transpose -----------------------------------------------------
+class TorchShuffled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.shuffle = torch.nn.PixelShuffle(2)
+
+    def forward(self, x):
+        return self.shuffle(x.permute(0, 3, 1, 2))
+
+
+def test_tf_masked_image_modeling_channel_permutation_is_pixel_shuffle() -> None:
+    """HF's TF Swin and DeiT masked-image-modeling heads reorder each example's channels with
+    ``tf.gather(batch_dims=-1)`` (an axis past the batch one: opaque before) so that
+    ``depth_to_space`` reads them in ``PixelShuffle``'s order. A gather of every element once
+    in a transposed order is that transpose: one graph with PyTorch's ``PixelShuffle``."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).standard_normal((2, 4, 4, 12)).astype(np.float32)
+
+    class TFShuffled(tf.Module):
+        def __call__(self, h):
+            order = tf.constant([[i + j * 4 for i in range(4) for j in range(3)]])
+            h = tf.gather(params=h, indices=tf.tile(order, [2, 1]), batch_dims=-1)
+            return tf.transpose(tf.nn.depth_to_space(h, 2), (0, 3, 1, 2))
+
+    rhs = keras_side(TFShuffled(), x, name="tf_mim_shuffle")
+    assert "opaque" not in [n.op for n in rhs.graph.nodes]
+    lhs = torch_side(TorchShuffled(), x, name="torch_pixel_shuffle")
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs)
+
+
+@pytest.mark.parametrize("shape, perm", [((2, 3, 4), (2, 1, 0)), ((6, 5), (1, 0)),
+                                         ((2, 2, 3, 2), (3, 1, 0, 2))])
+def test_a_flat_gather_of_a_transposed_order_is_the_transpose(shape, perm) -> None:
+    """(The gather's transpose splits into the fewest factors: the cases move no two
+    neighbouring axes together, which an explicit transpose would keep apart.)"""
+    size = int(np.prod(shape))
+    order = np.arange(size).reshape(shape).transpose(perm).reshape(-1)
+    x = np.random.default_rng(1).standard_normal(size).astype(np.float32)
+
+    class Gathered(torch.nn.Module):
+        def forward(self, t):
+            return t[torch.from_numpy(order)] * 2
+
+    class Permuted(torch.nn.Module):
+        def forward(self, t):
+            return t.reshape(shape).permute(perm).reshape(-1) * 2
+
+    lhs, rhs = torch_side(Gathered(), x, name="gathered"), torch_side(Permuted(), x,
+                                                                        name="permuted")
+    assert "gather" not in [n.op for n in canonical(lhs).graph.nodes]
+    assert_same_canonical(lhs, rhs)
+    _equivalent(lhs, rhs)

@@ -356,9 +356,10 @@ def _gather(cx: Any, op: Any) -> Any:
 
 
 def _gather_along(cx: Any, op: Any, batch: int, axis: int) -> Any:
-    """``tf.gather(x, indices, batch_dims=b, axis=b)`` with indices ``[*x.shape[:b], k]``
-    takes ``x[i₀, …, i_{b-1}, indices[i₀, …, i_{b-1}, j], …]``: a gather of one entry per
-    output position along axis b (DeBERTa's ``take_along_axis``)."""
+    """``tf.gather(x, indices, batch_dims=b, axis=a)``, a >= b, with indices
+    ``[*x.shape[:b], k]`` takes ``x[i₀, …, i_{b-1}, …, indices[i₀, …, i_{b-1}, j], …]`` (the
+    index at axis a): a gather of one entry per output position along axis a (DeBERTa's
+    ``take_along_axis``)."""
     x = cx.materialize(cx.value(op.inputs[0]))
     indices = cx.materialize(cx.value(op.inputs[1]))
     dims, ishape = tuple(x.shape), tuple(indices.shape)
@@ -367,10 +368,12 @@ def _gather_along(cx: Any, op: Any, batch: int, axis: int) -> Any:
     if batch == len(ishape) and axis == batch and ishape == dims[:batch]:
         return _batch_entry_rows(cx, x, indices, batch)
     batch %= max(len(ishape), 1)
-    if axis != batch or len(ishape) != batch + 1 or ishape[:batch] != dims[:batch]:
+    if axis < batch or len(ishape) != batch + 1 or ishape[:batch] != dims[:batch]:
         raise Unsupported("gather with batch dimensions other than one index per position")
+    # an axis past the batch ones (HF's TF masked-image-modeling heads permute each
+    # example's channels with ``batch_dims=-1``): the indices broadcast over the axes between
     shape = dims[:axis] + (ishape[-1],) + dims[axis + 1:]
-    keyed = ishape + (1,) * (rank - len(ishape))
+    keyed = ishape[:batch] + (1,) * (axis - batch) + ishape[batch:] + (1,) * (rank - axis - 1)
     if keyed != ishape:
         indices = cx.emit("reshape", [indices], {"shape": keyed}, out=(keyed, indices.dtype))
     return emit_along_gather(cx, x, indices, axis, shape, lambda a: a)

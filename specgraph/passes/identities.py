@@ -730,6 +730,10 @@ def _gather_range(rw: Rewriter, node: Node) -> bool:
     if data is not None and np.ndim(data) > 1 and x.rank and \
             np.asarray(data).dtype.kind in "iu":
         return _gather_all_reshaped(rw, node, np.asarray(data))
+    if data is not None and np.ndim(data) == 1 and x.rank == 1 and not rw.is_param(x) and \
+            np.asarray(data).dtype.kind in "iu" and _gather_all_reshaped(rw, node,
+                                                                      np.asarray(data)):
+        return True
     if data is None or rw.is_param(x) or np.ndim(data) != 1 or len(data) < 1 or \
             np.asarray(data).dtype.kind not in "iu" or not x.rank:
         return False
@@ -753,10 +757,57 @@ def _gather_all_reshaped(rw: Rewriter, node: Node, ids: np.ndarray) -> bool:
     x, out = node.inputs[0], node.outputs[0]
     axis = node.attrs["axis"] % x.rank
     n = x.shape[axis]
-    if ids.size != n or not np.array_equal(np.where(ids < 0, ids + n, ids).reshape(-1),
-                                           np.arange(n)):
+    if ids.size != n:
         return False
+    flat = np.where(ids < 0, ids + n, ids).reshape(-1)
+    if not np.array_equal(flat, np.arange(n)):
+        return x.rank == 1 and _gathered_transpose(rw, node, flat)
     rw.replace(out, rw.emit("reshape", [x], {"shape": out.shape}, like=node, shape=out.shape))
+    return True
+
+
+def _radix(ids: np.ndarray) -> list[tuple[int, int]] | None:
+    """``ids``, a permutation of 0..n-1, as digits (size, stride), innermost first, with
+    ``ids[k]`` = Σ digitᵢ(k)·strideᵢ; None where no such digits give it."""
+    digits: list[tuple[int, int]] = []
+    while ids.size > 1:
+        step = int(ids[1] - ids[0])
+        size = 1
+        while size < ids.size and ids[size] == ids[0] + size * step:
+            size += 1
+        if step <= 0 or ids.size % size:
+            return None
+        rows = ids.reshape(-1, size)
+        if not np.array_equal(rows, rows[:, :1] + step * np.arange(size)):
+            return None
+        digits.append((size, step))
+        ids = rows[:, 0]
+    return digits if ids.size == 1 and ids[0] == 0 else None
+
+
+def _gathered_transpose(rw: Rewriter, node: Node, ids: np.ndarray) -> bool:
+    """A gather of every element of a flat tensor once, in the order of a transpose of it
+    split into factors, is that reshape·transpose·reshape (TF's masked-image-modeling heads
+    permute each example's channels with ``tf.gather(batch_dims=-1)`` before
+    ``depth_to_space``, where PyTorch's ``PixelShuffle`` has one transpose)."""
+    x, out = node.inputs[0], node.outputs[0]
+    digits = _radix(ids)
+    if digits is None or len(digits) < 2:
+        return False
+    by_stride = sorted(range(len(digits)), key=lambda k: -digits[k][1])
+    expect = 1
+    for k in reversed(by_stride):  # the strides of a split of x, innermost first
+        if digits[k][1] != expect:
+            return False
+        expect *= digits[k][0]
+    factors = tuple(digits[k][0] for k in by_stride)
+    # output axes outermost first: digit k (innermost first) reads input factor by_stride's
+    perm = tuple(by_stride.index(k) for k in reversed(range(len(digits))))
+    split = rw.emit("reshape", [x], {"shape": factors}, like=node, shape=factors)
+    moved = rw.emit("transpose", [split], {"perm": perm}, like=node,
+                    shape=tuple(factors[p] for p in perm))
+    rw.replace(out, rw.emit("reshape", [moved], {"shape": out.shape}, like=node,
+                            shape=out.shape))
     return True
 
 
