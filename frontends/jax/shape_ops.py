@@ -10,6 +10,7 @@ import numpy as np
 from specgraph.frontends._common.points import emit_point_gather
 from specgraph.frontends._common.table import ConverterTable
 from specgraph.frontends._common.writes import emit_write
+from specgraph.ir import Value
 
 __all__ = ["CONVERTERS"]
 
@@ -298,8 +299,13 @@ def _scatter(cx: Any, eqn: Any) -> Any:
     """``x.at[idx].set(y)`` with indices known at trace time: ``where`` over the elements
     written, ``y`` placed (``frontends._common.writes``); which element of ``y`` lands where
     is found by running the scatter itself on positions. Computed indices stay opaque."""
+    evaluated = cx.evaluate(eqn)  # every input known (Flax wav2vec2's mask): a constant
+    if evaluated:
+        return evaluated
     operand, indices, updates = eqn.invars
     at = cx.known(indices)
+    if at is None and isinstance(cx.env.get(indices), Value):  # computed from constants
+        at = cx.b.constant_of(cx.env[indices], limit=1 << 16)
     shape, update_shape = _shape(operand), _shape(updates)
     if at is None or math.prod(shape) > 1 << 22:
         return cx.opaque()
