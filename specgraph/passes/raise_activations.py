@@ -1,4 +1,5 @@
 """Raise written-out activations to their ops: max(x, 0) -> relu, x·sigmoid(x) -> silu,
+x·relu6(x + 3)/6 -> hardswish, clip(αx + 0.5, 0, 1) -> hardsigmoid,
 erf/tanh GELU formulas -> gelu with the approximation they compute, exp/sum -> softmax or
 log_softmax with its axis, a written-out parametric ReLU -> prelu with its slope.
 softmax(x + c), c a constant along the softmax axis (HF's TF stable_softmax adds 1e-9), is
@@ -28,7 +29,10 @@ _ANCHORS = {
     "tanh": [("gelu", {"approximate": "tanh"})],
     "sigmoid": [("silu", {})],
     "maximum": [("relu", {})],
-    "clip": [("relu", {})],
+    # relu6(x + 3)·x / 6 and relu6(x + 3) / 6 (Keras 3's hard_swish and hard_sigmoid;
+    # Keras 2's hard sigmoid clips 0.2·x + 0.5)
+    "clip": [("relu", {}), ("hardswish", {}), ("hardsigmoid", {"alpha": 1.0 / 6.0}),
+             ("hardsigmoid", {"alpha": 0.2})],
     "exp": [],  # softmax / log_softmax: axis from the region's reductions
 }
 
@@ -57,9 +61,25 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if get_spec(node.op).category not in ("elementwise", "activation"):
         return False
     rw.keep(node)
+    if node.op == "mul" and _hard_swish(rw, node):
+        return True
     if not (node.op in ("add", "where") and _raise_prelu(rw, node)):
         _raise(rw, node)
     return True
+
+
+def _hard_swish(rw: Rewriter, node: Node) -> bool:
+    """x·hardsigmoid(x) of PyTorch's slope 1/6 is hardswish(x) (Keras 3's ``hard_swish``
+    multiplies x by its ``hard_sigmoid``, raised first)."""
+    for x, gate in (node.inputs, node.inputs[::-1]):
+        g = rw.producer(gate)
+        if g is not None and g.op == "hardsigmoid" and g.inputs[0] is x and \
+                abs(g.attrs["alpha"] - 1.0 / 6.0) < 1e-9 and g.attrs["beta"] == 0.5 and \
+                x.shape == node.outputs[0].shape:
+            rw.replace(node.outputs[0], rw.emit("hardswish", [x], {}, like=node,
+                                                shape=x.shape))
+            return True
+    return False
 
 
 def _raise_prelu(rw: Rewriter, node: Node) -> bool:
@@ -147,7 +167,8 @@ def _slicewise(op: str, attrs: dict, x: Value, y: Value) -> dict[Value, tuple[in
     return {y: axes, x: axes}  # x.shape == y.shape (inputs_to_try)
 
 
-_TARGETS = frozenset({"relu", "gelu", "silu", "softmax", "log_softmax"})
+_TARGETS = frozenset({"relu", "gelu", "silu", "softmax", "log_softmax", "hardswish",
+                      "hardsigmoid"})
 
 
 class RaiseActivationsPass:
