@@ -33,10 +33,32 @@ class ParamPair:
     shape: tuple[int, ...]
 
 
-def _operands(alignment: Alignment, a: Node, b: Node) -> tuple[Value, ...]:
-    """``b``'s inputs in ``a``'s order: the two operands of a commutative op swapped where
-    that puts the parameter across from the parameter (DINOv2's layer scale, ``λ·x`` in
-    Flax and ``x·λ`` in PyTorch)."""
+def _by_role(a: Node, b: Node) -> tuple[Value | None, ...] | None:
+    """``b``'s inputs in ``a``'s slots by the role each plays, where the two hold different
+    optional inputs (a batch norm with a scale against Keras' ``scale=False``: lhs's
+    weight has no counterpart, and rhs's bias is lhs's bias, not its weight); None where
+    their inputs are the same roles."""
+    if a.op != b.op or a.attrs == b.attrs:
+        return None
+    spec = get_spec(a.op)
+    try:
+        left = spec.input_names(a.attrs, len(a.inputs))
+        right = spec.input_names(b.attrs, len(b.inputs))
+    except Exception:  # noqa: BLE001  (an op of any number of inputs: by slot)
+        return None
+    if left == right:
+        return None
+    theirs = dict(zip(right, b.inputs))
+    return tuple(theirs.get(name) for name in left)
+
+
+def _operands(alignment: Alignment, a: Node, b: Node) -> tuple[Value | None, ...]:
+    """``b``'s inputs in ``a``'s order: by role where their optional inputs differ; the two
+    operands of a commutative op swapped where that puts the parameter across from the
+    parameter (DINOv2's layer scale, ``λ·x`` in Flax and ``x·λ`` in PyTorch)."""
+    roles = _by_role(a, b)
+    if roles is not None:
+        return roles
     if len(a.inputs) != 2 or len(b.inputs) != 2 or not get_spec(a.op).commutative:
         return tuple(b.inputs)
     left = [alignment.lhs.param_name(v) is not None or
@@ -84,6 +106,8 @@ def pair_parameters(alignment: Alignment, *, strict: bool = True) -> tuple[Param
     for i, j in alignment.pairs:
         a, b = lhs.nodes[i], rhs.nodes[j]
         for slot, (va, vb) in enumerate(zip(a.inputs, _operands(alignment, a, b))):
+            if vb is None:  # a role the rhs node does not have
+                continue
             na, nb = lhs.param_name(va), rhs.param_name(vb)
             if (na is None) != (nb is None):  # one side scales its weight first
                 na = na or _weight_behind(lhs, va, alignment.lhs_to_rhs)

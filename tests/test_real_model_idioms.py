@@ -5583,3 +5583,36 @@ def test_a_flat_gather_of_a_transposed_order_is_the_transpose(shape, perm) -> No
     assert "gather" not in [n.op for n in canonical(lhs).graph.nodes]
     assert_same_canonical(lhs, rhs)
     _equivalent(lhs, rhs)
+
+
+def test_weights_move_by_role_where_one_norm_has_no_scale() -> None:
+    """Keras' ``BatchNormalization(scale=False)`` (InceptionV3's ``conv2d_bn``) holds mean,
+    variance and bias: PyTorch's weight went into its bias slot, and "the numbers confirm
+    it" for a batch norm whose scale was ones. Weights move by the role they play."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).normal(size=(2, 6, 6, 4)).astype(np.float32)
+
+    class TorchConvBN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(4, 8, 3, padding=1, bias=False)
+            self.bn = torch.nn.BatchNorm2d(8, eps=1e-3, momentum=0.01)
+            self.bn.running_mean.uniform_(-.2, .2)
+            self.bn.running_var.uniform_(.5, 1.5)
+            self.bn.bias.data.uniform_(-.2, .2)
+
+        def forward(self, t):
+            return torch.relu(self.bn(self.conv(t)))
+
+    inp = tf.keras.Input((6, 6, 4))
+    out = tf.keras.layers.BatchNormalization(scale=False)(
+        tf.keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(inp))
+    keras = tf.keras.Model(inp, tf.keras.layers.ReLU()(out))
+    report = compare(torch_side(TorchConvBN().eval(), x.transpose(0, 3, 1, 2).copy(),
+                                name="torch_bn_scaled"), keras_side(keras, x, name="keras_bn"))
+    assert [(f.op, f.attr) for f in report.findings] == [("batch_norm", "scale")]
+    assert "numbers confirm" not in report.findings[0].message
+    assert report.numeric is not None and not any(
+        s.diverges for s in report.numeric.outputs.values())
