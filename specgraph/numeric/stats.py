@@ -103,15 +103,18 @@ class Stats:
     @classmethod
     def from_sums(cls, saa: float, sbb: float, sab: float, max_abs: float, mismatch: float,
                   scale: float, floor: float, lhs_finite: bool = True,
-                  rhs_finite: bool = True, underflow: bool = False) -> Stats:
+                  rhs_finite: bool = True, underflow: bool = False,
+                  rhs_scale: float = 0.0) -> Stats:
         """The statistics of a pair from Σa², Σb², Σab (over the elements finite on both
         sides), the largest difference, the fraction outside the tolerance and lhs's RMS,
-        raised to ``floor``."""
+        raised to ``floor``; where lhs is all zeros, the error is told against rhs's RMS
+        (a recurrent state that starts at zero on one side)."""
         na, nb = math.sqrt(saa), math.sqrt(sbb)
         cosine = sab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
         scale = max(scale, floor)
-        return cls(max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else
-                                                               math.inf),
+        told = scale if scale > 0 else rhs_scale
+        return cls(max_abs, max_abs / told if told > 0 else (0.0 if max_abs == 0 else
+                                                             math.inf),
                    mismatch, cosine, scale, lhs_finite, rhs_finite, underflow=underflow)
 
     def to_dict(self) -> dict[str, float | bool]:
@@ -284,7 +287,8 @@ def measure(lhs: np.ndarray, rhs: np.ndarray, tol: Tolerance, floor: float = 0.0
         assert paired is not None
         bad = _count_outside(*paired, atol, tol.rtol)
     return Stats.from_sums(saa, sbb, sab, max_abs, bad / a.size if a.size else 0.0, scale,
-                           floor, underflow=bad == 0 and max_abs > relative and atol > relative)
+                           floor, underflow=bad == 0 and max_abs > relative and atol > relative,
+                           rhs_scale=math.sqrt(sbb / a.size) if a.size else 0.0)
 
 
 def undrowned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -341,3 +341,13 @@ def test_a_pullback_that_sums_over_more_terms_than_the_forward_is_allowed_their_
     assert math.isclose(tolerance(conv, fp32, backward=True).rtol, 4e-5 * math.sqrt(576 / 64))
     assert math.isclose(tolerance(linear, fp32).rtol, 2e-5)
     assert math.isclose(tolerance(linear, fp32, backward=True).rtol, 4e-5 * 4)
+
+
+def test_an_error_against_zeros_is_told_against_the_other_sides_scale() -> None:
+    """A GRU's first hidden state is exactly zero on one side: "inf of the values' scale"
+    said nothing; the error is told against the other side's RMS."""
+    lhs = np.zeros((4, 8), np.float32)
+    rhs = np.full((4, 8), 0.5, np.float32)
+    got = measure(lhs, rhs, Tolerance(rtol=1e-5, atol=1e-6))
+    assert got.diverges and math.isfinite(got.max_rel)
+    assert math.isclose(got.max_rel, 1.0, rel_tol=1e-6)
