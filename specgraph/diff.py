@@ -459,10 +459,11 @@ class _Differ:
                 # coordinates or rounding
                 message = (f"gather at {a.scope or '<model>'} reads other positions along "
                            f"axis {a.attrs['axis']}: {_positions(x)} in {self.v.lhs}, "
-                           f"{_positions(y)} in {self.v.rhs} ({b.scope or '<model>'}); a "
-                           "nearest resize reads so where the two round the input "
-                           "coordinate differently or map positions to it differently "
-                           "(half-pixel centers or not)")
+                           f"{_positions(y)} in {self.v.rhs} ({b.scope or '<model>'})")
+                if all(np.all(np.diff(np.asarray(p)) >= 0) for p in (x, y)):
+                    message += ("; a nearest resize reads so where the two round the input "
+                                "coordinate differently or map positions to it differently "
+                                "(half-pixel centers or not)")
             else:
                 message = (f"{a.op} at {a.scope or '<model>'} reads a constant tensor "
                            f"{list(va.shape)} in {self.v.lhs} whose numbers differ from "

@@ -5616,3 +5616,36 @@ def test_weights_move_by_role_where_one_norm_has_no_scale() -> None:
     assert "numbers confirm" not in report.findings[0].message
     assert report.numeric is not None and not any(
         s.diverges for s in report.numeric.outputs.values())
+
+
+class TorchSwappedRows(torch.nn.Module):
+    def __init__(self, order) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 8)
+        self.register_buffer("order", torch.tensor(order))
+
+    def forward(self, x):
+        a, b = torch.relu(self.fc(x)).unbind(0)
+        return torch.stack([b, a], 0).index_select(1, self.order)
+
+
+def test_pieces_joined_last_first_are_a_flip_and_a_reordering_is_no_resize() -> None:
+    """``unbind`` then ``stack`` of the pieces last first is JAX's ``y[::-1]``: it was an
+    op-mismatch that took the blame for a gather's planted wrong index ("the numbers
+    confirm it"), beside the gather's own finding, which spoke of a nearest resize."""
+    x = np.random.default_rng(0).normal(size=(2, 6, 8)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(8, 8)).astype(np.float32)
+
+    def jax_rows(order):
+        def apply(p, t):
+            y = jax.nn.relu(t @ p["kernel"] + p["bias"])
+            return jnp.take(y[::-1], jnp.asarray(order), axis=1)
+        return jax_side(apply, {"kernel": jnp.asarray(w), "bias": jnp.zeros(8)}, x,
+                        name=f"jax_rows_{order[3]}")
+
+    lhs = torch_side(TorchSwappedRows([5, 0, 3, 3, 1, 2]).eval(), x, name="torch_rows")
+    assert_same_canonical(lhs, jax_rows([5, 0, 3, 3, 1, 2]))
+    report = compare(lhs, jax_rows([5, 0, 3, 2, 1, 2]))
+    assert [(f.code, f.op) for f in report.findings] == [("edge-mismatch", "gather")]
+    assert "resize" not in report.findings[0].message

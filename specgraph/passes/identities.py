@@ -160,7 +160,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
                                  or _norm_between_reshapes(rw, node)):
         return True
     if node.op == "concat" and (_one_nonempty(rw, node) or _copies(rw, node)
-                                or _zeros_around(rw, node)):
+                                or _zeros_around(rw, node) or _pieces_reversed(rw, node)):
         return True
     if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
         return True
@@ -807,6 +807,23 @@ def _gathered_transpose(rw: Rewriter, node: Node, ids: np.ndarray) -> bool:
     moved = rw.emit("transpose", [split], {"perm": perm}, like=node,
                     shape=tuple(factors[p] for p in perm))
     rw.replace(out, rw.emit("reshape", [moved], {"shape": out.shape}, like=node,
+                            shape=out.shape))
+    return True
+
+
+def _pieces_reversed(rw: Rewriter, node: Node) -> bool:
+    """The pieces of one split into single entries along an axis, joined back last first
+    along it, are the flip of the split value (PyTorch's ``a, b = y.unbind(0);
+    torch.stack([b, a])`` against JAX's ``y[::-1]``)."""
+    out = node.outputs[0]
+    axis = node.attrs["axis"] % max(out.rank, 1)
+    split = rw.producer(node.inputs[0])
+    if split is None or split.op != "split" or len(node.inputs) < 2 or \
+            split.attrs["axis"] % max(split.inputs[0].rank, 1) != axis or \
+            list(node.inputs) != list(split.outputs)[::-1] or \
+            set(split.attrs["sizes"]) != {1} or split.inputs[0].shape != out.shape:
+        return False
+    rw.replace(out, rw.emit("flip", [split.inputs[0]], {"axes": (axis,)}, like=node,
                             shape=out.shape))
     return True
 
