@@ -281,7 +281,7 @@ class _Differ:
 
     def _replaced_run(self, lc: list[int], rc: list[int]) -> None:
         a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]
-        l_ops = "·".join(self.lhs.nodes[i].op for i in lc)
+        l_ops = "·".join(self.v.op_name("lhs", self.lhs.nodes[i]) for i in lc)
         r_ops = "·".join(self.v.op_name("rhs", self.rhs.nodes[j]) for j in rc)
         before, after = self._neighbour_scopes(self.lhs, a, self.l2r)
         detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
@@ -310,8 +310,8 @@ class _Differ:
             if a.op != b.op:
                 self._add(i, Finding(
                     "op-mismatch",
-                    f"{self.v.lhs} computes {a.op} where {self.v.rhs} computes "
-                    f"{self.v.op_name('rhs', b)} "
+                    f"{self.v.lhs} computes {self.v.op_name('lhs', a)} where {self.v.rhs} "
+                    f"computes {self.v.op_name('rhs', b)} "
                     f"({a.scope or '<model>'} / {b.scope or '<model>'})",
                     op=a.op, lhs=node_side(self.lhs, a, a.op), rhs=node_side(self.rhs, b, b.op)))
             elif not (a.op == "attention" and self._heads(i, a, b)):

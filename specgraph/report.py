@@ -55,6 +55,8 @@ class Voice:
         """How messages name ``node``'s op on ``side``."""
         if side == self.spec and (node.scope, node.op) in self.stand_ins:
             return "activation"
+        if node.op == "opaque" and node.attrs.get("target"):  # which native op: gru_cell
+            return f"opaque({node.attrs['target']})"
         return str(node.op)
 
     def name(self, side: str) -> str:

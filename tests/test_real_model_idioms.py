@@ -5649,3 +5649,35 @@ def test_pieces_joined_last_first_are_a_flip_and_a_reordering_is_no_resize() -> 
     report = compare(lhs, jax_rows([5, 0, 3, 2, 1, 2]))
     assert [(f.code, f.op) for f in report.findings] == [("edge-mismatch", "gather")]
     assert "resize" not in report.findings[0].message
+
+
+def test_an_opaque_op_is_named_by_the_native_op_it_stands_for() -> None:
+    """``nn.GRUCell`` has no canonical rule yet: a port unrolled by hand was "lhs computes
+    opaque·opaque·… where rhs computes linear·linear·…", naming no op the user wrote."""
+    x = np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32)
+
+    class Cell(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.cell = torch.nn.GRUCell(4, 4)
+
+        def forward(self, t):
+            h = torch.zeros(t.shape[0], 4)
+            for k in range(t.shape[1]):
+                h = self.cell(t[:, k], h)
+            return h
+
+    class Tanh(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, t):
+            return torch.tanh(self.lin(t[:, -1]))
+
+    report = compare(torch_side(Cell().eval(), x, name="gru_cell"),
+                     torch_side(Tanh().eval(), x, name="tanh_layer"), mode="structure")
+    text = " ".join(f.message for f in report.findings)
+    assert "opaque(" in text and "gru" in text, text
