@@ -439,6 +439,13 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     confirmed: dict[int, Finding] = {}
     left: list[Finding] = []
     for f in numeric:
+        own = [where.get((side, side_index(s))) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
+               if s is not None]
+        wired = next((o for o in own if o is not None and
+                      any(g.code == "edge-mismatch" for g in o.findings)), None)
+        if wired is not None:  # a layer a wiring finding names, wired to other values
+            confirmed.setdefault(id(wired.findings[0]), f)
+            continue
         places = [(str(c.value), side_index(c)) for c in f.causes]
         if not places:  # where it parts: its own layer, on either side
             places = [(side, side_index(s)) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))

@@ -5681,3 +5681,34 @@ def test_an_opaque_op_is_named_by_the_native_op_it_stands_for() -> None:
                      torch_side(Tanh().eval(), x, name="tanh_layer"), mode="structure")
     text = " ".join(f.message for f in report.findings)
     assert "opaque(" in text and "gru" in text, text
+
+
+def test_convs_in_the_other_order_are_one_wiring_finding_the_numbers_confirm() -> None:
+    """InceptionV3's factorized 7x7 ported with the 7x1 conv first: the alignment pairs the
+    convs by their kernels, so the finding is wiring; its consequence at the second conv
+    was a numeric-divergence of its own beside it."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).normal(size=(2, 9, 9, 8)).astype(np.float32)
+
+    class Swapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = torch.nn.Conv2d(8, 8, (7, 1), padding=(3, 0), bias=False)
+            self.bn = torch.nn.BatchNorm2d(8, eps=1e-3, momentum=0.01)
+            self.b = torch.nn.Conv2d(8, 8, (1, 7), padding=(0, 3), bias=False)
+
+        def forward(self, t):
+            return self.b(torch.relu(self.bn(self.a(t))))
+
+    inp = tf.keras.Input((9, 9, 8))
+    h = tf.keras.layers.Conv2D(8, (1, 7), padding="same", use_bias=False)(inp)
+    h = tf.keras.layers.ReLU()(tf.keras.layers.BatchNormalization(epsilon=1e-3)(h))
+    keras = tf.keras.Model(inp, tf.keras.layers.Conv2D(8, (7, 1), padding="same",
+                                                       use_bias=False)(h))
+    report = compare(torch_side(Swapped().eval(), x.transpose(0, 3, 1, 2).copy(),
+                                name="torch_7x1_first"), keras_side(keras, x, name="keras_1x7"))
+    assert [f.code for f in report.findings] == ["edge-mismatch"], [
+        f.message for f in report.findings]
+    assert "the numbers confirm it" in report.findings[0].message
