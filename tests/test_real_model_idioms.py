@@ -5589,8 +5589,6 @@ def test_weights_move_by_role_where_one_norm_has_no_scale() -> None:
     """Keras' ``BatchNormalization(scale=False)`` (InceptionV3's ``conv2d_bn``) holds mean,
     variance and bias: PyTorch's weight went into its bias slot, and "the numbers confirm
     it" for a batch norm whose scale was ones. Weights move by the role they play."""
-    import tensorflow as tf
-
     x = np.random.default_rng(0).normal(size=(2, 6, 6, 4)).astype(np.float32)
 
     class TorchConvBN(torch.nn.Module):
@@ -5606,10 +5604,12 @@ def test_weights_move_by_role_where_one_norm_has_no_scale() -> None:
         def forward(self, t):
             return torch.relu(self.bn(self.conv(t)))
 
-    inp = tf.keras.Input((6, 6, 4))
-    out = tf.keras.layers.BatchNormalization(scale=False)(
-        tf.keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(inp))
-    keras = tf.keras.Model(inp, tf.keras.layers.ReLU()(out))
+    import keras as keras3  # tf.keras is Keras 2 once transformers has chosen tf_keras
+
+    inp = keras3.Input((6, 6, 4))
+    out = keras3.layers.BatchNormalization(scale=False)(
+        keras3.layers.Conv2D(8, 3, padding="same", use_bias=False)(inp))
+    keras = keras3.Model(inp, keras3.layers.ReLU()(out))
     report = compare(torch_side(TorchConvBN().eval(), x.transpose(0, 3, 1, 2).copy(),
                                 name="torch_bn_scaled"), keras_side(keras, x, name="keras_bn"))
     assert [(f.op, f.attr) for f in report.findings] == [("batch_norm", "scale")]

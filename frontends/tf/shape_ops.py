@@ -420,11 +420,12 @@ def _scatter_update(cx: Any, op: Any) -> Any:
     PyTorch's in-place slice assignment and JAX's ``.at[].set`` are (``where`` over the
     elements written, ``frontends._common.writes``); which element of ``y`` lands where is
     found by running the op itself on positions."""
+    if all(cx.const(t) is not None for t in op.inputs):  # a mask built from constants
+        return cx.unknown(op)  # (HF Swin's shifted-window mask): TF computes it
     at = cx.const(op.inputs[1])
-    shape = tuple(int(d) for d in op.inputs[0].shape)
-    update_shape = tuple(int(d) for d in op.inputs[2].shape)
-    if at is None or None in shape or None in update_shape:
-        raise Unsupported("a scatter at indices computed in the graph")
+    if at is None:
+        return cx.unknown(op)  # indices computed in the graph: opaque
+    shape, update_shape = cx.shape(op.inputs[0]), cx.shape(op.inputs[2])
     source = tf.tensor_scatter_nd_update(
         tf.fill(shape, -1), tf.constant(at),
         tf.reshape(tf.range(prod(update_shape)), update_shape)).numpy()
