@@ -637,9 +637,9 @@ def _merge_pad_mode(findings: list[Finding], lhs: Graph, rhs: Graph, v: Voice
     reflection padding ported as ``padding="same"``): the conv's padding finding and the
     pad's missing-op finding become one."""
     graphs = {"lhs": lhs, "rhs": rhs}
-    convs = {(f.lhs.node, f.rhs.node): k for k, f in enumerate(findings)
+    convs = {(side, getattr(f, side).node): k for k, f in enumerate(findings)
              if f.code == "attr-mismatch" and f.op == "conv" and f.attr == "padding"
-             and f.lhs and f.rhs}
+             and f.lhs and f.rhs for side in ("lhs", "rhs")}  # a conv's finding, either side
     out = list(findings)
     dropped: set[int] = set()
     for k, f in enumerate(findings):
@@ -647,14 +647,12 @@ def _merge_pad_mode(findings: list[Finding], lhs: Graph, rhs: Graph, v: Voice
             continue
         side = "lhs" if f.lhs is not None else "rhs"
         graph = graphs[side]
-        pad = graph.nodes[int((f.lhs or f.rhs).node.split(":", 1)[0])]  # type: ignore
+        pad = graph.nodes[side_index(f.lhs or f.rhs)]  # type: ignore[index]
         readers = graph.consumers(pad.outputs[0])
         if len(readers) != 1 or readers[0].op != "conv":
             continue
-        at = node_side(graph, readers[0]).node
-        r = next((j for (a, b), j in convs.items() if (a if side == "lhs" else b) == at
-                  and j not in dropped), None)
-        if r is None:
+        r = convs.get((side, node_side(graph, readers[0]).node))
+        if r is None or out[r].attr != "padding":  # none, or merged with another pad
             continue
         g = out[r]
         rank = pad.outputs[0].rank

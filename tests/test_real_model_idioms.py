@@ -5369,7 +5369,8 @@ def test_a_squeeze_before_a_linear_is_the_squeeze_after_it() -> None:
 # --- writes into slices of computed tensors: the write is part of the graph -----------------
 class TorchWrittenSlice(torch.nn.Module):
     """``h[:, 0] = 0`` (BigBird's ``logits_mask[:, 0] = False``), ``h[:, 0].zero_()``, a
-    tensor written into a slice, or the same rows joined by ``torch.cat``."""
+    tensor written into a slice, or the same rows joined by ``torch.cat``; ``several``: a
+    slice, a row and a boolean mask written; ``rows``: a row zeroed, another written."""
 
     def __init__(self, how: str) -> None:
         super().__init__()
@@ -5387,6 +5388,15 @@ class TorchWrittenSlice(torch.nn.Module):
             h[:, 1:3] = y
         elif self.how == "cat":
             h = torch.cat([h[:, :1], y, h[:, 3:]], 1)
+        elif self.how == "rows":
+            h[:, 0] = 0.0
+            h[:, 2] = torch.sigmoid(x[:, 2])
+        elif self.how == "several":
+            h[:, 1:3] = y
+            h[:, 0] = 0.0
+            mask = torch.ones(x.shape[:2], dtype=torch.bool)
+            mask[:, 0] = False
+            return torch.tanh(h) - mask.unsqueeze(2) * 1e6
         return torch.tanh(h)
 
 
@@ -5467,20 +5477,6 @@ def test_jax_at_set_is_the_same_write_as_pytorch_in_place() -> None:
     x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
 
-    class TorchWrites(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.lin = torch.nn.Linear(4, 4)
-
-        def forward(self, t):
-            h = self.lin(t) * 2
-            h[:, 1:3] = torch.sigmoid(t[:, 1:3])
-            h[:, 0] = 0.0
-            mask = torch.ones(t.shape[:2], dtype=torch.bool)
-            mask[:, 0] = False
-            return torch.tanh(h) - mask.unsqueeze(2) * 1e6
-
     def apply(params, t):
         h = (t @ params["w"] + params["b"]) * 2
         h = h.at[:, 1:3].set(jax.nn.sigmoid(t[:, 1:3]))
@@ -5490,7 +5486,8 @@ def test_jax_at_set_is_the_same_write_as_pytorch_in_place() -> None:
 
     rhs = jax_side(apply, {"w": jnp.asarray(w), "b": jnp.zeros(4)}, x, name="jax_at_set")
     assert "opaque" not in [n.op for n in rhs.graph.nodes]
-    _equivalent(torch_side(TorchWrites().eval(), x, name="torch_in_place"), rhs)
+    _equivalent(torch_side(TorchWrittenSlice("several").eval(), x, name="torch_in_place"),
+                rhs)
 
 
 def test_tf_tensor_scatter_update_is_the_same_write_as_pytorch_in_place() -> None:
@@ -5499,18 +5496,6 @@ def test_tf_tensor_scatter_update_is_the_same_write_as_pytorch_in_place() -> Non
     import tensorflow as tf
 
     x = np.random.default_rng(0).standard_normal((2, 8, 4)).astype(np.float32)
-
-    class TorchRows(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.lin = torch.nn.Linear(4, 4)
-
-        def forward(self, t):
-            h = self.lin(t) * 2
-            h[:, 0] = 0.0
-            h[:, 2] = torch.sigmoid(t[:, 2])
-            return torch.tanh(h)
 
     class KerasRows(tf.keras.Model):
         def __init__(self) -> None:
@@ -5526,7 +5511,8 @@ def test_tf_tensor_scatter_update_is_the_same_write_as_pytorch_in_place() -> Non
     keras(x)
     rhs = keras_side(keras, x, name="keras_scatter_update")
     assert "opaque" not in [n.op for n in rhs.graph.nodes]
-    _equivalent(torch_side(TorchRows().eval(), x, name="torch_rows_written"), rhs)
+    _equivalent(torch_side(TorchWrittenSlice("rows").eval(), x, name="torch_rows_written"),
+                rhs)
 
 
 # --- a permutation gathered, as a transpose -----------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["emit_write"]
+__all__ = ["emit_write", "fill_of"]
 
 
 def emit_write(cx: Any, before: Any, source: np.ndarray, values: Any,
@@ -33,6 +33,15 @@ def emit_write(cx: Any, before: Any, source: np.ndarray, values: Any,
         placed = _boxed(cx, placed, source, written) or _gathered(cx, placed, source)
     return cx.emit("where", [cx.b.constant(written, "bool"), placed, before],
                    out=(shape, dtype))
+
+
+def fill_of(cx: Any, known: np.ndarray | None) -> Any:
+    """The 0-d constant that every written value is, where the values are known at trace
+    time and are all one number (``x.at[:, 0].set(False)``); None otherwise."""
+    if known is None or not known.size or not np.all(known == known.reshape(-1)[0]):
+        return None
+    number = np.asarray(known.reshape(-1)[0])
+    return cx.b.constant(number, str(number.dtype))
 
 
 def _boxed(cx: Any, values: Any, source: np.ndarray, written: np.ndarray) -> Any:

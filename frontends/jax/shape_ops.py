@@ -9,7 +9,7 @@ import numpy as np
 
 from specgraph.frontends._common.points import emit_point_gather
 from specgraph.frontends._common.table import ConverterTable
-from specgraph.frontends._common.writes import emit_write
+from specgraph.frontends._common.writes import emit_write, fill_of
 from specgraph.ir import Value
 
 __all__ = ["CONVERTERS"]
@@ -311,18 +311,14 @@ def _scatter(cx: Any, eqn: Any) -> Any:
         return cx.opaque()
     import jax
 
-    params = dict(eqn.params)
     try:
         with jax.default_device(jax.devices("cpu")[0]):
             source = np.asarray(eqn.primitive.bind(
                 np.full(shape, -1, np.int32), at,
                 np.arange(math.prod(update_shape), dtype=np.int32).reshape(update_shape),
-                **params))
+                **eqn.params))
     except Exception:  # noqa: BLE001  (what JAX cannot run on positions stays opaque)
         return cx.opaque()
-    known = cx.known(updates)
-    fill = None
-    if known is not None and known.size and np.all(known == known.reshape(-1)[0]):
-        fill = cx.constant(np.asarray(known.reshape(-1)[0], dtype=known.dtype))
+    fill = fill_of(cx, cx.known(updates))
     return emit_write(cx, cx.value(operand), source.astype(np.int64),
                       None if fill is not None else cx.value(updates), fill)

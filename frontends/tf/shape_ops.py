@@ -16,7 +16,7 @@ from specgraph.frontends._common.converter import NATIVE
 from specgraph.frontends._common.points import emit_along_gather, emit_point_gather, positions
 from specgraph.frontends._common.roll import emit_roll
 from specgraph.frontends._common.table import ConverterTable
-from specgraph.frontends._common.writes import emit_write
+from specgraph.frontends._common.writes import emit_write, fill_of
 from specgraph.frontends.tf.convert import Unsupported, VarHandle, VarRead, dtype_name, dtype_of
 
 CONVERTERS = ConverterTable()
@@ -429,10 +429,7 @@ def _scatter_update(cx: Any, op: Any) -> Any:
     source = tf.tensor_scatter_nd_update(
         tf.fill(shape, -1), tf.constant(at),
         tf.reshape(tf.range(prod(update_shape)), update_shape)).numpy()
-    known = cx.const(op.inputs[2])
-    fill = None
-    if known is not None and known.size and np.all(known == known.reshape(-1)[0]):
-        fill = cx.b.constant(np.asarray(known.reshape(-1)[0]), dtype_name(op.inputs[2].dtype))
+    fill = fill_of(cx, cx.const(op.inputs[2]))
     return emit_write(cx, cx.materialize(cx.value(op.inputs[0])), source.astype(np.int64),
                       None if fill is not None else cx.materialize(cx.value(op.inputs[2])),
                       fill)
