@@ -39,7 +39,7 @@ from specgraph.numeric.feeds import example_inputs, rhs_inputs
 from specgraph.numeric.pairing import Pairing
 from specgraph.ops import get_spec
 from specgraph.ops.dtypes import INT_DTYPES
-from specgraph.report import Finding
+from specgraph.report import CONFIRMED, Finding
 
 __all__ = ["Region", "regions", "arbitrate", "confirm", "inside", "SAME"]
 
@@ -441,10 +441,10 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     for f in numeric:
         own = [where.get((side, side_index(s))) for side, s in (("lhs", f.lhs), ("rhs", f.rhs))
                if s is not None]
-        wired = next((o for o in own if o is not None and
-                      any(g.code == "edge-mismatch" for g in o.findings)), None)
+        wired = next((g for o in own if o is not None for g in o.findings
+                      if g.code == "edge-mismatch"), None)
         if wired is not None:  # a layer a wiring finding names, wired to other values
-            confirmed.setdefault(id(wired.findings[0]), f)
+            confirmed.setdefault(id(wired), f)
             continue
         places = [(str(c.value), side_index(c)) for c in f.causes]
         if not places:  # where it parts: its own layer, on either side
@@ -462,8 +462,8 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
     out = []
     for f in structural:
         seen = confirmed.get(id(f))
-        out.append(f if seen is None else replace(f, message=f"{f.message}; the numbers "
-                                                  f"confirm it: {_downstream(seen)}"))
+        out.append(f if seen is None else replace(f, message=f"{f.message}{CONFIRMED}"
+                                                  f"{_downstream(seen)}"))
     return out, left
 
 

@@ -8,7 +8,7 @@ other side lacks an op in between is explained by that missing op alone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -430,9 +430,20 @@ class _Differ:
         if same and len(left) == len(right):
             self._constants(i, a, b)
             return
-        if len(left) != len(right) or self._explained(a, b):
+        if len(left) != len(right):
+            # an optional input one side has (a BatchNorm's scale against Keras'
+            # scale=False; its own finding): the data it reads is still compared
+            data = [k for k, ref in enumerate(left) if not _weight_ref(ref)]
+            rdata = [k for k, ref in enumerate(right) if not _weight_ref(ref)]
+            if len(data) != len(rdata) or [mapped[k] for k in data] == \
+                    [right[k] for k in rdata] or self._explained(a, b, zip(data, rdata)):
+                return
+            lm, rm = next((left[k], right[m]) for k, m in zip(data, rdata)
+                          if mapped[k] != right[m])
+        elif self._explained(a, b):
             return
-        lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
+        else:
+            lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
         scalars = all(k == "leaf" and x[0] == "const" and x[2] is not None
                       for k, x in (lm, rm))  # the same op with another number in it
         self._add(i, Finding(
@@ -480,10 +491,14 @@ class _Differ:
             self._drowning = drowning(self.lhs), drowning(self.rhs)
         return a.outputs[0] in self._drowning[0] and b.outputs[0] in self._drowning[1]
 
-    def _explained(self, a: Node, b: Node) -> bool:
-        """Every differing input is accounted for by ops one side lacks (a missing
-        residual add, a missing activation) rather than by different wiring."""
-        for va, vb in zip(a.inputs, b.inputs):
+    def _explained(self, a: Node, b: Node, slots: Iterable[tuple[int, int]] | None = None
+                   ) -> bool:
+        """Every differing input (of ``slots``, pairs of input positions; all by default) is
+        accounted for by ops one side lacks (a missing residual add, a missing activation)
+        rather than by different wiring."""
+        pairs = zip(a.inputs, b.inputs) if slots is None else \
+            [(a.inputs[k], b.inputs[m]) for k, m in slots]
+        for va, vb in pairs:
             la = {("node", self.l2r[x]) if k == "node" else (k, x)
                   for k, x in self._sources(self.lhs, va, self.l2r)}
             rb = self._sources(self.rhs, vb, self.r2l)
@@ -554,6 +569,12 @@ def _short(node: Node | None) -> str:
     if node is None:
         return "—"
     return f"{node.op} {list(node.outputs[0].shape)}"
+
+
+def _weight_ref(ref: Any) -> bool:
+    """Whether a reference ``_matched_above`` gives is a parameter or a constant, not the
+    data an op reads."""
+    return ref[0] == "leaf" and ref[1][0] in ("param", "const")
 
 
 def _leaf_key(graph: Graph, value: Value) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from specgraph.align import Alignment
 from specgraph.ir import Graph, Node, Value
-from specgraph.report import DIFF, Finding, Side, Voice
+from specgraph.report import CONFIRMED, DIFF, Finding, Side, Voice
 
 __all__ = ["group_repeated", "leaf_words"]
 
@@ -192,6 +192,9 @@ def _grouped(same: list[Finding], key: Any, v: Voice, alignment: Alignment | Non
         message = (f"{first.op} parameters differ in shape, {_say(a.value)} in {v.lhs} but "
                    f"{_say(b.value)} in {v.rhs}, in {n} places: {_at(a, b, first.op, v)} "
                    f"{more}")
+    # the numbers that confirm one place confirm the difference
+    message += next((f.message[f.message.index(CONFIRMED):] for f in same
+                     if CONFIRMED in f.message), "")
     return Finding(first.code, message, op=first.op, attr=first.attr, lhs=a, rhs=b,
                    blame=first.blame, ops=first.ops, affects=first.affects,
                    places=tuple((f.lhs, f.rhs) for f in same))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptRule",
+__all__ = ["CODES", "CONFIRMED", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptRule",
            "Accepted", "Row", "DiffReport", "Location", "SpecFinding", "StatementResult",
            "SpecReport", "STATUSES"]
 
@@ -69,6 +69,9 @@ class Voice:
 
 
 DIFF = Voice()  # the two sides of a diff
+
+# what a structural finding says when a numeric divergence at its layers is its consequence
+CONFIRMED = "; the numbers confirm it: "
 
 
 @dataclass(frozen=True)

@@ -5698,3 +5698,72 @@ def test_convs_in_the_other_order_are_one_wiring_finding_the_numbers_confirm() -
     assert [f.code for f in report.findings] == ["edge-mismatch"], [
         f.message for f in report.findings]
     assert "the numbers confirm it" in report.findings[0].message
+
+
+class TorchSevenBranch(torch.nn.Module):
+    """InceptionV3's factorized 7x7 branch (1x1, 1x7, 7x1, each conv·BN·ReLU), the two
+    factor convs in the given order."""
+
+    def __init__(self, first=(1, 7), eps=1e-3) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        second = first[::-1]
+        self.convs = torch.nn.ModuleList(
+            torch.nn.Conv2d(8, 8, k, padding=(k[0] // 2, k[1] // 2), bias=False)
+            for k in ((1, 1), first, second))
+        self.bns = torch.nn.ModuleList(torch.nn.BatchNorm2d(8, eps=eps, momentum=0.01)
+                                       for _ in range(3))
+        for bn in self.bns:
+            bn.running_mean.uniform_(-.2, .2)
+            bn.running_var.uniform_(.5, 1.5)
+            bn.bias.data.uniform_(-.2, .2)
+
+    def forward(self, t):
+        for conv, bn in zip(self.convs, self.bns):
+            t = torch.relu(bn(conv(t)))
+        return t
+
+
+def _keras_seven_branch(x, scale):
+    import keras as keras3  # tf.keras is Keras 2 once transformers has chosen tf_keras
+
+    inp = keras3.Input(x.shape[1:])
+    h = inp
+    for k in ((1, 1), (1, 7), (7, 1)):  # keras.applications.inception_v3's conv2d_bn
+        h = keras3.layers.Conv2D(8, k, padding="same", use_bias=False)(h)
+        h = keras3.layers.BatchNormalization(epsilon=1e-3, scale=scale)(h)
+        h = keras3.layers.Activation("relu")(h)
+    return keras_side(keras3.Model(inp, h), x, name=f"keras_seven_{scale}")
+
+
+def test_convs_in_the_other_order_are_found_beside_a_norm_without_scale() -> None:
+    """Keras' InceptionV3 has ``BatchNormalization(scale=False)`` everywhere: against a port
+    whose norms keep a scale, the 1x7 and 7x1 convs in the other order went unreported,
+    as the wiring of a norm with an input more on one side was never compared, and the
+    numbers that part there were taken for the scale's."""
+    x = np.random.default_rng(0).normal(size=(2, 9, 9, 8)).astype(np.float32)
+    nchw = x.transpose(0, 3, 1, 2).copy()
+    report = compare(torch_side(TorchSevenBranch((1, 7)).eval(), nchw, name="torch_1x7"),
+                     _keras_seven_branch(x, scale=False))
+    assert [(f.code, f.op, f.attr) for f in report.findings] == [
+        ("attr-mismatch", "batch_norm", "scale")], [f.message for f in report.findings]
+    report = compare(torch_side(TorchSevenBranch((7, 1)).eval(), nchw, name="torch_7x1"),
+                     _keras_seven_branch(x, scale=False))
+    assert [(f.code, f.op) for f in report.findings] == [
+        ("attr-mismatch", "batch_norm"), ("edge-mismatch", "batch_norm")], [
+        f.message for f in report.findings]
+    assert "the numbers confirm it" in report.findings[1].message
+    assert "the numbers confirm it" not in report.findings[0].message
+
+
+def test_numbers_that_confirm_one_place_of_a_repeated_difference_are_kept_when_grouped() -> None:
+    """An eps of 1e-5 against Keras' 1e-3 at three norms is one finding of three places:
+    the numbers that part at the first norm confirmed that place alone, and the sentence
+    was lost when the places were made one finding."""
+    x = np.random.default_rng(0).normal(size=(2, 9, 9, 8)).astype(np.float32)
+    report = compare(torch_side(TorchSevenBranch((1, 7), eps=1e-5).eval(),
+                                x.transpose(0, 3, 1, 2).copy(), name="torch_eps"),
+                     _keras_seven_branch(x, scale=True))
+    assert [(f.code, f.attr, len(f.places)) for f in report.findings] == [
+        ("attr-mismatch", "eps", 3)], [f.message for f in report.findings]
+    assert "the numbers confirm it: values part at batch_norm" in report.findings[0].message
