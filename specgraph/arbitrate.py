@@ -410,10 +410,15 @@ def _by_node(found: Sequence[Region]) -> dict[tuple[str, int], Region]:
 
 
 def _representation(f: Finding) -> bool:
-    """Whether an attribute finding is about how values are held, not what is computed: a
-    cast into one integer type against a cast into another (int64 in PyTorch, int32 in TF,
-    of a truncated bucket index) computes the same wherever the values fit both, which the
-    numbers show."""
+    """Whether an attribute finding is about how values are held or moved, not what is
+    computed from weights, so that the numbers may settle it. A cast into one integer type
+    against a cast into another (int64 in PyTorch, int32 in TF, of a truncated bucket
+    index) computes the same wherever the values fit both. An op that only moves data
+    (a pad, a slice, a concat) holds no weight that could hide a difference: two writes
+    into a zero tensor's slices against one write of the two joined pad other widths,
+    and what the region hands on is the same on every input tried."""
+    if f.op is not None and get_spec(f.op).category == "shape":
+        return True
     if f.op != "cast" or f.attr != "dtype" or f.lhs is None or f.rhs is None:
         return False
     return {f.lhs.value, f.rhs.value} <= INT_DTYPES
