@@ -191,6 +191,13 @@ ARCHS: dict[str, Arch] = {
         num_layers=2, hidden_size=32, num_heads=4, vocab_size=VOCAB,
         max_position_embeddings=32, attention_types=[[["global", "local"], 1]],
         window_size=4, use_cache=False), _classes("GPTNeoForCausalLM", "torch,flax"), _text()),
+    # PyTorch applies its causal buffer with where(mask, w, finfo.min), then adds the
+    # padding mask; Flax combines boolean masks
+    "gpt_neo_padded": Arch("decoder", lambda t: t.GPTNeoConfig(
+        num_layers=2, hidden_size=32, num_heads=4, vocab_size=VOCAB,
+        max_position_embeddings=32, attention_types=[[["global", "local"], 1]],
+        window_size=4, use_cache=False), _classes("GPTNeoForCausalLM", "torch,flax"),
+        _text(attention_mask=_padding)),
     "opt": Arch("decoder", lambda t: t.OPTConfig(
         hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
         vocab_size=VOCAB, max_position_embeddings=32, word_embed_proj_dim=32,

@@ -475,6 +475,11 @@ class _Differ:
                     message += ("; a nearest resize reads so where the two round the input "
                                 "coordinate differently or map positions to it differently "
                                 "(half-pixel centers or not)")
+            elif (windows := (_window(x), _window(y)))[0] is not None and \
+                    windows[1] is not None:  # a local attention's band of keys
+                message = (f"the keys each query may see at {a.scope or '<model>'} are a "
+                           f"window of its last {windows[0]} positions in {self.v.lhs} but "
+                           f"its last {windows[1]} in {self.v.rhs} ({b.scope or '<model>'})")
             else:
                 message = (f"{a.op} at {a.scope or '<model>'} reads a constant tensor "
                            f"{list(va.shape)} in {self.v.lhs} whose numbers differ from "
@@ -569,6 +574,24 @@ def _short(node: Node | None) -> str:
     if node is None:
         return "—"
     return f"{node.op} {list(node.outputs[0].shape)}"
+
+
+def _window(pattern: Any) -> int | None:
+    """The width w of a boolean keep pattern [..., L, S] (repeated over its leading axes)
+    that lets each query i see keys i-w+1 .. i alone, as a local attention's band does;
+    None for any other pattern (the causal one included: a window as long as the rows)."""
+    keep = np.asarray(pattern)
+    if keep.dtype != bool or keep.ndim < 2:
+        return None
+    rows, keys = keep.shape[-2:]
+    flat = keep.reshape(-1, rows, keys)
+    if not (flat == flat[:1]).all():
+        return None
+    i, j = np.ogrid[:rows, :keys]
+    for width in range(1, rows):
+        if np.array_equal(flat[0], (j <= i) & (j > i - width)):
+            return width
+    return None
 
 
 def _weight_ref(ref: Any) -> bool:

@@ -29,6 +29,7 @@ FAST = [
     ("t5_padded", "tf", "torch"),         # the mask added to the position bias: -1e9
     ("t5_lm", "tf", "torch"),             # the tied head: scaled states, a matmul or Linear
     ("opt_padded", "torch", "tf"),        # a mask written in place; -1e8 causal + padding
+    ("gpt_neo_padded", "torch", "flax"),  # a causal buffer selected, then the 4D mask added
     ("mistral_padded", "tf", "flax"),     # two float32.min masks summed (-inf where both)
     # fused q/k/v indexed per head or split, ALiBi on [B*H, T, T] scores, -inf or lowest mask
     ("bloom", "flax", "torch"),
@@ -79,3 +80,21 @@ def test_peer_model_canonical_graph_is_a_fixed_point_of_the_passes(model: str) -
 
     graph = canonicalize_model(trace(f"bench/peer_models.py:{model}")).graph
     assert not [p.name for p in (*DEFAULT_PASSES, *FINISHING_PASSES) if p(graph).modified]
+
+
+def test_a_local_attention_window_that_differs_on_a_padded_batch_is_one_finding(
+        tmp_path) -> None:
+    """GPT-Neo's local layers on a padded batch: PyTorch selects with its band buffer,
+    then adds its 4D mask (causal and padding); Flax ands the band into its boolean mask.
+    Both raise to attention with the band and-ed into the padding mask, so Flax with a
+    window of 3 against PyTorch's 4 is one finding that names the two windows."""
+    from specgraph.check import compare
+
+    models = tmp_path / "neo_windows.py"
+    models.write_text("from bench.peer_models import factory\n"
+                      "flax_window_3 = factory('gpt_neo_padded', 'flax', {'window_size': 3})\n")
+    report = compare("bench/peer_models.py:gpt_neo_padded_torch", f"{models}:flax_window_3")
+    assert [f.code for f in report.findings] == ["edge-mismatch"], [
+        f.message for f in report.findings]
+    assert "a window of its last 4 positions in lhs but its last 3 in rhs" in \
+        report.findings[0].message

@@ -441,24 +441,53 @@ def _same(a: float, b: float) -> bool:
 
 
 # --- proofs --------------------------------------------------------------------------------
-def draw_keep(mask: InputMask, rng: np.random.Generator, *, empty_row: bool) -> np.ndarray:
+def draw_keep(mask: InputMask, rng: np.random.Generator, *, empty_row: bool,
+              band: np.ndarray | None = None) -> np.ndarray:
     """Random ones and zeros for the source, laid out as ``mask.shape``, as booleans: the
-    first key of every row kept, or (``empty_row``) the first row keeping none."""
+    first key of every row kept, or (``empty_row``) the first row keeping none. With a
+    constant ``band`` of keys each query may see (a local attention's window) and-ed in,
+    every row also keeps a key of its band: the last, where the draw kept none."""
     keep = rng.random(mask.shape) < 0.6
     keep[..., 0] = True
     if empty_row:
         keep.reshape(-1, mask.shape[-1])[0] = False
+    elif band is not None:
+        _keep_in_band(keep, band)
     return keep
+
+
+def _keep_in_band(keep: np.ndarray, band: np.ndarray) -> None:
+    """Keep (in place) a key of each row's ``band`` where ``keep`` and-ed with it keeps none:
+    the row's last key in the band (its own position, in a causal window)."""
+    try:
+        shape = np.broadcast_shapes(keep.shape, band.shape)
+    except ValueError:
+        return
+    if len(shape) != keep.ndim:
+        return
+    wide = np.broadcast_to(band, shape)
+    for _ in range(int(np.prod(shape[:-1]))):
+        empty = np.argwhere(~(np.broadcast_to(keep, shape) & wide).any(axis=-1))
+        if not len(empty):
+            return
+        place = tuple(empty[0])
+        keys = np.nonzero(wide[place])[0]
+        if not len(keys):
+            return  # a row the band itself leaves empty
+        keep[tuple(0 if keep.shape[d] == 1 else i for d, i in enumerate(place))
+             + (keys[-1],)] = True
 
 
 def proved(rw: Rewriter, nodes: Sequence[Node], output: Value, free: Sequence[Value],
            masks: Mapping[Value, InputMask],
            candidate: Callable[[Mapping[Value, np.ndarray], np.ndarray], np.ndarray], *,
-           empty_rows: Sequence[bool] = (False, False), rtol: float = 1e-6) -> bool:
+           empty_rows: Sequence[bool] = (False, False), rtol: float = 1e-6,
+           band: np.ndarray | None = None) -> bool:
     """Whether the region ``nodes`` and ``candidate`` agree on random ``free`` values, the
     mask tensors among them drawn from one random source (``masks``: each mask tensor and
     how it reads the source; they share it), once per entry of ``empty_rows``.
-    ``candidate(env, keep)`` gets the draws and the source's keep mask."""
+    ``candidate(env, keep)`` gets the draws and the source's keep mask; with a ``band``
+    and-ed into the mask, every row keeps a key of it (``draw_keep``)."""
     sources = {m.source for m in masks.values()}
     if len(sources) != 1 or len({m.shape for m in masks.values()}) != 1:
         return False
@@ -466,7 +495,7 @@ def proved(rw: Rewriter, nodes: Sequence[Node], output: Value, free: Sequence[Va
     for trial, empty in enumerate(empty_rows):
         rng = np.random.default_rng(2024 + trial)
         env = random_env(plain, seed=1234 + trial)
-        keep = draw_keep(next(iter(masks.values())), rng, empty_row=empty)
+        keep = draw_keep(next(iter(masks.values())), rng, empty_row=empty, band=band)
         for v, m in masks.items():
             env[v] = _select_array(m.keeps(keep), m.on, m.off, v.shape, v.dtype)
         try:

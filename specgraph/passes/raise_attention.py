@@ -179,6 +179,7 @@ class _Match:
     after: bool = False
     mask: np.ndarray | None = None
     bias: Value | None = None
+    band: np.ndarray | None = None  # a constant keep pattern and-ed into the input's mask
 
 
 def _zeroed_softmax(rw: Rewriter, p: Value
@@ -224,11 +225,24 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
     if zeroed and not zeroing and not np.isneginf([fed[0].on, fed[0].off]).any():
         zeroed = False  # no NaN to zero: a finite mask (PyTorch's exporter adds finfo.min)
     q, q_perm, kt, kt_perm, qk_scale = _qk(rw, product)
-    causal, mask = False, None
+    causal, mask, band = False, None, None
     if fed and fed[0].mask.fixed is not None:  # a causal mask and-ed into the input's
-        causal = _fixed_causal(fed[0].mask.fixed, product.shape)
-        if not causal or masks or zeroing:
+        fixed = fed[0].mask.fixed
+        if masks:  # and a constant one applied too (GPT-Neo selects with its causal
+            # buffer, then adds its 4D mask): what both keep must be the causal pattern
+            if effect is None or np.any((effect != 0) & (effect > DROWN)):
+                return None
+            fixed = np.broadcast_to(fixed, product.shape) & np.broadcast_to(
+                effect == 0, product.shape)
+        causal = _fixed_causal(fixed, product.shape)
+        if zeroing:
             return None
+        if not causal:  # a band (GPT-Neo's local attention): kept in the mask operand, for
+            # a mask that drowns the keys it masks (a boolean one, and-ed with the band)
+            if not drowns(fed[0].on, fed[0].off):
+                return None
+            band = smallest(np.broadcast_to(fixed, product.shape))
+        masks = []  # proved below with the region
     if masks:  # proved below with the region: here only whether it can be causal
         causal = effect is not None and _causal(effect)
         if not causal and effect is not None and np.any(effect):
@@ -237,7 +251,7 @@ def _pattern(rw: Rewriter, node: Node) -> _Match | None:
                 return None  # with a mask built from an input too: kept as written
     return _Match(q, q_perm, kt, kt_perm, v, qk_scale * math.prod(scales), causal,
                   fed[0] if fed else None, zeroed, zeroing, found is not None, mask,
-                  biases[0] if biases else None)
+                  biases[0] if biases else None, band)
 
 
 def _fixed_causal(fixed: np.ndarray, shape: tuple[int, ...]) -> bool:
@@ -698,16 +712,23 @@ def _raise_masked(rw: Rewriter, node: Node, m: _Match) -> None:
     boolean = m.zeroed or drowns(fed.on, fed.off)  # -1e4, -1e9, finfo.min and -inf alike
 
     def candidate(env, keep):
+        if m.band is not None:
+            keep = np.broadcast_to(keep, np.broadcast_shapes(keep.shape, m.band.shape)) & m.band
         return _reference(m, env, keep if boolean else np.where(keep, fed.on, fed.off),
                           attrs)
 
     # a row that keeps no key is proved only where the zeros there are what is raised
     if not proved(rw, nodes, y, free, masks, candidate,
-                  empty_rows=(False, True) if m.after and m.zeroed else (False, False)):
+                  empty_rows=(False, True) if m.after and m.zeroed else (False, False),
+                  band=m.band):
         return
     source = replace(fed.mask, fixed=None)  # the causal part is the attention's flag
     mask = (keep_mask(rw, source, node) if boolean
             else select(rw, source, fed.on, fed.off, fed.scores.dtype, node))
+    if m.band is not None:  # the band, and-ed in: one constant of its smallest shape
+        shape = np.broadcast_shapes(mask.shape, m.band.shape)
+        mask = rw.emit("logical_and", [mask, rw.constant(m.band, "bool")], like=node,
+                       shape=shape, dtype="bool")
     _emit(rw, node, m, attrs, [mask])
 
 
