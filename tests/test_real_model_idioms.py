@@ -5810,3 +5810,32 @@ def test_two_writes_into_slices_are_one_write_of_the_two_joined(start) -> None:
         assert not report.equivalent
         assert any(f.code == "numeric-divergence" or "numbers confirm" in f.message
                    for f in report.findings), [f.message for f in report.findings]
+
+
+def test_hf_tf_adaptive_avg_pool_is_pytorchs_adaptive_avg_pool() -> None:
+    """HF's TF ``TFAdaptiveAvgPool2D`` (Data2VecVision's pyramid pooling) pools with both
+    window sizes at stride 1, concatenates and gathers the right one per position, against
+    ``nn.AdaptiveAvgPool2d``: a region the numbers settle (its attribute findings on the
+    pools and gathers were never arbitrated)."""
+    pytest.importorskip("transformers")
+    from transformers.models.data2vec.modeling_tf_data2vec_vision import (
+        TFAdaptiveAvgPool2D, keras)
+
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 4)).astype(np.float32)
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(4, 4, 1)
+            self.pool = torch.nn.AdaptiveAvgPool2d(3)
+
+        def forward(self, t):
+            return self.pool(self.conv(t))
+
+    inp = keras.Input((8, 8, 4))
+    model = keras.Model(inp, TFAdaptiveAvgPool2D(output_dims=(3, 3))(keras.layers.Conv2D(4, 1)(inp)))
+    report = compare(torch_side(Pooled().eval(), x.transpose(0, 3, 1, 2).copy(),
+                                name="torch_adaptive"), keras_side(model, x, name="tf_adaptive"))
+    assert report.equivalent, [f.message for f in report.findings]
+    assert any("computes the same" in n for n in report.notes)

@@ -195,13 +195,27 @@ class TorchProgram(NativeProgram):
         observed: list[Hashable] = []
         metas: list[tuple[tuple[int, ...], Any] | None] = []
         extra = []
+        # what an in-place op writes into later (BERT's ``e += positions`` after ``e = a +
+        # b``): its value is output as a copy made where it is computed, else the program
+        # hands over the buffer as the write left it
+        overwritten = {name for n in graph.nodes if _writes_first_argument(n)
+                       and hasattr(n.args[0], "name") for name in _viewed(n.args[0])}
+
+        def kept(value: Any, traced: Any) -> Any:
+            """``value`` (``traced``'s, or its probed sum) as an output: a copy where an
+            in-place op writes into ``traced`` later."""
+            if traced.name not in overwritten:
+                return value
+            with graph.inserting_after(value):
+                return graph.call_function(torch.ops.aten.clone.default, (value,))
+
         for key in cache_key[0]:
             node = self._node_for(nodes, key, floating=False)
             if node is None:
                 continue
             if not node.meta["val"].dtype.is_floating_point:
                 observed.append(key)
-                extra.append(node)
+                extra.append(kept(node, node))
                 metas.append(None)  # no probe: no gradient
                 continue
             with graph.inserting_after(placeholders[-1]):
@@ -211,7 +225,7 @@ class TorchProgram(NativeProgram):
                 probed = graph.call_function(torch.ops.aten.add.Tensor, (node, probe))
             node.replace_all_uses_with(probed, delete_user_cb=lambda u: u is not probed)
             observed.append(key)
-            extra.append(probed)  # its value exactly (x + 0): the buffer the program reads
+            extra.append(kept(probed, node))  # its value exactly (x + 0)
             val = node.meta["val"]
             metas.append((tuple(int(d) for d in val.shape), val.dtype))
         outs = output.args[0]
