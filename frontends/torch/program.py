@@ -303,7 +303,8 @@ class TorchProgram(NativeProgram):
                             else self.ep.state_dict[spec.target])
                     args.append(self._on_device(f"held:{spec.target}", held, device))
             elif kind == "USER_INPUT":
-                if hasattr(spec.arg, "value") and not hasattr(spec.arg, "name"):
+                if hasattr(spec.arg, "value") and (spec.arg.value is None or not hasattr(
+                        spec.arg, "name")):  # an input given as None: no tensor to feed
                     args.append(spec.arg.value)
                     continue
                 name = next(user)

@@ -569,6 +569,8 @@ class _Converter(BaseConverter):
             if node.op == "placeholder":
                 if node.name in self.placeholders:
                     self.targets[self.placeholders[node.name][1]] = node
+                elif node.meta.get("val") is None:  # an input given as None (a mask not
+                    self.static[node.name] = None  # passed): no tensor, nothing to feed
                 else:
                     input_name, _ = next(user_inputs)
                     shape, dtype = self.meta(node)[0]

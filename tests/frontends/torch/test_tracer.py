@@ -415,3 +415,36 @@ def test_a_model_that_writes_into_a_view_is_exit_2_in_one_sentence(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and err[0].startswith("specgraph: error:") and "copy_" in err[0]
+
+
+def test_an_input_given_as_none_is_no_input_and_the_program_runs_without_it(tmp_path, capsys
+                                                                              ) -> None:
+    """``WhisperModel(features, None, decoder_ids)``: an example input of None (a mask not
+    passed) crashed the tracer, and the program then fed the next input in its place."""
+    from specgraph.cli import main
+
+    class Skip(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x, mask=None, y=None):
+            h = self.fc(x)
+            return h if y is None else h + y
+
+    x, y = torch.randn(2, 4), torch.randn(2, 2)
+    traced = torch_frontend.trace(Skip().eval(), (x, None, y))
+    assert [v.shape for v in traced.graph.inputs] == [(2, 4), (2, 2)]
+    assert list(traced.graph.input_names) == ["x", "y"]
+    path = tmp_path / "optional.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\n"
+                    "class Skip(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(4, 2)\n\n"
+                    "    def forward(self, x, mask=None, y=None):\n"
+                    "        h = self.fc(x)\n        return h if y is None else h + y\n\n\n"
+                    "def make():\n    torch.manual_seed(0)\n"
+                    "    return Skip().eval(), (torch.randn(2, 4), None, torch.randn(2, 2))\n")
+    assert main(["diff", f"{path}:make", f"{path}:make", "--rhs-context", "compiled"]) == 0
+    assert "EQUIVALENT" in capsys.readouterr().out
