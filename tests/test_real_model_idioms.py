@@ -5839,3 +5839,67 @@ def test_hf_tf_adaptive_avg_pool_is_pytorchs_adaptive_avg_pool() -> None:
                                 name="torch_adaptive"), keras_side(model, x, name="tf_adaptive"))
     assert report.equivalent, [f.message for f in report.findings]
     assert any("computes the same" in n for n in report.notes)
+
+
+class TorchLayerStack(torch.nn.Module):
+    def __init__(self, layers=2, d=8) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x
+
+
+def test_weights_stacked_by_layer_and_read_by_index_are_each_layers_own() -> None:
+    """JAX's per-layer weights stacked ``[L, ...]`` and read ``W[i]``, ``b[i]`` (a scan
+    unrolled by hand): each ``b[i]`` was an embedding lookup of row i (2 findings and no
+    numbers against ``nn.ModuleList`` of ``Linear``)."""
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    rng = np.random.default_rng(1)
+    params = {"W": jnp.asarray(rng.normal(size=(2, 8, 8)).astype(np.float32)),
+              "b": jnp.asarray(rng.normal(size=(2, 8)).astype(np.float32))}
+
+    def apply(p, t):
+        for i in range(2):
+            t = jnp.tanh(t @ p["W"][i] + p["b"][i])
+        return t
+
+    report = compare(torch_side(TorchLayerStack().eval(), x, name="torch_layer_list"),
+                     jax_side(apply, params, x, name="jax_stacked_layers"))
+    assert report.equivalent, [f.message for f in report.findings]
+    assert report.numeric is not None and report.numeric.transferred
+
+
+def test_keras_pad_then_crop_in_nhwc_is_the_nchw_ports() -> None:
+    """NASNet's "adjust" shift in Keras (``ZeroPadding2D(((0, 1), (0, 1)))`` then
+    ``Cropping2D(((1, 0), (1, 0)))``) against a PyTorch port's pad and slice in NCHW: the
+    pads and slice axes, written for other layouts, were two findings the numbers never
+    settled."""
+    import keras as keras3  # tf.keras is Keras 2 once transformers has chosen tf_keras
+
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype(np.float32)
+    inp = keras3.Input((8, 8, 3))
+    h = keras3.layers.ZeroPadding2D(((0, 1), (0, 1)))(keras3.layers.ReLU()(inp))
+    h = keras3.layers.AveragePooling2D(1, strides=2)(keras3.layers.Cropping2D(((1, 0), (1, 0)))(h))
+    keras = keras3.Model(inp, keras3.layers.Conv2D(4, 1)(h))
+
+    class Shifted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(3, 4, 1)
+
+        def forward(self, t):
+            h = torch.nn.functional.pad(torch.relu(t.permute(0, 3, 1, 2)), (0, 1, 0, 1))
+            h = torch.nn.functional.avg_pool2d(h[:, :, 1:, 1:], 1, 2)
+            return self.conv(h).permute(0, 2, 3, 1)
+
+    report = compare(keras_side(keras, x, name="keras_adjust"),
+                     torch_side(Shifted().eval(), x, name="torch_adjust"))
+    assert report.equivalent, [f.message for f in report.findings]
+    assert report.numeric is not None
+    assert all(layer.backward is None or math.isfinite(layer.backward.max_rel)
+               for layer in report.numeric.layers)

@@ -509,7 +509,8 @@ class PairedRun:
             self._gradient_reached(j, node, oct_stats, tol)
         most = worst(stats)
         if most is None:
-            if oct_stats is not None:  # no share known: the gradient that reached it, whole
+            # no share known: the gradient that reached it, whole (where laid out alike)
+            if oct_stats is not None and not oct_stats.shape_differs:
                 rec.backward[j] = oct_stats
             return
         rec.backward[j] = most

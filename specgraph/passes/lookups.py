@@ -40,6 +40,24 @@ def _rows(rw: Rewriter, node: Node) -> np.ndarray | None:
     return None
 
 
+def _stacked(rw: Rewriter, table: Value) -> bool:
+    """Whether every row of ``table`` is read by a slice or gather of its own (each one row,
+    each row once): per-layer parameters stacked along their first axis and read by layer (a
+    ``lax.scan``-style ``b[i]`` unrolled, beside ``W[i]``), not a table of lookups."""
+    readers = rw.graph.consumers(rw.resolve(table))
+    if len(readers) < 2 or len(readers) != table.shape[0]:
+        return False
+    rows = []
+    for reader in readers:
+        if reader.op not in ("slice", "gather") or reader.inputs[0] is not table:
+            return False
+        picked = _rows(rw, reader)
+        if picked is None or picked.size != 1:
+            return False
+        rows.append(int(np.ravel(picked)[0]))
+    return sorted(rows) == list(range(table.shape[0]))
+
+
 def _whole_table(rw: Rewriter, node: Node) -> bool:
     """An embedding that reads every row of its table in order (CLIP's position table, one
     row per patch) is the table itself, as TF's CLIP adds it: reshaped to the lookup's
@@ -242,7 +260,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "reshape" and _reshaped_lookup(rw, node):
         return True
     if node.op == "gather" and node.attrs["axis"] in (0, -2) and _table(rw, node.inputs[0]) \
-            and node.inputs[1].dtype[:3] in ("int", "uin"):
+            and node.inputs[1].dtype[:3] in ("int", "uin") and not _stacked(rw, node.inputs[0]):
         # the rows of a weight table at computed indices are a lookup (``W.t()[ids]``), as
         # JAX's ``jnp.take(table, ids)`` traces to one
         out = node.outputs[0]
@@ -252,7 +270,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op not in ("gather", "slice"):
         return False
     ids = _rows(rw, node)
-    if ids is None or ids.size == 0:
+    if ids is None or ids.size == 0 or _stacked(rw, node.inputs[0]):
         return False
     out = node.outputs[0]
     index = rw.constant(ids.astype(np.int64), "int64")
