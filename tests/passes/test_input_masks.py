@@ -183,7 +183,8 @@ def test_a_causal_pattern_and_ed_into_the_padding_mask_is_the_attention_s_causal
     """Flax GPT-2's combine_masks(padding, causal) turned into a finfo.min bias, PyTorch
     GPT-2's causal & padding handed to SDPA, TensorFlow OPT's sum of a causal and a padding
     mask of -1e8: causal attention with the padding mask, the same graph; a band and-ed in
-    is not causal and stays written out."""
+    (a local attention's window) is not causal: attention with the band and-ed into the
+    boolean padding mask, one constant of its smallest shape."""
     g = _written("flax-causal")
     c = canonicalize(g)
     att = _attention(c)
@@ -203,8 +204,12 @@ def test_a_causal_pattern_and_ed_into_the_padding_mask_is_the_attention_s_causal
     assert isomorphic(c, tf)
     _same(_written("tf-opt"), tf)
     band = canonicalize(_written("flax-band"))
-    assert "attention" not in [n.op for n in band.nodes]
-    _same(_written("flax-band"), band)
+    att = _attention(band)
+    assert not att.attrs["causal"] and att.inputs[3].dtype == "bool"
+    anded = band.producer(att.inputs[3])
+    assert anded is not None and anded.op == "logical_and"
+    # equal wherever a row keeps a key: the band of two keys, the last one padded
+    _same(_written("flax-band"), band, np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]))
 
 
 def test_sdpa_given_hf_extended_mask_takes_the_one_form():
