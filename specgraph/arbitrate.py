@@ -346,9 +346,10 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
         seeds: the input seeds the numbers ran on.
     """
     pending = [r for r in regions(pairing, findings)
-               if not any(f.affects is not None or (f.code == "attr-mismatch"
-                                                    and not _representation(f))
-                          for f in r.findings)]
+               if not _rounds(pairing, r) and
+               not any(f.affects is not None or (f.code == "attr-mismatch"
+                                                 and not _representation(f))
+                       for f in r.findings)]
     if not pending:
         return list(findings), [], []
     needed: set[Value] = set()
@@ -407,6 +408,20 @@ def _by_node(found: Sequence[Region]) -> dict[tuple[str, int], Region]:
         where.update((("lhs", i), region) for i in region.lhs)
         where.update((("rhs", j), region) for j in region.rhs)
     return where
+
+
+_NARROW = frozenset({"bfloat16", "float16"})
+
+
+def _rounds(pairing: Pairing, region: Region) -> bool:
+    """Whether one side of the region casts to a narrower float (a round trip through
+    bfloat16): float64 holds the cast as the identity, so the numbers cannot settle what
+    the precision lost is."""
+    def narrowing(graph: Graph, nodes: set[int]) -> set[str]:
+        return {n.attrs["dtype"] for i in nodes if (n := graph.nodes[i]).op == "cast"
+                and n.attrs["dtype"] in _NARROW}
+
+    return narrowing(pairing.lhs, region.lhs) != narrowing(pairing.rhs, region.rhs)
 
 
 def _representation(f: Finding) -> bool:

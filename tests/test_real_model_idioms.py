@@ -5903,3 +5903,49 @@ def test_keras_pad_then_crop_in_nhwc_is_the_nchw_ports() -> None:
     assert report.numeric is not None
     assert all(layer.backward is None or math.isfinite(layer.backward.max_rel)
                for layer in report.numeric.layers)
+
+
+class TorchMixedPrecision(torch.nn.Module):
+    def __init__(self, bf16: bool, eps: float = 1e-5) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.ln = torch.nn.LayerNorm(16, eps=eps)
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+        self.bf16 = bf16
+
+    def forward(self, x):
+        h = self.ln(x)
+        if self.bf16:  # a mixed-precision port's round trip
+            h = h.to(torch.bfloat16).to(torch.float32)
+        return self.fc2(torch.relu(self.fc1(h)))
+
+
+def test_a_round_trip_through_bfloat16_is_a_difference_the_numbers_confirm() -> None:
+    """float64 holds a cast to bfloat16 as the identity: the round trip was "written
+    differently, computes the same", beside a numeric-divergence that named "rhs's cast
+    at <model>" twice."""
+    x = np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32)
+    report = compare(torch_side(TorchMixedPrecision(False).eval(), x, name="torch_fp32"),
+                     torch_side(TorchMixedPrecision(True).eval(), x, name="torch_bf16_trip"))
+    assert [(f.code, f.ops) for f in report.findings] == [("missing-op", ("cast", "cast"))], [
+        f.message for f in report.findings]
+    assert "the numbers confirm it" in report.findings[0].message
+    assert not any("computes the same" in n for n in report.notes)
+    alone = compare(torch_side(TorchMixedPrecision(False).eval(), x, name="torch_fp32"),
+                    torch_side(TorchMixedPrecision(True).eval(), x, name="torch_bf16_trip"),
+                    mode="numbers")
+    (finding,) = alone.findings
+    assert "rhs's cast to bfloat16 at <model>, cast to float32 at <model>, which lhs has " \
+        "no counterpart for" in finding.message, finding.message
+
+
+def test_numbers_alone_name_the_attribute_two_definitions_differ_in() -> None:
+    """With the numbers alone (``--numeric-only``) there are no structural findings to
+    point to: the divergence names the attribute that differs."""
+    x = np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32)
+    report = compare(torch_side(TorchMixedPrecision(False).eval(), x, name="torch_eps5"),
+                     torch_side(TorchMixedPrecision(False, eps=1e-2).eval(), x,
+                                name="torch_eps2"), mode="numbers")
+    (finding,) = report.findings
+    assert "defined differently: eps is 1e-05 in lhs but 0.01 in rhs" in finding.message
+    assert "structural findings" not in finding.message

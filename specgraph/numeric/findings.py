@@ -61,9 +61,33 @@ def _measure(stats: Stats, tol: Tolerance) -> str:
             f"cosine {stats.cosine:.6f}")
 
 
+def _cause(node: Node) -> str:
+    """A node as a cause is named: a cast with the dtype it casts to (a round trip through
+    bfloat16 is two casts at one place)."""
+    if node.op == "cast":
+        return f"cast to {node.attrs['dtype']} at {node.scope or '<model>'}"
+    return describe(node)
+
+
+def _defined(pair: tuple[Node, Node] | None, v: Voice) -> str:
+    """How two definitions of one layer differ, in words (``: eps is 1e-05 in lhs but
+    0.001 in rhs``): their ops, else the attributes that differ; "" where neither does (the
+    weights or constants they read: the structural diff says which)."""
+    if pair is None:
+        return ""
+    a, b = pair
+    if a.op != b.op:
+        return f": {a.op} in {v.lhs}, {b.op} in {v.rhs}"
+    keys = [k for k in sorted(set(a.attrs) | set(b.attrs))
+            if _value(a.attrs.get(k)) != _value(b.attrs.get(k))]
+    said = "; ".join(f"{k} is {_value(a.attrs.get(k))} in {v.lhs} but "
+                     f"{_value(b.attrs.get(k))} in {v.rhs}" for k in keys)
+    return f": {said}" if said else ""
+
+
 def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
          upstream: Sequence[tuple[str, Node]], v: Voice = DIFF,
-         stated: Node | None = None) -> str:
+         stated: Node | None = None, pair: tuple[Node, Node] | None = None) -> str:
     """Why the layer parts, in words; ``stated`` is the spec's node where one side is a
     spec (its statement is named when the two definitions differ)."""
     if verdict.reason == "kernel":
@@ -87,12 +111,18 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
             return (f"fed the same inputs, {impl} computes its own layer faithfully, but the "
                     f"spec's own statement is {statement(stated)}: {impl} leaves the spec here")
         return ("fed the same inputs, each side computes its own definition faithfully: the "
-                "two layers are defined differently (see the structural findings)")
+                f"two layers are defined differently{_defined(pair, v)}")
     if verdict.reason == "inherited":
         if upstream:
-            names = " and ".join(
-                f"{v.name(side)}'s {describe(n)}, which {v.other(side)} has no "
-                f"counterpart for" for side, n in upstream)
+            sides: dict[str, list[str]] = {}
+            for side, n in upstream:  # one clause a side, each node said once
+                said = sides.setdefault(side, [])
+                if _cause(n) not in said:
+                    said.append(_cause(n))
+            # found walking back from the layer: said in the program's order
+            names = " and ".join(f"{v.name(side)}'s {', '.join(said[::-1])}, which "
+                                 f"{v.other(side)} has no counterpart for"
+                                 for side, said in sides.items())
             return f"fed the same inputs the two layers agree: the difference comes from {names}"
         return "fed the same inputs the two layers agree: the difference comes from upstream"
     if verdict.reason == "both":
@@ -120,7 +150,7 @@ def numeric_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, tol
     where = _where(a, b, seed, v)
     stated = (a if v.spec == "lhs" else b) if v.spec else None
     message = (f"values part at {where}: {_measure(stats, tol)}; "
-               f"{_why(verdict, lfw, rfw, 'computation', upstream, v, stated)}")
+               f"{_why(verdict, lfw, rfw, 'computation', upstream, v, stated, (a, b))}")
     causes = tuple(node_side(rg if side == "rhs" else lg, n, side) for side, n in upstream)
     return Finding("numeric-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
                    rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame, causes=causes)
@@ -168,7 +198,7 @@ def gradient_divergence(lg: Graph, a: Node, rg: Graph, b: Node, stats: Stats, to
     stated = (a if v.spec == "lhs" else b) if v.spec else None
     message = (f"gradients part in the backward of {where} while its inputs and "
                f"output gradients agree: {_measure(stats, tol)}; "
-               f"{_why(verdict, lfw, rfw, 'gradient', (), v, stated)}")
+               f"{_why(verdict, lfw, rfw, 'gradient', (), v, stated, (a, b))}")
     return Finding("gradient-divergence", message, op=b.op, lhs=node_side(lg, a, stats.to_dict()),
                    rhs=node_side(rg, b, stats.to_dict()), blame=verdict.blame)
 
