@@ -5949,3 +5949,35 @@ def test_numbers_alone_name_the_attribute_two_definitions_differ_in() -> None:
     (finding,) = report.findings
     assert "defined differently: eps is 1e-05 in lhs but 0.01 in rhs" in finding.message
     assert "structural findings" not in finding.message
+
+
+class TorchBufferScale(torch.nn.Module):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.register_buffer("scale", torch.tensor(scale))
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x.permute(0, 3, 1, 2) * self.scale).permute(0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("scale", [1 / 255, 1 / 127.5])
+def test_a_buffer_the_model_never_trains_is_compared_by_its_numbers(scale) -> None:
+    """Keras' ``Rescaling(1/255)`` against a port's ``register_buffer('scale', ...)``: "mul
+    reads the constant 0.00392157 in lhs but a parameter in rhs", no numbers, and the same
+    words for a wrong scale. A floating buffer only arithmetic reads is a constant."""
+    import keras as keras3  # tf.keras is Keras 2 once transformers has chosen tf_keras
+
+    x = np.random.default_rng(0).uniform(0, 255, size=(2, 8, 8, 3)).astype(np.float32)
+    inp = keras3.Input((8, 8, 3))
+    keras = keras3.Model(inp, keras3.layers.Conv2D(4, 3, padding="same")(
+        keras3.layers.Rescaling(1 / 255)(inp)))
+    report = compare(keras_side(keras, x, name="keras_rescaled"),
+                     torch_side(TorchBufferScale(scale).eval(), x, name=f"torch_buffer_{scale}"))
+    if scale == 1 / 255:
+        assert report.equivalent, [f.message for f in report.findings]
+    else:
+        (finding,) = report.findings
+        assert "reads the constant 0.00392157 in lhs but the constant 0.00784314 in rhs" in \
+            finding.message, finding.message

@@ -450,6 +450,36 @@ def _as_constants(graph: Graph, weights: dict[str, np.ndarray], tables: dict[str
     return graph.replace(params=params, constants=constants)
 
 
+_CARRIES = frozenset({"reshape", "expand", "squeeze", "unsqueeze", "transpose"})
+
+
+def _fixed_floats_as_constants(graph: Graph, weights: dict[str, np.ndarray],
+                               state: Collection[str]) -> Graph:
+    """A floating parameter the model never trains (a PyTorch buffer, a non-trainable
+    Keras variable) that only elementwise arithmetic reads (through reshapes), never a
+    layer (a BatchNorm's running statistics): a constant of the model, as Keras'
+    ``Rescaling(1/255)`` and ``Normalization(mean, variance)`` hold theirs, and a port's
+    ``register_buffer('scale', ...)`` is compared by its numbers (the canonical graph has
+    its layers raised: a norm that reads the statistics is a norm by then)."""
+    def elementwise_only(v: Value, depth: int = 0) -> bool:
+        readers = graph.consumers(v)
+        if not readers or v in graph.outputs or depth > 4:
+            return False
+        for node in readers:
+            category = get_spec(node.op).category if node.op != "opaque" else "opaque"
+            if node.op in _CARRIES:
+                if not all(elementwise_only(u, depth + 1) for u in node.outputs):
+                    return False
+            elif category != "elementwise":
+                return False
+        return True
+
+    return _as_constants(graph, weights, {
+        name: v for name, v in graph.params.items()
+        if name in state and name in weights and v.dtype.startswith(("float", "bfloat"))
+        and elementwise_only(v)})
+
+
 def _trig_tables_as_constants(graph: Graph, weights: dict[str, np.ndarray]) -> Graph:
     """A floating parameter read only to make a table of cosines and sines, with no input
     on the way (a rotary frequency table: ESM's ``inv_freq``, a buffer PyTorch's cache turns
@@ -551,6 +581,10 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
         for name, chain in steps.items():
             param_layouts[name] = param_layouts.get(name, ()) + chain
         graph = canonicalize(graph)
+    state = getattr(traced.program, "state", frozenset()) if traced.program else frozenset()
+    fixed = _fixed_floats_as_constants(graph, weights, state)
+    if fixed is not graph:
+        graph = canonicalize(fixed)
     graph = with_layer_attrs(graph, traced.layer_attrs)
     graph, in_layouts = _absorb_input_transposes(_hoist_to_inputs(graph, keep_layout),
                                                  keep_layout)

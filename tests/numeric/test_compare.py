@@ -305,3 +305,20 @@ def test_json_report_carries_the_numbers() -> None:
     again = get_renderer("json").render(compare(_torch("mlp"), _jax("mlp/jax")))
     assert text == again
     assert '"numeric": {' in text and '"gradients"' in text
+
+
+def test_rounding_past_the_tolerance_in_a_few_elements_is_no_divergence():
+    """EfficientNetV2's BatchNorm gradients: 0.09% of elements apart by 6e-5 of their
+    scale, cosine 1, both sides as far from the fp64 reference of one definition."""
+    from specgraph.numeric.findings import Verdict
+    from specgraph.numeric.localize import _rounding
+    from specgraph.numeric.stats import Stats
+
+    def stats(mismatch, max_rel, cosine):
+        return Stats(1e-8, max_rel, mismatch, cosine, 1.0)
+
+    assert _rounding(Verdict("unknown", "both"), stats(0.0009, 6e-5, 1.0))
+    assert not _rounding(Verdict("rhs", "kernel"), stats(0.0009, 6e-5, 1.0))
+    assert not _rounding(Verdict("unknown", "definition"), stats(0.0009, 6e-5, 1.0))
+    assert not _rounding(Verdict("unknown", "both"), stats(0.2, 6e-5, 1.0))
+    assert not _rounding(Verdict("unknown", "both"), stats(0.0009, 3e-2, 0.9995))
