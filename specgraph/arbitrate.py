@@ -12,7 +12,11 @@ inputs); the rhs region is then evaluated in float64 on the same values: every v
 reads from outside is the lhs counterpart's (the alignment's value map), every parameter
 lhs's moved into rhs. Where every exit carries the same values on both sides, within
 ``SAME`` of their scale (float32 constants against float64 ones stay inside it), on every
-seed, the region's findings become one note: written differently, computes the same.
+seed, and once more on the last seed's values scaled up where they reach the region
+(both sides of it run on them: the example's activations seldom reach where a ReLU6 and a
+ReLU part), the region's findings become one note: written differently, computes the same.
+A region that casts to a narrower float on one side (bfloat16) is never settled: float64
+holds the cast as the identity.
 Findings about what training alone sees (an attribute whose ``Attr.affects`` says so: an
 embedding's padding row, BatchNorm's momentum) are never arbitrated: the forward pass
 cannot show them. Nor is an attribute that differs on the same op (an eps of 1.001e-5
@@ -38,7 +42,7 @@ from specgraph.model import TracedModel
 from specgraph.numeric.feeds import example_inputs, rhs_inputs
 from specgraph.numeric.pairing import Pairing
 from specgraph.ops import get_spec
-from specgraph.ops.dtypes import INT_DTYPES
+from specgraph.ops.dtypes import FLOAT_DTYPES, INT_DTYPES
 from specgraph.report import CONFIRMED, Finding
 
 __all__ = ["Region", "regions", "arbitrate", "confirm", "inside", "SAME"]
@@ -133,13 +137,51 @@ class _Proof:
     """Evaluates one region on both sides in float64 and compares its exits."""
 
     def __init__(self, pairing: Pairing, region: Region, rweights: Mapping[str, Any],
-                 rinputs: Mapping[str, Any], lvalues: Mapping[Value, np.ndarray]) -> None:
+                 rinputs: Mapping[str, Any], lvalues: Mapping[Value, np.ndarray],
+                 widened: Mapping[str, Any] | None = None) -> None:
         self.p, self.region = pairing, region
         self.rweights, self.rinputs, self.lvalues = rweights, rinputs, lvalues
         self.rvalues: dict[Value, np.ndarray] = {}
+        # ``widened`` (lhs's weights): both sides of the region run on what reaches it
+        # scaled (``_widened``), lhs's side computed here too
+        self.lweights = widened
+        self.lmade: dict[Value, np.ndarray] = {}
 
     def lhs(self, u: Value) -> np.ndarray | None:
-        return self.lvalues.get(u)
+        if self.lweights is None:
+            return self.lvalues.get(u)
+        if u in self.lmade:
+            return self.lmade[u]
+        value = self.lvalues.get(u)
+        if value is None or _made_in(self.p.lhs, u, self.region.lhs):
+            return None
+        return _widened(value)
+
+    def _run_lhs(self) -> bool:
+        """lhs's side of the region on widened values (whether it could run)."""
+        g = self.p.lhs
+        assert self.lweights is not None
+        interp = Interpreter(g, self.lweights, check_shapes=False)
+        for i in sorted(self.region.lhs):
+            node = g.nodes[i]
+            args = []
+            for u in node.inputs:
+                name = g.param_name(u)
+                if name is not None:
+                    args.append(np.asarray(self.lweights[name], dtype=np.float64))
+                elif u in g.constants:
+                    args.append(np.asarray(g.constants[u]))
+                else:
+                    args.append(self.lhs(u))
+            if any(a is None for a in args):
+                return False
+            try:
+                with np.errstate(all="ignore"):
+                    outs = interp.run_node(i, node, args)
+            except ExecutionError:
+                return False
+            self.lmade.update(zip(node.outputs, outs))
+        return True
 
     def rhs(self, v: Value) -> np.ndarray | None:
         """rhs's value ``v``: computed in the region, a leaf of rhs, or lhs's counterpart."""
@@ -152,7 +194,8 @@ class _Proof:
         if v in g.constants:
             return np.asarray(g.constants[v])
         if v in g.inputs:
-            return np.asarray(self.rinputs[g.input_names[g.inputs.index(v)]])
+            given = np.asarray(self.rinputs[g.input_names[g.inputs.index(v)]])
+            return given if self.lweights is None else _widened(given)
         u = self.p.values.get(v)
         if u is None or _made_in(self.p.lhs, u, self.region.lhs):
             # no counterpart, or one the region computes on lhs: feeding it would hold lhs's
@@ -166,6 +209,8 @@ class _Proof:
 
     def run(self) -> float | None:
         """The largest exit difference relative to its values' scale (None: unprovable)."""
+        if self.lweights is not None and not self._run_lhs():
+            return None
         g = self.p.rhs
         interp = Interpreter(g, self.rweights, check_shapes=False)
         for j in sorted(self.region.rhs):
@@ -364,12 +409,16 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
                 continue
             gap = _Proof(pairing, region, rweights, rin, values).run()
             worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
+    for region in pending:  # and on what reaches each region widened, where it may be
+        if worst[id(region)] <= SAME and _widenable(pairing, region):
+            gap = _Proof(pairing, region, rweights, rin, values, widened=lhs.weights).run()
+            worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
     settled: set[int] = set()
     notes: list[str] = []
     same = [region for region in pending if worst[id(region)] <= SAME]
     for region in same:
         settled.update(id(f) for f in region.findings)
-        notes.append(_note(region, worst[id(region)], seeds))
+        notes.append(_note(region, worst[id(region)], seeds, _widenable(pairing, region)))
     return [f for f in findings if id(f) not in settled], notes, same
 
 
@@ -410,6 +459,34 @@ def _by_node(found: Sequence[Region]) -> dict[tuple[str, int], Region]:
     return where
 
 
+WIDEN = 64.0  # in one more trial, what reaches a region is scaled to reach this at least
+
+
+def _widened(value: np.ndarray) -> np.ndarray:
+    """A float activation scaled (by 8 at least, up to 10⁴) until its largest magnitude is
+    ``WIDEN``: the example's values seldom reach where two written-differently ops part (a
+    ReLU6 against a ReLU part above 6, which a freshly initialized MobileNetV2's
+    activations never reach); a mask or a count (integers, booleans, a float of two values)
+    as it is."""
+    x = np.asarray(value)
+    if x.dtype.kind != "f" or x.size == 0 or np.unique(x.ravel()[:4096]).size <= 2:
+        return x
+    with np.errstate(all="ignore"):
+        top = float(np.max(np.abs(x[np.isfinite(x)]), initial=0.0))
+    factor = 8.0 if top == 0 else min(max(8.0, WIDEN / top), 1e4)
+    return x * factor
+
+
+def _widenable(pairing: Pairing, region: Region) -> bool:
+    """Whether the region may run widened: no cast to an integer on either side (a bucket
+    index computes the same only where the values fit both integer types)."""
+    for graph, nodes in ((pairing.lhs, region.lhs), (pairing.rhs, region.rhs)):
+        if any((n := graph.nodes[i]).op == "cast" and n.attrs["dtype"] not in FLOAT_DTYPES
+               for i in nodes):
+            return False
+    return True
+
+
 _NARROW = frozenset({"bfloat16", "float16"})
 
 
@@ -439,10 +516,12 @@ def _representation(f: Finding) -> bool:
     return {f.lhs.value, f.rhs.value} <= INT_DTYPES
 
 
-def _note(region: Region, gap: float, seeds: Sequence[int]) -> str:
+def _note(region: Region, gap: float, seeds: Sequence[int], widened: bool = False) -> str:
     said = "; ".join(f.message for f in region.findings[:3])
     more = f" (and {len(region.findings) - 3} more)" if len(region.findings) > 3 else ""
     where = "seed 0" if list(seeds) == [0] else f"seeds {', '.join(map(str, seeds))}"
+    if widened:
+        where += ", and on what reaches it scaled up"
     return (f"written differently, computes the same: {said}{more}; the region's outputs "
             f"agree to {gap:.1e} of their scale in float64 on {where}")
 

@@ -5981,3 +5981,28 @@ def test_a_buffer_the_model_never_trains_is_compared_by_its_numbers(scale) -> No
         (finding,) = report.findings
         assert "reads the constant 0.00392157 in lhs but the constant 0.00784314 in rhs" in \
             finding.message, finding.message
+
+
+class TorchClippedActivation(torch.nn.Module):
+    def __init__(self, six: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.proj = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 4, 1)
+        self.six = six
+
+    def forward(self, x):
+        h = self.conv(x)
+        return self.proj(torch.nn.functional.relu6(h) if self.six else torch.relu(h))
+
+
+def test_a_relu6_ported_as_a_relu_stands_though_the_examples_never_reach_6() -> None:
+    """MobileNetV2's ReLU6 ported as a plain ReLU: a freshly initialized model's activations
+    never reach 6, so the numbers on the example's inputs settled the op-mismatch as
+    "written differently, computes the same". The region also runs on what reaches it
+    scaled up, where the two part."""
+    x = np.random.default_rng(0).uniform(0, 1, size=(2, 3, 8, 8)).astype(np.float32)
+    report = compare(torch_side(TorchClippedActivation(True).eval(), x, name="torch_relu6"),
+                     torch_side(TorchClippedActivation(False).eval(), x, name="torch_relu"))
+    assert [(f.code, f.lhs.value, f.rhs.value) for f in report.findings] == [
+        ("op-mismatch", "clip", "relu")], [f.message for f in report.findings]
+    assert not any("computes the same" in n for n in report.notes)
