@@ -259,7 +259,15 @@ def _gradients(gradients: Any) -> str:
         return f"{worst:.2e}"
     name, stats = next((k, v) for k, v in sorted(gradients.items())
                        if v is not None and v.max_rel == worst)
-    return f"{worst:.2e} (at {name}{', zero on lhs' if stats.scale == 0 else ''})"
+    if stats.scale == 0:
+        return f"{worst:.2e} (at {name}, zero on lhs)"
+    scales = sorted(v.scale for v in gradients.values() if v is not None and v.scale > 0)
+    typical = scales[len(scales) // 2] if scales else 0.0
+    if stats.scale < 1e-5 * typical:  # an attention key's bias: softmax cancels it
+        return (f"{worst:.2e} (at {name}, whose gradient is zero up to rounding on both "
+                f"sides: its scale {stats.scale:.1e}, the parameters' typical "
+                f"{typical:.1e})")
+    return f"{worst:.2e} (at {name})"
 
 
 def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]:
@@ -281,6 +289,12 @@ def _numeric_lines(n: Any, names: tuple[str, str] = ("lhs", "rhs")) -> list[str]
         out.append(f"  backward  {len(bwd)} layers, worst error {_worst(bwd):.2e}; parameter "
                    f"gradients {_gradients(n.gradients)}")
     if parted:
+        # the first layer whose values part is always shown: the gradients flowing back
+        # from it part at every layer upstream, which would fill the table before it
+        first = next((layer for layer in parted if layer.forward and layer.forward.diverges),
+                     None)
+        if first is not None and first not in parted[:12]:
+            parted = [*parted[:11], first, *[x for x in parted[11:] if x is not first]]
         rows = [[layer.lhs, layer.rhs,
                  f"{layer.forward.max_rel:.2e}" if layer.forward else "",
                  f"{layer.isolated.max_rel:.2e}" if layer.isolated else "",

@@ -139,6 +139,10 @@ def compare_numeric(lhs: TracedModel, rhs: TracedModel, pairing: Pairing,
             findings, repro = seed_findings, run.localizer.repro
             break
     notes.extend(passed_notes(passed))  # one note per kind, for every seed together
+    left = [seed for seed in opts.seeds if seed not in done]
+    if findings and left:
+        notes.append(f"seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} not "
+                     f"run: the check stops at the first seed that differs (seed {done[-1]})")
     gone = vanished(outputs) if not findings else None
     if gone is not None:
         notes.append(gone)

@@ -77,6 +77,16 @@ class Localizer:
         if text not in self.notes:
             self.notes.append(text)
 
+    def _programs(self) -> tuple[str, str]:
+        """What each side ran, as a blame names it: the framework, with how it ran where
+        both sides are the same framework (a model against its own compiled self)."""
+        lrun, rrun = self.s.lrun, self.s.rrun
+        if lrun.framework != rrun.framework:
+            return lrun.framework, rrun.framework
+        lc, rc = lrun.context, rrun.context
+        return (f"{lrun.framework}, {lc.device} {lc.mode} {lc.dtype}",
+                f"{rrun.framework}, {rc.device} {rc.mode} {rc.dtype}")
+
     def _passed(self, kind: str, b: Node, stats: Stats) -> None:
         """A difference at rhs node ``b`` (its gradients, or its values: ``accumulated``)
         judged no divergence: noted with the others of its kind (``findings.passed_notes``)."""
@@ -185,8 +195,8 @@ class Localizer:
             self._passed("rounding-values", b, stats)
             return False
         return self._add_forward(words.numeric_divergence(
-            p.lhs, a, p.rhs, b, stats, tol, verdict, upstream, s.lrun.framework,
-            s.rrun.framework, self.seed, s.options.voice))
+            p.lhs, a, p.rhs, b, stats, tol, verdict, upstream, *self._programs(),
+            self.seed, s.options.voice))
 
     def _rerun(self, j: int, a: Node, b: Node, tol: Tolerance) -> words.Verdict:
         """rhs's layer re-run on lhs's inputs and judged against both definitions; the
@@ -353,7 +363,7 @@ class Localizer:
             self._capture(ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
                                     s.lrun.framework, s.rrun.framework, self.seed))
         self.found.append(words.gradient_divergence(
-            p.lhs, a, p.rhs, b, stats, tol, verdict, s.lrun.framework, s.rrun.framework,
+            p.lhs, a, p.rhs, b, stats, tol, verdict, *self._programs(),
             self.seed, s.options.voice))
         return True
 

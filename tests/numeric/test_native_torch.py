@@ -462,3 +462,19 @@ def test_a_kink_within_rounding_is_told_apart_from_one_far_off():
     assert not _near_a_kink(node["relu"], far, tol)
     assert _near_a_kink(node["clip"], np.array([6.0000001, 2.0, 3.0]), tol)
     assert not _near_a_kink(node["tanh"], near_zero, tol)  # smooth: no kink at all
+
+
+def test_a_compiled_side_is_blamed_as_what_it_ran_and_skipped_seeds_are_said(
+        pool_model, capsys):
+    """A model against its own compiled self: "rhs (torch)" blamed one of two PyTorch
+    programs without saying which; and ``--seed 0-1`` stopped after seed 0 in silence."""
+    import json
+
+    code = main(["diff", pool_model, pool_model, "--rhs-context", "compiled", "--seed", "0-1",
+                 "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    (finding,) = report["findings"]
+    assert "rhs (torch, cpu compiled float32) leaves the fp64 reference" in finding["message"]
+    assert "seed 1 not run: the check stops at the first seed that differs (seed 0)" in \
+        report["numeric"]["notes"]
