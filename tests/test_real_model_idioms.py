@@ -6006,3 +6006,64 @@ def test_a_relu6_ported_as_a_relu_stands_though_the_examples_never_reach_6() -> 
     assert [(f.code, f.lhs.value, f.rhs.value) for f in report.findings] == [
         ("op-mismatch", "clip", "relu")], [f.message for f in report.findings]
     assert not any("computes the same" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_lax_scan_over_stacked_layers_is_unrolled_into_the_layers(activation) -> None:
+    """``lax.scan`` over layers with stacked weights (Flax's ``nn.scan``, ``nnx.scan``,
+    MaxText) was one ``opaque(scan)``: a false alarm against ``nn.ModuleList``, and no
+    numbers. Unrolled, it is each layer; a planted ReLU in the body is one finding."""
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    rng = np.random.default_rng(1)
+    params = {"W": jnp.asarray(rng.normal(size=(2, 8, 8)).astype(np.float32)),
+              "b": jnp.asarray(rng.normal(size=(2, 8)).astype(np.float32))}
+    act = getattr(jax.nn, activation) if activation == "relu" else jnp.tanh
+
+    def apply(p, t):
+        def step(h, wb):
+            return act(h @ wb[0] + wb[1]), None
+        return jax.lax.scan(step, t, (p["W"], p["b"]))[0]
+
+    report = compare(torch_side(TorchLayerStack().eval(), x, name="torch_layer_list"),
+                     jax_side(apply, params, x, name=f"jax_scanned_{activation}"))
+    if activation == "tanh":
+        assert report.equivalent, [f.message for f in report.findings]
+        assert report.numeric is not None and report.numeric.transferred
+    else:
+        assert [(f.code, f.lhs.value, f.rhs.value) for f in report.findings] == [
+            ("op-mismatch", "tanh", "relu")], [f.message for f in report.findings]
+
+
+class TorchElman(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.rec = torch.nn.Linear(4, 6), torch.nn.Linear(6, 6, bias=False)
+
+    def forward(self, x):  # x: [T, B, 4], time first
+        h, out = torch.zeros(x.shape[1], 6), []
+        for t in range(x.shape[0]):
+            h = torch.tanh(self.inp(x[t]) + self.rec(h))
+            out.append(h)
+        return torch.stack(out), h
+
+
+def test_a_scanned_recurrence_with_per_step_outputs_is_the_loop_written_out() -> None:
+    """An Elman RNN as ``lax.scan`` over time (carry h, each step's h stacked) against the
+    PyTorch loop that stacks its steps."""
+    x = np.random.default_rng(0).normal(size=(5, 2, 4)).astype(np.float32)
+    rng = np.random.default_rng(1)
+    params = {"inp": {"kernel": jnp.asarray(rng.normal(size=(4, 6)).astype(np.float32)),
+                      "bias": jnp.asarray(rng.normal(size=(6,)).astype(np.float32))},
+              "rec": jnp.asarray(rng.normal(size=(6, 6)).astype(np.float32))}
+
+    def apply(p, t):
+        def step(h, xt):
+            h = jnp.tanh(xt @ p["inp"]["kernel"] + p["inp"]["bias"] + h @ p["rec"])
+            return h, h
+        last, steps = jax.lax.scan(step, jnp.zeros((t.shape[1], 6)), t)
+        return steps, last
+
+    report = compare(torch_side(TorchElman().eval(), x, name="torch_elman"),
+                     jax_side(apply, params, x, name="jax_scanned_elman"))
+    assert report.equivalent, [f.message for f in report.findings]

@@ -115,6 +115,51 @@ def _stack(cx: Any, eqn: Any) -> Any:
     return cx.emit("concat", parts, {"axis": axis})
 
 
+_UNROLL_LIMIT = 64  # steps of a ``scan`` unrolled into the graph (longer ones stay opaque)
+
+
+@_reg("scan")
+def _scan(cx: Any, eqn: Any) -> Any:
+    """``lax.scan`` (``nnx.scan``, Flax's ``nn.scan`` over layers with stacked weights) of a
+    known length, unrolled: step i runs the body on the carry and on row i of each scanned
+    operand (``W[i]``: a slice of the stacked weight), its per-step outputs stacked. The
+    body's values are not observed in the program (one equation there runs every step);
+    the scan's own outputs are."""
+    p = eqn.params
+    steps, n_consts, n_carry = int(p["length"]), int(p["num_consts"]), int(p["num_carry"])
+    if steps > _UNROLL_LIMIT or steps < 1:
+        return cx.opaque()
+    consts = [cx.atom(v) for v in eqn.invars[:n_consts]]
+    carry: list[Any] = [cx.atom(v) for v in eqn.invars[n_consts:n_consts + n_carry]]
+    scanned = [cx.value(v) for v in eqn.invars[n_consts + n_carry:]]
+    ys: list[list[Value]] = [[] for _ in eqn.outvars[n_carry:]]
+    order = range(steps - 1, -1, -1) if p["reverse"] else range(steps)
+    cx.unrolled += 1
+    try:
+        for i in order:
+            rows = []
+            for x in scanned:
+                row = _emit_slice(cx, x, [i] + [0] * (x.rank - 1), [i + 1, *x.shape[1:]],
+                                  [1] * x.rank)
+                rows.append(cx.emit("squeeze", [row], {"axes": (0,)},
+                                    out=(x.shape[1:], x.dtype)))
+            outs = cx.call_body(p["jaxpr"], [*consts, *carry, *rows], eqn)
+            carry = list(outs[:n_carry])
+            for k, y in enumerate(outs[n_carry:]):
+                ys[k].append(cx.resolve(y))
+    finally:
+        cx.unrolled -= 1
+    stacked = []
+    for parts in ys:
+        if p["reverse"]:
+            parts = parts[::-1]
+        pieces = [cx.emit("unsqueeze", [y], {"axes": (0,)}, out=((1, *y.shape), y.dtype))
+                  for y in parts]
+        stacked.append(pieces[0] if len(pieces) == 1 else cx.emit("concat", pieces,
+                                                                   {"axis": 0}))
+    return [*(cx.resolve(c) for c in carry), *stacked]
+
+
 @_reg("split")
 def _split(cx: Any, eqn: Any) -> Any:
     sizes = tuple(int(s) for s in eqn.params["sizes"])

@@ -150,6 +150,7 @@ class JaxprConverter(BaseConverter):
         self.skip_next = False
         self.path: tuple[int, ...] = ()  # equation indices of the calls being walked
         self.sealed = 0  # how many of them are SEALED_BODIES
+        self.unrolled = 0  # how many loops (``scan``) the walk is inside, unrolled
         self.natives: dict[Value, tuple[int, tuple[int, ...]]] = {}  # (sealed, key)
 
     # --- the walk ------------------------------------------------------------------------
@@ -231,6 +232,8 @@ class JaxprConverter(BaseConverter):
         the IR values bound to them (where the shapes agree). A value bound to several
         outputs keeps the first key, except that a key outside a sealed body beats one
         inside (a custom-rule call's output is the call's, where its gradient is seen)."""
+        if self.unrolled:  # a loop's body runs once per step in the program: no one value
+            return
         eqn = self.eqns[index]
         for k, var in enumerate(eqn.outvars):
             value = self.env.get(var)
