@@ -554,7 +554,11 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
             owners = [o for o in owners if o is not None]
         region = owners[0] if owners else None
         if region is None or any(o is not region for o in owners):
-            left.append(f)
+            reshaped = None if f.causes else _reshaped_above(pairing, structural, f)
+            if reshaped is None:
+                left.append(f)
+            else:  # the first layer compared again after the shapes part, downstream
+                confirmed.setdefault(id(reshaped), f)
             continue
         first = region.findings[0]
         confirmed.setdefault(id(first), f)
@@ -564,6 +568,42 @@ def confirm(structural: Sequence[Finding], numeric: Sequence[Finding], pairing: 
         out.append(f if seen is None else replace(f, message=f"{f.message}{CONFIRMED}"
                                                   f"{_downstream(seen)}"))
     return out, left
+
+
+def _reshaped_above(pairing: Pairing, structural: Sequence[Finding], f: Finding
+                    ) -> Finding | None:
+    """The structural finding nearest upstream of numeric finding ``f``'s layer (on lhs)
+    whose layer makes outputs of other shapes on the two sides (a stride moved): the
+    layers between were not compared, and the first one compared again after the shapes
+    meet (a global pool) parts as its consequence; None where there is none."""
+    lg, rg = pairing.lhs, pairing.rhs
+    at = side_index(f.lhs) if f.lhs is not None else None
+    if at is None or not 0 <= at < len(lg.nodes):
+        return None
+    changing: dict[int, Finding] = {}
+    for g in structural:
+        i = side_index(g.lhs) if g.lhs is not None else None
+        j = side_index(g.rhs) if g.rhs is not None else None
+        if i is None or j is None or not (0 <= i < len(lg.nodes) and 0 <= j < len(rg.nodes)):
+            continue
+        if [v.shape for v in lg.nodes[i].outputs] != [v.shape for v in rg.nodes[j].outputs]:
+            changing.setdefault(i, g)
+    if not changing:
+        return None
+    seen, stack, found = {at}, [at], []
+    while stack:  # lhs's layers upstream of ``f``'s
+        node = lg.nodes[stack.pop()]
+        for v in node.inputs:
+            p = lg.producer(v)
+            if p is None:
+                continue
+            k = lg.index(p)
+            if k not in seen:
+                seen.add(k)
+                stack.append(k)
+                if k in changing:
+                    found.append(k)
+    return changing[max(found)] if found else None
 
 
 def _downstream(f: Finding) -> str:

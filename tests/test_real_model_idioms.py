@@ -6067,3 +6067,28 @@ def test_a_scanned_recurrence_with_per_step_outputs_is_the_loop_written_out() ->
     report = compare(torch_side(TorchElman().eval(), x, name="torch_elman"),
                      jax_side(apply, params, x, name="jax_scanned_elman"))
     assert report.equivalent, [f.message for f in report.findings]
+
+
+class TorchStridedPooled(torch.nn.Module):
+    def __init__(self, stride: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=stride, padding=1)
+        self.mix = torch.nn.Conv2d(8, 8, 1)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.mix(torch.relu(self.conv(x))))
+        return self.head(h.mean((2, 3)))
+
+
+def test_a_stride_moved_is_one_finding_whose_numbers_part_after_the_shapes_meet() -> None:
+    """EfficientNetV2's block3a with stride 1 in the port: the layers after it are shaped
+    otherwise and not compared; the squeeze-excitation's global pool, shaped alike again,
+    parted as a numeric-divergence of its own beside the stride finding."""
+    x = np.random.default_rng(0).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    report = compare(torch_side(TorchStridedPooled(2).eval(), x, name="torch_stride_2"),
+                     torch_side(TorchStridedPooled(1).eval(), x, name="torch_stride_1"))
+    assert [(f.code, f.attr) for f in report.findings] == [("attr-mismatch", "stride")], [
+        f.message for f in report.findings]
+    assert "the numbers confirm it: values part at reduce_mean" in report.findings[0].message
