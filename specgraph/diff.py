@@ -284,7 +284,7 @@ class _Differ:
         l_ops = "·".join(self.v.op_name("lhs", self.lhs.nodes[i]) for i in lc)
         r_ops = "·".join(self.v.op_name("rhs", self.rhs.nodes[j]) for j in rc)
         before, after = self._neighbour_scopes(self.lhs, a, self.l2r)
-        detail = "; ".join(f"{self.rhs.nodes[j].op} {_fmt(dict(self.rhs.nodes[j].attrs))}"
+        detail = "; ".join(self._said(self.rhs.nodes[j], "attention" in l_ops)
                            for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",
                                                                     "batch_norm"))
         message = (f"{self.v.lhs} computes {l_ops} where {self.v.rhs} computes {r_ops}, "
@@ -296,6 +296,19 @@ class _Differ:
                                              rhs=node_side(self.rhs, b, r_ops))))
         self.flagged_l.update(lc)
         self.flagged_r.update(rc)
+
+    def _said(self, node: Node, attention: bool) -> str:
+        """A softmax or norm of a run the other side computes otherwise, in words: a
+        softmax by the axis it runs over (not the keys', where the other side is
+        attention), a norm by its attributes."""
+        if node.op == "softmax":
+            shape, axis = node.inputs[0].shape, node.attrs["axis"] % max(node.inputs[0].rank, 1)
+            words = f"{self.v.rhs}'s softmax runs over axis {axis} of {list(shape)}"
+            if attention and axis != len(shape) - 1:
+                words += ", not the last (attention's runs over the keys)"
+            return words
+        attrs = ", ".join(f"{k}={_fmt(x)}" for k, x in sorted(node.attrs.items()))
+        return f"{self.v.rhs}'s {node.op} with {attrs}"
 
     def _rhs_key(self, j: int) -> int:
         for k in range(j, -1, -1):
@@ -760,7 +773,15 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
     if len(wiring) < 2:
         return findings
     first = wiring[0]
-    others = ", ".join(f"{f.op} at {f.lhs.scope}" for f in wiring[1:] if f.lhs)
+    def place(f: Finding) -> str:  # the rhs scope too where lhs's repeat (one module's
+        # q, k and v linears: ``attn`` in PyTorch, ``attn.query``... in Flax)
+        assert f.lhs is not None
+        scopes = [g.lhs.scope for g in wiring if g.lhs]
+        if scopes.count(f.lhs.scope) > 1 and f.rhs is not None and f.rhs.scope != f.lhs.scope:
+            return f"{f.op} at {f.lhs.scope} (rhs: {f.rhs.scope})"
+        return f"{f.op} at {f.lhs.scope}"
+
+    others = ", ".join(place(f) for f in wiring[1:] if f.lhs)
     merged = Finding("edge-mismatch", f"{first.message}; so are {others}", op=first.op,
                      lhs=first.lhs, rhs=first.rhs,
                      places=tuple((f.lhs, f.rhs) for f in wiring))  # one region, numbers say

@@ -6092,3 +6092,34 @@ def test_a_stride_moved_is_one_finding_whose_numbers_part_after_the_shapes_meet(
     assert [(f.code, f.attr) for f in report.findings] == [("attr-mismatch", "stride")], [
         f.message for f in report.findings]
     assert "the numbers confirm it: values part at reduce_mean" in report.findings[0].message
+
+
+def test_a_softmax_over_the_queries_says_so() -> None:
+    """Attention written out with its softmax over the queries (axis -2) against SDPA: the
+    op-mismatch ended in the raw ``softmax {'axis': 2}``."""
+    x = np.random.default_rng(0).normal(size=(2, 5, 16)).astype(np.float32)
+
+    class Sdpa(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.qkv = torch.nn.Linear(16, 48)
+
+        def forward(self, t):
+            q, k, v = (u.reshape(2, 5, 4, 4).transpose(1, 2) for u in self.qkv(t).chunk(3, -1))
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+
+    w = np.random.default_rng(1).normal(size=(16, 48)).astype(np.float32) * 0.2
+
+    def apply(p, t):
+        q, k, v = (u.reshape(2, 5, 4, 4) for u in jnp.split(t @ p["kernel"] + p["bias"], 3, -1))
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.5
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-2), v)
+
+    report = compare(torch_side(Sdpa().eval(), x, name="torch_sdpa"),
+                     jax_side(apply, {"kernel": jnp.asarray(w), "bias": jnp.zeros(48)}, x,
+                              name="jax_softmax_queries"))
+    text = " ".join(f.message for f in report.findings)
+    assert "rhs's softmax runs over axis 2 of [2, 4, 5, 5], not the last (attention's runs " \
+        "over the keys)" in text, text
+    assert "{'axis'" not in text
