@@ -119,6 +119,12 @@ class Localizer:
             backends = self.s.backends
             self.repro = write_repro(case, Path(folder), [("lhs", backends.lhs_repro),
                                                           ("rhs", backends.rhs_repro)])
+            compiled = [side for side, run in (("lhs", self.s.lrun), ("rhs", self.s.rrun))
+                        if run.context.mode == "compiled"]
+            if compiled:
+                self.note(f"the --repro scripts run the layer on specgraph's kernel for it, "
+                          f"eagerly, not {' and '.join(compiled)}'s compiled program: a fault "
+                          "of the compiler (fusion, a compiled kernel) may not show there")
 
     # --- forward ------------------------------------------------------------------------
     def forward(self, j: int, stats: Stats, tol: Tolerance) -> None:

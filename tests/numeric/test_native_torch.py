@@ -465,16 +465,19 @@ def test_a_kink_within_rounding_is_told_apart_from_one_far_off():
 
 
 def test_a_compiled_side_is_blamed_as_what_it_ran_and_skipped_seeds_are_said(
-        pool_model, capsys):
+        pool_model, capsys, tmp_path):
     """A model against its own compiled self: "rhs (torch)" blamed one of two PyTorch
-    programs without saying which; and ``--seed 0-1`` stopped after seed 0 in silence."""
+    programs without saying which; ``--seed 0-1`` stopped after seed 0 in silence; and the
+    repro script, which runs specgraph's kernel eagerly, passed without a word that the
+    compiler's fault may not show there."""
     import json
 
     code = main(["diff", pool_model, pool_model, "--rhs-context", "compiled", "--seed", "0-1",
-                 "--format", "json"])
+                 "--format", "json", "--repro", str(tmp_path / "repro")])
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     (finding,) = report["findings"]
     assert "rhs (torch, cpu compiled float32) leaves the fp64 reference" in finding["message"]
-    assert "seed 1 not run: the check stops at the first seed that differs (seed 0)" in \
-        report["numeric"]["notes"]
+    notes = report["numeric"]["notes"]
+    assert "seed 1 not run: the check stops at the first seed that differs (seed 0)" in notes
+    assert any("not rhs's compiled program" in n for n in notes), notes
