@@ -114,6 +114,25 @@ def _input_names(module: torch.nn.Module, args: tuple[Any, ...]) -> list[tuple[s
     return named
 
 
+def _holds_cache(tree: Any, depth: int = 0) -> str | None:
+    """The class name of a key/value cache object among a model's outputs (HF's
+    ``DynamicCache`` in ``past_key_values``), if there is one."""
+    if depth > 4 or tree is None or isinstance(tree, torch.Tensor):
+        return None
+    name = type(tree).__name__
+    if name.endswith("Cache") and hasattr(tree, "update"):
+        return name
+    if isinstance(tree, Mapping):
+        items: Any = tree.values()
+    elif isinstance(tree, (list, tuple)):
+        items = tree
+    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        items = [getattr(tree, f.name) for f in dataclasses.fields(tree)]
+    else:
+        return None
+    return next((found for item in items if (found := _holds_cache(item, depth + 1))), None)
+
+
 def _register_dataclasses(tree: Any) -> None:
     """Let torch.export flatten dataclass outputs that are not pytree nodes yet."""
     if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
@@ -166,6 +185,11 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
             raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on "
                              f"its example inputs: {first_line(err)}") from err
         _register_dataclasses(eager)
+        if _holds_cache(eager):  # HF's default use_cache=True returns a Cache object
+            raise TraceError(
+                f"{reference}: the model returns a key/value cache "
+                f"({_holds_cache(eager)}), which is no tensor to compare; build it with "
+                "use_cache=False in its config (or pass use_cache=False in the call)")
         try:
             exported = _export(module, args)
         except Exception as err:

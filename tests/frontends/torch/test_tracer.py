@@ -448,3 +448,16 @@ def test_an_input_given_as_none_is_no_input_and_the_program_runs_without_it(tmp_
                     "    return Skip().eval(), (torch.randn(2, 4), None, torch.randn(2, 2))\n")
     assert main(["diff", f"{path}:make", f"{path}:make", "--rhs-context", "compiled"]) == 0
     assert "EQUIVALENT" in capsys.readouterr().out
+
+
+def test_a_model_that_returns_a_key_value_cache_is_told_to_leave_it_off() -> None:
+    """HF's GPT-2 with its default ``use_cache=True`` returns a ``DynamicCache``; the error
+    quoted torch.export's pytree registration text."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50,
+                                     n_positions=16)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with pytest.raises(TraceError, match="returns a key/value cache .*DynamicCache.*"
+                                         "use_cache=False"):
+        torch_frontend.trace(model, (torch.randint(0, 50, (1, 6)),))
