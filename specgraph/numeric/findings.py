@@ -290,10 +290,14 @@ _PASSED_ONE = {
                     "and no definition differs: rounding that accumulated, not reported as "
                     "a divergence"),
 }
+_PASSED_ONE["conditioning"] = (
+    "within what float32 allows on these inputs (they make the layer ill-conditioned: its "
+    "inputs' rounding alone moves it as much), and both sides keep that: not reported as "
+    "a divergence")
 _PASSED_ONE["rounding"] = _PASSED_ONE["rounding-values"] = (
     "in a few elements, both sides as far from the fp64 reference of one definition: "
     "float32 rounding in each, past the tolerance there; not reported as a divergence")
-_FORWARD = frozenset({"accumulated", "rounding-values"})  # said of values, not gradients
+_FORWARD = frozenset({"accumulated", "rounding-values", "conditioning"})  # of values
 _PASSED_MANY = {  # the same said of each of several layers
     **{kind: "each " + text.replace("a divergence", "divergences")
        for kind, text in _PASSED_ONE.items() if kind not in ("inherited", "accumulated")},
