@@ -258,10 +258,12 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     if mode != "structure":
         opts = options or NumericOptions()
         pairing = numeric_pairing(left, right, alignment, folds, folded)
-        numeric, result = _numeric(left, right, pairing, opts, say, forced=mode == "numbers")
+        numeric, result, why = _numeric(left, right, pairing, opts, say,
+                                        forced=mode == "numbers")
         numeric = [f for f in numeric if kept(f)]
         if result is None:
-            notes.append(f"numbers not compared: weights cannot be moved from {voice.lhs} "
+            notes.append(f"numbers not compared: {why}" if why else
+                         f"numbers not compared: weights cannot be moved from {voice.lhs} "
                          f"to {voice.rhs} (their layers differ where weights go); if both "
                          "already hold the same weights (a model and its export), pass "
                          "--no-transfer")
@@ -406,11 +408,14 @@ def _rhs_weights(pairing: Pairing, left: TracedModel, right: TracedModel,
 
 def _numeric(left: TracedModel, right: TracedModel, pairing: Pairing,
              options: NumericOptions, say: Callable[[str], None], *, forced: bool
-             ) -> tuple[list[Finding], NumericResult | None]:
+             ) -> tuple[list[Finding], NumericResult | None, str]:
+    """The numeric findings and result, or (where weights cannot be moved and the numbers
+    were not asked for alone) none, and why."""
     try:
-        return compare_numeric(left, right, pairing, backends(left, right, options), options,
-                               progress=say)
-    except TransferError:
+        found, result = compare_numeric(left, right, pairing, backends(left, right, options),
+                                        options, progress=say)
+        return found, result, ""
+    except TransferError as err:
         if forced:
             raise
-        return [], None
+        return [], None, str(err)

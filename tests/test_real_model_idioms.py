@@ -6123,3 +6123,25 @@ def test_a_softmax_over_the_queries_says_so() -> None:
     assert "rhs's softmax runs over axis 2 of [2, 4, 5, 5], not the last (attention's runs " \
         "over the keys)" in text, text
     assert "{'axis'" not in text
+
+
+def test_numbers_not_compared_name_the_weights_that_cannot_move() -> None:
+    """HF's Flax ViT without its pooler against PyTorch's with: "weights cannot be moved
+    (their layers differ where weights go)" named no weight."""
+    x = np.random.default_rng(0).normal(size=(2, 8)).astype(np.float32)
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, pooler: bool) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(8, 8)
+            self.pooler = torch.nn.Linear(8, 8) if pooler else None
+
+        def forward(self, t):
+            h = torch.tanh(self.fc(t))
+            return torch.tanh(self.pooler(h)) if self.pooler is not None else h
+
+    report = compare(torch_side(Encoder(False).eval(), x, name="torch_no_pooler"),
+                     torch_side(Encoder(True).eval(), x, name="torch_pooler"))
+    note = next(n for n in report.notes if n.startswith("numbers not compared"))
+    assert "pooler.weight" in note, note
