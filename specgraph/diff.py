@@ -456,6 +456,17 @@ class _Differ:
         elif self._explained(a, b):
             return
         else:
+            if a.op == b.op == "concat" and sorted(map(repr, mapped)) == \
+                    sorted(map(repr, right)):  # the same pieces joined in another order
+                order = [mapped.index(r) + 1 for r in right]
+                self._add(i, Finding(
+                    "edge-mismatch",
+                    f"concat at {a.scope or '<model>'} joins the same {len(left)} pieces in "
+                    f"another order: {self.v.rhs} ({b.scope or '<model>'}) puts {self.v.lhs}'s "
+                    f"pieces in the order {', '.join(map(str, order))} along axis "
+                    f"{b.attrs['axis']}",
+                    op=a.op, lhs=node_side(self.lhs, a), rhs=node_side(self.rhs, b)))
+                return
             lm, rm = next((lref, r) for lref, m, r in zip(left, mapped, right) if m != r)
         scalars = all(k == "leaf" and x[0] == "const" and x[2] is not None
                       for k, x in (lm, rm))  # the same op with another number in it

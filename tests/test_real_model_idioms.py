@@ -6145,3 +6145,27 @@ def test_numbers_not_compared_name_the_weights_that_cannot_move() -> None:
                      torch_side(Encoder(True).eval(), x, name="torch_pooler"))
     note = next(n for n in report.notes if n.startswith("numbers not compared"))
     assert "pooler.weight" in note, note
+
+
+class TorchJoined(torch.nn.Module):
+    def __init__(self, reverse: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Conv2d(3, 4, 1), torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.mix = torch.nn.Conv2d(8, 2, 1)
+        self.reverse = reverse
+
+    def forward(self, x):
+        a, b = torch.relu(self.a(x)), torch.relu(self.b(x))
+        return self.mix(torch.cat([b, a] if self.reverse else [a, b], 1))
+
+
+def test_a_concat_of_the_same_pieces_in_another_order_says_so() -> None:
+    """DenseNet's concat with its operands reversed was "concat reads the output of concat
+    in lhs but the output of conv in rhs", as if rewired: both sides read both pieces."""
+    x = np.random.default_rng(0).normal(size=(2, 3, 6, 6)).astype(np.float32)
+    report = compare(torch_side(TorchJoined(False).eval(), x, name="torch_joined"),
+                     torch_side(TorchJoined(True).eval(), x, name="torch_joined_reversed"))
+    (finding,) = report.findings
+    assert "joins the same 2 pieces in another order: rhs (<model>) puts lhs's pieces in " \
+        "the order 2, 1 along axis 1" in finding.message, finding.message
