@@ -12,9 +12,10 @@ inputs); the rhs region is then evaluated in float64 on the same values: every v
 reads from outside is the lhs counterpart's (the alignment's value map), every parameter
 lhs's moved into rhs. Where every exit carries the same values on both sides, within
 ``SAME`` of their scale (float32 constants against float64 ones stay inside it), on every
-seed, and once more on the last seed's values scaled up where they reach the region
-(both sides of it run on them: the example's activations seldom reach where a ReLU6 and a
-ReLU part), the region's findings become one note: written differently, computes the same.
+seed, and, where an op that bends or saturates differs between the two sides, once more
+on the last seed's values scaled up where they reach the region (both sides of it run on
+them: the example's activations seldom reach where a ReLU6 and a ReLU part), the region's
+findings become one note: written differently, computes the same.
 A region that casts to a narrower float on one side (bfloat16) is never settled: float64
 holds the cast as the identity.
 Findings about what training alone sees (an attribute whose ``Attr.affects`` says so: an
@@ -459,32 +460,43 @@ def _by_node(found: Sequence[Region]) -> dict[tuple[str, int], Region]:
     return where
 
 
-WIDEN = 64.0  # in one more trial, what reaches a region is scaled to reach this at least
+WIDEN = 16.0  # in one more trial, what reaches a region is scaled by this
 
 
 def _widened(value: np.ndarray) -> np.ndarray:
-    """A float activation scaled (by 8 at least, up to 10⁴) until its largest magnitude is
-    ``WIDEN``: the example's values seldom reach where two written-differently ops part (a
-    ReLU6 against a ReLU part above 6, which a freshly initialized MobileNetV2's
-    activations never reach); a mask or a count (integers, booleans, a float of two values)
-    as it is."""
+    """A float activation scaled by ``WIDEN`` (one factor for every value, so that values
+    related linearly stay so): the example's values seldom reach where two ops written
+    differently part (a ReLU6 against a ReLU part above 6, which a freshly initialized
+    MobileNetV2's activations never reach); a mask or a count (integers, booleans, a float
+    of two values) as it is."""
     x = np.asarray(value)
     if x.dtype.kind != "f" or x.size == 0 or np.unique(x.ravel()[:4096]).size <= 2:
         return x
-    with np.errstate(all="ignore"):
-        top = float(np.max(np.abs(x[np.isfinite(x)]), initial=0.0))
-    factor = 8.0 if top == 0 else min(max(8.0, WIDEN / top), 1e4)
-    return x * factor
+    return x * WIDEN
+
+
+# ops that bend or saturate: where one side has one the other writes otherwise, the two
+# may part only beyond the example's range
+_BENDS = frozenset({"clip", "relu", "minimum", "maximum", "hardsigmoid", "hardswish",
+                    "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softplus",
+                    "mish"})
 
 
 def _widenable(pairing: Pairing, region: Region) -> bool:
-    """Whether the region may run widened: no cast to an integer on either side (a bucket
-    index computes the same only where the values fit both integer types)."""
+    """Whether the region runs widened too: an op that bends or saturates differs between
+    its two sides (an op-mismatch of a ReLU6's clip against a ReLU), and no cast to an
+    integer on either side (a bucket index computes the same only where the values fit
+    both integer types). Only then: a region's inputs are scaled each alone, which keeps
+    no nonlinear relation between two of them (one side computing inside what the other
+    reads from outside)."""
+    bends = []
     for graph, nodes in ((pairing.lhs, region.lhs), (pairing.rhs, region.rhs)):
         if any((n := graph.nodes[i]).op == "cast" and n.attrs["dtype"] not in FLOAT_DTYPES
                for i in nodes):
             return False
-    return True
+        bends.append(sorted(graph.nodes[i].op for i in nodes
+                            if graph.nodes[i].op in _BENDS))
+    return bool(bends[0] or bends[1]) and bends[0] != bends[1]
 
 
 _NARROW = frozenset({"bfloat16", "float16"})
