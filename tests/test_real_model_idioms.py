@@ -5853,10 +5853,12 @@ class TorchLayerStack(torch.nn.Module):
         return x
 
 
-def test_weights_stacked_by_layer_and_read_by_index_are_each_layers_own() -> None:
+@pytest.mark.parametrize("negative", [False, True])
+def test_weights_stacked_by_layer_and_read_by_index_are_each_layers_own(negative) -> None:
     """JAX's per-layer weights stacked ``[L, ...]`` and read ``W[i]``, ``b[i]`` (a scan
     unrolled by hand): each ``b[i]`` was an embedding lookup of row i (2 findings and no
-    numbers against ``nn.ModuleList`` of ``Linear``)."""
+    numbers against ``nn.ModuleList`` of ``Linear``). Read from the end (``b[i - L]``), the
+    rows are the same rows."""
     x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
     rng = np.random.default_rng(1)
     params = {"W": jnp.asarray(rng.normal(size=(2, 8, 8)).astype(np.float32)),
@@ -5864,11 +5866,12 @@ def test_weights_stacked_by_layer_and_read_by_index_are_each_layers_own() -> Non
 
     def apply(p, t):
         for i in range(2):
-            t = jnp.tanh(t @ p["W"][i] + p["b"][i])
+            k = i - 2 if negative else i
+            t = jnp.tanh(t @ p["W"][k] + p["b"][k])
         return t
 
     report = compare(torch_side(TorchLayerStack().eval(), x, name="torch_layer_list"),
-                     jax_side(apply, params, x, name="jax_stacked_layers"))
+                     jax_side(apply, params, x, name=f"jax_stacked_layers_{negative}"))
     assert report.equivalent, [f.message for f in report.findings]
     assert report.numeric is not None and report.numeric.transferred
 

@@ -244,27 +244,7 @@ def _flat_offsets_reshaped(rw: Rewriter, node: Node) -> bool:
     return False
 
 
-def _stacked_row(rw: Rewriter, node: Node) -> bool:
-    """A gather of one row of a stacked table (``_stacked``) at a negative constant index
-    (``b[-1]``): the same gather at the row's own index, so that both ways of naming the
-    last row read alike."""
-    if node.op != "gather" or node.attrs["axis"] not in (0, -2) or node.inputs[0].rank != 2 \
-            or not _stacked(rw, node.inputs[0]):
-        return False
-    ids = rw.constant_value(node.inputs[1])
-    if ids is None or np.asarray(ids).dtype.kind not in "iu" or not np.any(np.asarray(ids) < 0):
-        return False
-    ids = np.asarray(ids)
-    fixed = np.where(ids < 0, ids + node.inputs[0].shape[0], ids).astype(ids.dtype)
-    out = node.outputs[0]
-    rw.replace(out, rw.emit("gather", [node.inputs[0], rw.constant(fixed, node.inputs[1].dtype)],
-                            dict(node.attrs), like=node, shape=out.shape))
-    return True
-
-
 def _rule(rw: Rewriter, node: Node) -> bool:
-    if _stacked_row(rw, node):
-        return True
     if node.op == "reshape" and _flat_offsets_reshaped(rw, node):
         return True
     if node.op == "concat" and _joined_lookups(rw, node):
