@@ -410,8 +410,9 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
                 continue
             gap = _Proof(pairing, region, rweights, rin, values).run()
             worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
+    widen = {id(r): _widenable(pairing, r) for r in pending}
     for region in pending:  # and on what reaches each region widened, where it may be
-        if worst[id(region)] <= SAME and _widenable(pairing, region):
+        if worst[id(region)] <= SAME and widen[id(region)]:
             gap = _Proof(pairing, region, rweights, rin, values, widened=lhs.weights).run()
             worst[id(region)] = float("inf") if gap is None else max(worst[id(region)], gap)
     settled: set[int] = set()
@@ -419,7 +420,7 @@ def arbitrate(findings: Sequence[Finding], pairing: Pairing, lhs: TracedModel,
     same = [region for region in pending if worst[id(region)] <= SAME]
     for region in same:
         settled.update(id(f) for f in region.findings)
-        notes.append(_note(region, worst[id(region)], seeds, _widenable(pairing, region)))
+        notes.append(_note(region, worst[id(region)], seeds, widen[id(region)]))
     return [f for f in findings if id(f) not in settled], notes, same
 
 
@@ -486,9 +487,9 @@ def _widenable(pairing: Pairing, region: Region) -> bool:
     """Whether the region runs widened too: an op that bends or saturates differs between
     its two sides (an op-mismatch of a ReLU6's clip against a ReLU), and no cast to an
     integer on either side (a bucket index computes the same only where the values fit
-    both integer types). Only then: a region's inputs are scaled each alone, which keeps
-    no nonlinear relation between two of them (one side computing inside what the other
-    reads from outside)."""
+    both integer types). Only then: scaling keeps what reaches the region related linearly,
+    not through a nonlinear op one side computes inside and the other reads from outside
+    (BigBird's block gathers), so widening is kept to where it can show something."""
     bends = []
     for graph, nodes in ((pairing.lhs, region.lhs), (pairing.rhs, region.rhs)):
         if any((n := graph.nodes[i]).op == "cast" and n.attrs["dtype"] not in FLOAT_DTYPES

@@ -784,10 +784,11 @@ def _merge_wiring(findings: list[Finding]) -> list[Finding]:
     if len(wiring) < 2:
         return findings
     first = wiring[0]
+    scopes = [g.lhs.scope for g in wiring if g.lhs]
+
     def place(f: Finding) -> str:  # the rhs scope too where lhs's repeat (one module's
         # q, k and v linears: ``attn`` in PyTorch, ``attn.query``... in Flax)
         assert f.lhs is not None
-        scopes = [g.lhs.scope for g in wiring if g.lhs]
         if scopes.count(f.lhs.scope) > 1 and f.rhs is not None and f.rhs.scope != f.lhs.scope:
             return f"{f.op} at {f.lhs.scope} (rhs: {f.rhs.scope})"
         return f"{f.op} at {f.lhs.scope}"

@@ -185,10 +185,11 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
             raise TraceError(f"{reference}: the model raised {type(err).__name__} when run on "
                              f"its example inputs: {first_line(err)}") from err
         _register_dataclasses(eager)
-        if _holds_cache(eager):  # HF's default use_cache=True returns a Cache object
+        cache = _holds_cache(eager)  # HF's default use_cache=True returns a Cache object
+        if cache is not None:
             raise TraceError(
                 f"{reference}: the model returns a key/value cache "
-                f"({_holds_cache(eager)}), which is no tensor to compare; build it with "
+                f"({cache}), which is no tensor to compare; build it with "
                 "use_cache=False in its config (or pass use_cache=False in the call)")
         try:
             exported = _export(module, args)

@@ -26,7 +26,6 @@ class Verdict:
 
     blame: str
     reason: str
-    bound: float = 0.0  # the error float32 inputs alone allow (``conditioning``)
     errors: tuple[float, ...] = ()  # each side's error against fp64, when measured
 
 
@@ -116,9 +115,9 @@ def _why(verdict: Verdict, lfw: str, rfw: str, what: str,
         if upstream:
             sides: dict[str, list[str]] = {}
             for side, n in upstream:  # one clause a side, each node said once
-                said = sides.setdefault(side, [])
-                if _cause(n) not in said:
-                    said.append(_cause(n))
+                said, named = sides.setdefault(side, []), _cause(n)
+                if named not in said:
+                    said.append(named)
             # found walking back from the layer: said in the program's order
             names = " and ".join(f"{v.name(side)}'s {', '.join(said[::-1])}, which "
                                  f"{v.other(side)} has no counterpart for"
@@ -289,14 +288,14 @@ _PASSED_ONE = {
     "accumulated": ("beyond the tolerance, yet every layer agrees when fed the same inputs "
                     "and no definition differs: rounding that accumulated, not reported as "
                     "a divergence"),
+    "conditioning": ("within what float32 allows on these inputs (they make the layer "
+                     "ill-conditioned: its inputs' rounding alone moves it as much), and both "
+                     "sides keep that: not reported as a divergence"),
+    "rounding": ("in a few elements, both sides as far from the fp64 reference of one "
+                 "definition: float32 rounding in each, past the tolerance there; not "
+                 "reported as a divergence"),
 }
-_PASSED_ONE["conditioning"] = (
-    "within what float32 allows on these inputs (they make the layer ill-conditioned: its "
-    "inputs' rounding alone moves it as much), and both sides keep that: not reported as "
-    "a divergence")
-_PASSED_ONE["rounding"] = _PASSED_ONE["rounding-values"] = (
-    "in a few elements, both sides as far from the fp64 reference of one definition: "
-    "float32 rounding in each, past the tolerance there; not reported as a divergence")
+_PASSED_ONE["rounding-values"] = _PASSED_ONE["rounding"]  # the same, said of values
 _FORWARD = frozenset({"accumulated", "rounding-values", "conditioning"})  # of values
 _PASSED_MANY = {  # the same said of each of several layers
     **{kind: "each " + text.replace("a divergence", "divergences")

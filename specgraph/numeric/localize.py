@@ -248,7 +248,7 @@ class Localizer:
             spread = conditioning_error(a, lin, truth_l)
             bound = 4.0 * spread * math.sqrt(max(1, reduction_size(a)))
             if not differ and max(el, er) <= max(rtol, bound):
-                return words.Verdict("unknown", "conditioning", bound)
+                return words.Verdict("unknown", "conditioning")
             rtol = max(rtol, bound)
         return words.judge(el, er, rtol, definitions_differ=differ,
                            errors=(el, er) if self.native_rhs is not None else ())

@@ -466,11 +466,10 @@ def _fixed_floats_as_constants(graph: Graph, weights: dict[str, np.ndarray],
         if not readers or v in graph.outputs or depth > 4:
             return False
         for node in readers:
-            category = get_spec(node.op).category if node.op != "opaque" else "opaque"
             if node.op in _CARRIES:
                 if not all(elementwise_only(u, depth + 1) for u in node.outputs):
                     return False
-            elif category != "elementwise":
+            elif get_spec(node.op).category != "elementwise":
                 return False
         return True
 
