@@ -249,7 +249,10 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     found, moot = _training_only_against_inference(found, left, right, voice)
     kept = keep or (lambda _: True)
     findings: list[Finding] = [f for f in found if kept(f)] if mode != "numbers" else []
-    notes: list[str] = fold_notes(alignment, folds, unlike, voice,
+    notes: list[str] = [f"{side}: {note}" for side, model in ((voice.lhs, left),
+                                                              (voice.rhs, right))
+                        for note in model.notes]
+    notes += fold_notes(alignment, folds, unlike, voice,
                                   numbers=mode != "structure") + moot + \
         folded_notes(alignment, folded, voice,
                      exported={"lhs": left.framework in INFERENCE_ONLY,

@@ -51,6 +51,8 @@ class TracedModel:
             layer objects, by the layer's scope (a batch norm's momentum, which acts only
             in training, in PyTorch's convention); canonicalization sets them on the layer
             it raises there (``specgraph.passes.layer_attrs``).
+        notes: what tracing did that the user should know, one sentence each (a
+            model handed over in training mode, traced in eval mode).
     """
 
     graph: Graph
@@ -68,6 +70,7 @@ class TracedModel:
     program: Any = field(default=None, repr=False)
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     layer_attrs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 class LazyOutputs(Mapping[str, np.ndarray]):

@@ -175,6 +175,7 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
         raise FactoryError(f"{reference}: expected a torch.nn.Module, got "
                            f"{type(module).__name__}")
     args = _as_tensors(example_inputs, reference)
+    modes = [(m, m.training) for m in module.modules()]
     module.eval()
     kept = _renormed_weights(module)
     try:
@@ -199,10 +200,13 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                 "simplify forward (data-dependent Python control flow, outputs that are not "
                 "tensors) or run with --debug for torch's full report"
             ) from err
-    finally:  # the model as it was given: its weights, not the rows its run renormalized
+    finally:  # the model as it was given: its weights, not the rows its run renormalized,
+        # and in the mode it was in (a model being trained stays in training mode)
         with torch.no_grad():
             for weight, before in kept:
                 weight.copy_(before)
+        for m, mode in modes:
+            m.training = mode
     converter = _Converter(exported, reference, _CONVERTERS, _preferred_names(module))
     graph, weights = converter.convert(module, args)
     inputs = {name: to_numpy(t) for name, t in _input_names(module, args)
@@ -211,8 +215,25 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     steps, shapes = converter.native_layouts()
     program = TorchProgram(exported, converter.param_targets(graph), list(inputs),
                            list(graph.output_names))
+    training = [name or "the model" for name, m in module.named_modules() if m.training and
+                isinstance(m, _MODAL)]
+    notes = (f"the model was handed over in training mode ({_listed(training)}); it was "
+             "traced and run in eval mode (dropout off, batch norm on its running "
+             "statistics) and is left in training mode",) if modes[0][1] else ()
     return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module,
-                       program=program, param_layouts=steps, param_shapes=shapes)
+                       program=program, param_layouts=steps, param_shapes=shapes, notes=notes)
+
+
+# layers that compute otherwise in training mode
+_MODAL = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def _listed(names: list[str]) -> str:
+    """Up to three module names, then how many more."""
+    if not names:
+        return "it holds no dropout or batch norm layer"
+    shown = ", ".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
 
 
 def _renormed_weights(module: Any) -> list[tuple[Any, Any]]:

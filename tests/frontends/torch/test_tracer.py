@@ -74,10 +74,34 @@ def test_traces_in_eval_mode_and_keeps_dropout_probability() -> None:
     model, inputs = MODELS["dict_io"]()
     model.train()
     traced = torch_frontend.trace(model, inputs, reference="dict_io")
-    assert not model.training
     (drop,) = [n for n in traced.graph.nodes if n.op == "dropout"]
     assert drop.attrs["p"] == 0.3
-    _check_faithful(traced)
+    _check_faithful(traced)  # eval mode: the dropout is the identity
+    # the caller's model is left in the mode it was given in, and the trace says what it did
+    assert model.training
+    (note,) = traced.notes
+    assert "handed over in training mode" in note and "eval mode" in note, note
+
+
+def test_a_model_in_training_mode_is_given_back_in_it_module_by_module() -> None:
+    """A training script that checks its model between steps must not find it switched to
+    eval mode (its dropout off from then on); a layer the user froze in eval mode stays so."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Dropout(0.5), nn.Linear(8, 2))
+    model.train()
+    model[1].eval()  # a frozen batch norm inside a model being trained
+    before = [m.training for m in model.modules()]
+    traced = torch_frontend.trace(model, (torch.randn(4, 8),), reference="mixed")
+    assert [m.training for m in model.modules()] == before
+    (note,) = traced.notes
+    assert "(2)" in note, note  # the dropout in training mode is named, the frozen norm not
+    out = model(torch.ones(4, 8))  # training mode still: the dropout zeroes elements
+    assert (out != model.eval()(torch.ones(4, 8))).any()
+    evaluated = torch_frontend.trace(model, (torch.randn(4, 8),), reference="eval")
+    assert evaluated.notes == () and not model.training
+    from specgraph.check import compare
+
+    report = compare(traced, evaluated, mode="structure")
+    assert report.equivalent and report.notes[0] == f"lhs: {note}", report.notes
 
 
 def test_gelu_approximation_and_attention_attributes_are_explicit() -> None:
