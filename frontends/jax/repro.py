@@ -24,5 +24,12 @@ BACKWARD = '''    slots = [i for i, x in enumerate(xs) if jnp.issubdtype(x.dtype
     got = dict(zip(slots, pullback(cts)))
     grads_in = [got.get(i) for i in range(len(xs))]'''
 
+COMPILE = '''import functools
 
-write = ScriptWriter("jax", JaxRunner.ops, load=LOAD, fetch=FETCH, backward=BACKWARD)
+
+def fn(*xs, **attrs):
+    return jax.jit(functools.partial(_eager, **attrs))(*xs)'''
+
+
+write = ScriptWriter("jax", JaxRunner.ops, load=LOAD, fetch=FETCH, backward=BACKWARD,
+                     compile=COMPILE)

@@ -19,5 +19,9 @@ BACKWARD = '''    floats = [x for x in xs if x.dtype.is_floating]
                              output_gradients=[to_framework(g) for _, g in pairs]))
     grads_in = [next(got) if x.dtype.is_floating else None for x in xs]'''
 
+COMPILE = '''def fn(*xs, **attrs):
+    return tf.function(lambda *a: _eager(*a, **attrs), jit_compile=True)(*xs)'''
 
-write = ScriptWriter("tf", TfRunner.ops, load=LOAD, fetch=FETCH, backward=BACKWARD)
+
+write = ScriptWriter("tf", TfRunner.ops, load=LOAD, fetch=FETCH, backward=BACKWARD,
+                     compile=COMPILE)

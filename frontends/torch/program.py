@@ -251,6 +251,47 @@ class TorchProgram(NativeProgram):
             return None
         return node if node.meta["val"].dtype.is_floating_point or not floating else None
 
+    def native_call(self, key: Hashable) -> tuple[str, Any, Any, list[tuple[int, ...]]] | None:
+        """The ATen call that makes the value ``key`` names, for a script that runs it alone
+        (``--repro``): the op's qualified name (``aten.avg_pool2d.default``), its arguments
+        and keyword arguments with each tensor argument replaced by ``("input", k)`` (k in the
+        order they appear) and the shapes of those tensors; None where an argument is
+        something a script cannot write (a tensor held as a constant, a symbolic size) or
+        the value is one output of several (its getitem's op is the call)."""
+        node = self._node_for(self.nodes, key, floating=False)
+        if node is None or node.op != "call_function" or key[1] is not None:  # type: ignore
+            return None
+        target = node.target
+        name = getattr(target, "name", lambda: None)()
+        overload = getattr(target, "_overloadname", None)
+        if not isinstance(name, str) or not name.startswith("aten::") or \
+                not isinstance(overload, str) or not all(
+                    part.isidentifier() for part in (name[len("aten::"):], overload or "_")):
+            return None  # an op a script names by attribute: plain identifiers only
+        shapes: list[tuple[int, ...]] = []
+        plain = True
+
+        def put(a: Any) -> Any:
+            nonlocal plain
+            if isinstance(a, torch.fx.Node):
+                val = a.meta.get("val")
+                if not isinstance(val, torch.Tensor) or a.op == "get_attr":
+                    plain = False
+                    return None
+                shapes.append(tuple(int(d) for d in val.shape))
+                return ("input", len(shapes) - 1)
+            if isinstance(a, (list, tuple)):
+                return type(a)(put(x) for x in a)
+            if a is None or isinstance(a, (bool, int, float, str)):
+                return a
+            plain = False
+            return None
+
+        args, kwargs = put(node.args), {k: put(v) for k, v in node.kwargs.items()}
+        if not plain:
+            return None
+        return f"aten.{name[len('aten::'):]}.{overload or 'default'}", args, kwargs, shapes
+
     def _single_readers(self, keys: list[Hashable]) -> set[Hashable]:
         """The keys whose FX value one node alone reads (not an output of the program)."""
         out = set()

@@ -219,7 +219,7 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                 isinstance(m, _MODAL)]
     notes = (f"the model was handed over in training mode ({_listed(training)}); it was "
              "traced and run in eval mode (dropout off, batch norm on its running "
-             "statistics) and is left in training mode",) if modes[0][1] else ()
+             "statistics) and is left in training mode",) if training else ()
     return TracedModel(graph, weights, inputs, outputs, FRAMEWORK, reference, native=module,
                        program=program, param_layouts=steps, param_shapes=shapes, notes=notes)
 
@@ -230,8 +230,6 @@ _MODAL = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._Batch
 
 def _listed(names: list[str]) -> str:
     """Up to three module names, then how many more."""
-    if not names:
-        return "it holds no dropout or batch norm layer"
     shown = ", ".join(names[:3])
     return shown if len(names) <= 3 else f"{shown} and {len(names) - 3} more"
 

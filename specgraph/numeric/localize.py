@@ -14,7 +14,7 @@ order the run met them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +119,43 @@ class Localizer:
             backends = self.s.backends
             self.repro = write_repro(case, Path(folder), [("lhs", backends.lhs_repro),
                                                           ("rhs", backends.rhs_repro)])
-            compiled = [side for side, run in (("lhs", self.s.lrun), ("rhs", self.s.rrun))
-                        if run.context.mode == "compiled"]
+            compiled = sorted(case.compiled)
             if compiled:
-                self.note(f"the --repro scripts run the layer on specgraph's kernel for it, "
-                          f"eagerly, not {' and '.join(compiled)}'s compiled program: a fault "
-                          "of the compiler (fusion, a compiled kernel) may not show there")
+                ran = ("the model's own op" if all(side in case.native_calls
+                                                   for side in compiled)
+                       else "specgraph's kernel for it")
+                self.note(f"the --repro scripts run the layer alone ({ran}); "
+                          f"{' and '.join(compiled)}'s script compiles that layer alone, so "
+                          "a fault of the compiler that needs the fusion across layers of "
+                          "the whole program may not show there")
+
+    def _native_calls(self, a: Node, b: Node, inputs: Sequence[np.ndarray]
+                      ) -> dict[str, tuple[str, Any, Any]]:
+        """Each side's own call that made its layer's output in its program, where the
+        program names one and it reads exactly the layer's inputs, in order, as laid out
+        (one tensor, or tensors of shapes that tell them apart): what a ``--repro`` script
+        runs in place of specgraph's kernel."""
+        shapes = [tuple(np.shape(x)) for x in inputs]
+        calls = {}
+        for side, node in (("lhs", a), ("rhs", b)):
+            model = self.s.native(side)
+            native = model.graph.natives.get(node.outputs[0]) if model is not None and \
+                len(node.outputs) == 1 else None
+            find = getattr(getattr(model, "program", None), "native_call", None)
+            if native is None or native.perm is not None or native.shape is not None or \
+                    find is None:
+                continue
+            call = find(native.key)
+            if call is None or list(call[3]) != shapes or (
+                    len(shapes) > 1 and len(set(shapes)) != len(shapes)):
+                continue
+            calls[side] = call[:3]
+        return calls
+
+    def _compiled(self) -> frozenset[str]:
+        """The sides whose programs ran compiled whole."""
+        return frozenset(side for side, run in (("lhs", self.s.lrun), ("rhs", self.s.rrun))
+                         if run.context.mode == "compiled")
 
     # --- forward ------------------------------------------------------------------------
     def forward(self, j: int, stats: Stats, tol: Tolerance) -> None:
@@ -225,7 +256,8 @@ class Localizer:
             verdict = self._judge(a, b, lin, louts, riso, iso, tol)
         if verdict.reason != "inherited":
             self._capture(ReproCase("forward", a, b, tuple(lin), (), verdict.blame,
-                                    s.lrun.framework, s.rrun.framework, self.seed))
+                                    s.lrun.framework, s.rrun.framework, self.seed,
+                                    self._compiled(), self._native_calls(a, b, lin)))
         return verdict
 
     def _judge(self, a: Node, b: Node, lin: list[np.ndarray], louts: list[np.ndarray],
@@ -363,7 +395,8 @@ class Localizer:
                 return False
             octs = tuple(self.lhs.output_gradient(i, k) for k in range(len(a.outputs)))
             self._capture(ReproCase("backward", a, b, tuple(lin), octs, verdict.blame,
-                                    s.lrun.framework, s.rrun.framework, self.seed))
+                                    s.lrun.framework, s.rrun.framework, self.seed,
+                                    self._compiled(), self._native_calls(a, b, lin)))
         self.found.append(words.gradient_divergence(
             p.lhs, a, p.rhs, b, stats, tol, verdict, *self._programs(),
             self.seed, s.options.voice))

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,10 @@ class ReproCase:
     lhs_framework: str
     rhs_framework: str
     seed: int
+    compiled: frozenset[str] = frozenset()  # the sides whose programs ran compiled whole
+    # by side, the framework's own call that made the layer's output in its program: (op,
+    # args, kwargs), tensor arguments written ("input", k) for the k-th of ``inputs``
+    native_calls: Mapping[str, tuple[str, Any, Any]] = field(default_factory=dict)
 
 
 # writer(folder, node, side, case) -> one line per file written ("path: what it is")
@@ -99,7 +103,8 @@ def _collect(fn: Any, module: types.ModuleType, parts: dict[str, str]) -> None:
 
 
 def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCase, *,
-                  load: str, fetch: str, backward: str) -> str:
+                  load: str, fetch: str, backward: str, compile: str = "",
+                  call: str = "") -> str:
     """A standalone script that runs ``fn`` (an op function of ``framework``'s runner) on
     ``case``'s inputs and exits 1 when it is off the float64 truth of ``side``'s node.
 
@@ -113,12 +118,18 @@ def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCas
         fetch: an expression turning the framework's tensor ``t`` into a float64 array.
         backward: statements computing ``grads_in`` (one per input, None where nothing
             flows) from ``xs``, ``fn``, ``ATTRS`` and the output gradients ``grads``.
+        compile: statements that rebind ``fn`` to the framework's compiled form of
+            ``_eager`` (the layer's function): the script then runs the layer compiled
+            alone, as the side's compiled program ran it (empty: eagerly).
+        call: statements that rebind ``fn`` to the framework's own op as the model's
+            program called it (the model's op, not specgraph's kernel; empty: the kernel).
     """
     body = function_source(fn)
     attrs = {k: v for k, v in node.attrs.items()}
     layer = f"{node.op} at {node.scope or '<model>'}"
     lines = [
-        f'"""Reproduces a {case.kind} divergence of one layer in {framework} (LAYER below).',
+        f'"""Reproduces a {case.kind} divergence of one layer in {framework}'
+        f'{" compiled" if compile else ""} (LAYER below).',
         "",
         f"Runs the layer alone on the inputs captured in case.npz (seed {case.seed}) and "
         "compares with the",
@@ -135,6 +146,10 @@ def python_script(framework: str, fn: Any, node: Node, side: str, case: ReproCas
         f"ATTRS = {literal(attrs)}",
         f"TOLERANCE = {TOLERANCE!r}",
         f"fn = {fn.__name__}",
+        *(["# the model's own op, called as its program calls it",
+           *textwrap.dedent(call).strip().splitlines()] if call else []),
+        *(["_eager = fn", "# compiled alone, as the model's compiled program ran it",
+           *textwrap.dedent(compile).strip().splitlines()] if compile else []),
         "",
         "",
         "def to_framework(x):",
@@ -220,17 +235,33 @@ class ScriptWriter:
     load: str
     fetch: str
     backward: str
+    # statements that make ``fn`` the framework's compiled form of ``_eager`` (the layer
+    # compiled alone: torch.compile, jax.jit...), for a side whose program ran compiled
+    compile: str = ""
+    # (op, args, kwargs) -> statements that make ``fn`` the framework's own call of that op
+    # on the script's inputs (``ReproCase.native_calls``), or None where it has none
+    call: Callable[[str, Any, Any], str] | None = None
 
     def __call__(self, folder: Path, node: Node, side: str, case: ReproCase) -> list[str]:
         fn = self.ops.get(node.op)
         if fn is None:
             raise SpecgraphError(f"the {self.framework} runner has no function for "
                                  f"{node.op!r} to copy into a repro script")
-        path = folder / f"repro_{self.framework}.py"
+        compiled = self.compiles(side, case)
+        call = case.native_calls.get(side) if self.call is not None else None
+        path = folder / f"repro_{self.framework}{'_compiled' if compiled else ''}.py"
         path.write_text(python_script(self.framework, fn, node, side, case, load=self.load,
-                                      fetch=self.fetch, backward=self.backward),
+                                      fetch=self.fetch, backward=self.backward,
+                                      compile=self.compile if compiled else "",
+                                      call=self.call(*call) if call is not None and
+                                      self.call is not None else ""),
                         encoding="utf-8")
-        return [f"{path}: the layer in {self.framework}"]
+        how = "the model's own op" if call is not None else "the layer"
+        return [f"{path}: {how} in {self.framework}" + (", compiled alone" if compiled else "")]
+
+    def compiles(self, side: str, case: ReproCase) -> bool:
+        """Whether the script for ``side`` runs the layer compiled."""
+        return side in case.compiled and bool(self.compile)
 
 
 def _case_arrays(case: ReproCase) -> dict[str, np.ndarray]:
@@ -275,8 +306,10 @@ def write_repro(case: ReproCase, folder: str | Path,
     seen: set[Any] = set()
     for side, writer in writers:
         node = nodes[side]
-        if writer is None or writer in seen:
+        # one script per framework, and one more where one side of it ran compiled
+        key = (writer, getattr(writer, "compiles", lambda *_: False)(side, case))
+        if writer is None or key in seen:
             continue
-        seen.add(writer)
+        seen.add(key)
         written.extend(writer(out, node, side, case))
     return tuple(written)

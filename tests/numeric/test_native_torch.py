@@ -471,8 +471,9 @@ def test_a_compiled_side_is_blamed_as_what_it_ran_and_skipped_seeds_are_said(
         pool_model, capsys, tmp_path):
     """A model against its own compiled self: "rhs (torch)" blamed one of two PyTorch
     programs without saying which; ``--seed 0-1`` stopped after seed 0 in silence; and the
-    repro script, which runs specgraph's kernel eagerly, passed without a word that the
-    compiler's fault may not show there."""
+    repro scripts ran the layer eagerly without a word that the compiler's fault may not
+    show there (now the compiled side's script compiles the layer alone, and the note says
+    that a fault of the whole program's fusion may still not show)."""
     import json
 
     code = main(["diff", pool_model, pool_model, "--rhs-context", "compiled", "--seed", "0-1",
@@ -483,4 +484,33 @@ def test_a_compiled_side_is_blamed_as_what_it_ran_and_skipped_seeds_are_said(
     assert "rhs (torch, cpu compiled float32) leaves the fp64 reference" in finding["message"]
     notes = report["numeric"]["notes"]
     assert "seed 1 not run: the check stops at the first seed that differs (seed 0)" in notes
-    assert any("not rhs's compiled program" in n for n in notes), notes
+    assert any("rhs's script compiles that layer alone" in n and "fusion across layers" in n
+               for n in notes), notes
+
+
+def test_the_compiled_sides_repro_runs_the_models_own_op_compiled_and_fails(
+        pool_model, tmp_path, capsys):
+    """``--repro`` of the inductor bug: the canonical pool (ceil mode written as explicit
+    end padding over exact counts) is not the op the model called, so a script running
+    specgraph's kernel, even compiled, passes. Each script runs the model's own
+    ``aten.avg_pool2d`` call as its program made it: eagerly the gradient holds, compiled
+    alone it is the wrong one, and that script exits 1: a bug report ready to file."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "repro"
+    code = main(["diff", pool_model, pool_model, "--native", "--rhs-context", "compiled",
+                 "--repro", str(folder)])
+    out = capsys.readouterr().out
+    assert code == 1 and "the model's own op" in out, out
+    eager, compiled = folder / "repro_torch.py", folder / "repro_torch_compiled.py"
+    assert "torch.ops.aten.avg_pool2d.default" in compiled.read_text()
+    assert "torch.compile(" in compiled.read_text()
+    assert "torch.compile(" not in eager.read_text()
+    ran = {path.name: subprocess.run([sys.executable, str(path)], capture_output=True,
+                                     text=True, timeout=600)
+           for path in (eager, compiled)}
+    assert ran[eager.name].returncode == 0, ran[eager.name].stdout + ran[eager.name].stderr
+    assert ran[compiled.name].returncode == 1, \
+        ran[compiled.name].stdout + ran[compiled.name].stderr
+    assert "relative error" in ran[compiled.name].stdout
