@@ -135,6 +135,8 @@ class Localizer:
         program names one and it reads exactly the layer's inputs, in order, as laid out
         (one tensor, or tensors of shapes that tell them apart): what a ``--repro`` script
         runs in place of specgraph's kernel."""
+        if self.s.options.repro is None:  # no script to write
+            return {}
         shapes = [tuple(np.shape(x)) for x in inputs]
         calls = {}
         for side, node in (("lhs", a), ("rhs", b)):
