@@ -86,8 +86,10 @@ def test_gpt2_with_a_padding_mask_traces_op_by_op(attention) -> None:
     targets = {str(n.target) for n in traced.program.ep.graph.nodes}
     assert not [t for t in targets if "vmap" in t or "flat_apply" in t or "batch_dim" in t]
     got = run(traced.graph, traced.inputs, traced.weights)
+    # the model, built in training mode, is given back in it; the trace ran it in eval mode
+    assert model.training and "handed over in training mode" in traced.notes[0]
     with torch.no_grad():
-        want = model(ids, mask).logits.numpy()
+        want = model.eval()(ids, mask).logits.numpy()
     assert relative_error(got["logits"], want) < 1e-5
     # the masked row's padded keys are masked: changing their ids leaves the rest alone
     import transformers.masking_utils as masking
