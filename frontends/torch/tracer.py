@@ -33,7 +33,7 @@ from specgraph.frontends._common.inputs import example_tuple
 from specgraph.frontends._common.sources import display_path
 from specgraph.frontends._common.table import join
 from specgraph.frontends._common.writes import emit_write
-from specgraph.frontends.torch import ops, shape_ops
+from specgraph.frontends.torch import ops, recurrent, shape_ops
 from specgraph.frontends.torch.complex_ops import ComplexPair, with_complex
 from specgraph.frontends.torch.program import TorchProgram
 from specgraph.ir import Value, prune
@@ -51,7 +51,7 @@ _DTYPES = {
 }
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_CONVERTERS = with_complex(join(ops.CONVERTERS, shape_ops.CONVERTERS))
+_CONVERTERS = with_complex(join(ops.CONVERTERS, shape_ops.CONVERTERS, recurrent.CONVERTERS))
 
 
 def accepts(model: Any) -> bool:
