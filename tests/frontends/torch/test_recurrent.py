@@ -145,3 +145,48 @@ def test_a_sequence_longer_than_the_limit_and_a_projection_stay_opaque() -> None
     projected = nn.LSTM(8, H, proj_size=4, batch_first=True).eval()
     traced = torch_frontend.trace(projected, (torch.randn(2, 5, 8),), reference="proj")
     assert [n.op for n in traced.graph.nodes].count("opaque") == 1
+
+
+class WordLanguageModel(nn.Module):
+    """pytorch/examples' word_language_model ``RNNModel`` as written there (embedding,
+    dropout, a 2-layer LSTM or GRU with dropout between its layers, a linear decoder,
+    log-softmax), handed over in training mode, its hidden state built as
+    ``init_hidden`` builds it."""
+
+    def __init__(self, rnn_type: str = "LSTM", ntoken: int = 50, ninp: int = 16,
+                 nhid: int = 16, nlayers: int = 2, dropout: float = 0.5) -> None:
+        super().__init__()
+        self.ntoken = ntoken
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.rnn_type, self.nhid, self.nlayers = rnn_type, nhid, nlayers
+
+    def init_hidden(self, bsz: int):
+        weight = next(self.parameters())
+        if self.rnn_type == "LSTM":
+            return (weight.new_zeros(self.nlayers, bsz, self.nhid),
+                    weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return weight.new_zeros(self.nlayers, bsz, self.nhid)
+
+    def forward(self, input):
+        emb = self.drop(self.encoder(input))
+        output, hidden = self.rnn(emb, self.init_hidden(input.shape[1]))
+        output = self.drop(output)
+        decoded = self.decoder(output).view(-1, self.ntoken)
+        return torch.log_softmax(decoded, dim=1), hidden
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_pytorch_examples_word_language_model_traces_faithfully(kind) -> None:
+    torch.manual_seed(0)
+    model = WordLanguageModel(kind)  # training mode, as the example's train() leaves it
+    ids = torch.randint(0, 50, (7, 3))
+    traced = torch_frontend.trace(model, (ids,), reference="word_language_model")
+    assert not [n for n in traced.graph.nodes if n.op == "opaque"]
+    got = run(traced.graph, traced.inputs, traced.weights)
+    for name, want in traced.outputs.items():
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6)
+    (note,) = traced.notes  # its dropouts, the LSTM's between layers too, were off
+    assert "drop" in note and "rnn" in note and model.training, note
