@@ -20,7 +20,7 @@ from specgraph.ir import Graph, Node, Value, same_elements
 from specgraph.ops import get_spec
 from specgraph.ops.values import same_numbers, same_value
 from specgraph.passes.drowned import DROWN, drowning
-from specgraph.report import DIFF, Finding, Row, Side, Voice
+from specgraph.report import DIFF, Finding, Row, Side, Voice, chain
 
 __all__ = ["diff", "describe_node", "node_side", "side_index"]
 
@@ -241,7 +241,7 @@ class _Differ:
         ops = tuple(self.v.op_name(side, graph.nodes[i]) for i in comp)
         where = node_side(graph, first)
         message = self._untied(graph, comp, side) or (
-            f"{other} has no {'·'.join(ops)} between {before} and {after} "
+            f"{other} has no {chain(ops)} between {before} and {after} "
             f"({self.v.name(side)} has it at {first.scope or '<model>'}"
             f"{', ' + first.source if first.source else ''})")
         finding = Finding("missing-op", message, op=first.op,
@@ -281,8 +281,8 @@ class _Differ:
 
     def _replaced_run(self, lc: list[int], rc: list[int]) -> None:
         a, b = self.lhs.nodes[lc[0]], self.rhs.nodes[rc[0]]
-        l_ops = "·".join(self.v.op_name("lhs", self.lhs.nodes[i]) for i in lc)
-        r_ops = "·".join(self.v.op_name("rhs", self.rhs.nodes[j]) for j in rc)
+        l_ops = chain([self.v.op_name("lhs", self.lhs.nodes[i]) for i in lc])
+        r_ops = chain([self.v.op_name("rhs", self.rhs.nodes[j]) for j in rc])
         before, after = self._neighbour_scopes(self.lhs, a, self.l2r)
         detail = "; ".join(self._said(self.rhs.nodes[j], "attention" in l_ops)
                            for j in rc if self.rhs.nodes[j].op in ("softmax", "layer_norm",

@@ -27,7 +27,7 @@ from typing import Any
 
 from specgraph.align import Alignment
 from specgraph.ir import Graph, Node, Value
-from specgraph.report import CONFIRMED, DIFF, Finding, Side, Voice
+from specgraph.report import CONFIRMED, DIFF, Finding, Side, Voice, chain
 
 __all__ = ["group_repeated", "leaf_words"]
 
@@ -173,7 +173,7 @@ def _grouped(same: list[Finding], key: Any, v: Voice, alignment: Alignment | Non
             before = f"its weight ({_neighbours(alignment, side, at)[0][len(_WEIGHT):]} " \
                 "at the first)"
         source = f", {at.source}" if at.source else ""
-        message = (f"{v.name(other)} has no {'·'.join(first.ops)} between {before} and "
+        message = (f"{v.name(other)} has no {chain(first.ops)} between {before} and "
                    f"{after} in {n} places: {v.name(side)} has it at {at.scope}{source}, "
                    f"{more}")
     elif first.code == "attr-mismatch":

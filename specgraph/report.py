@@ -7,7 +7,19 @@ from typing import Any
 
 __all__ = ["CODES", "CONFIRMED", "DESCRIPTIONS", "Voice", "DIFF", "Side", "Finding", "AcceptRule",
            "Accepted", "Row", "DiffReport", "Location", "SpecFinding", "StatementResult",
-           "SpecReport", "STATUSES"]
+           "SpecReport", "STATUSES", "chain"]
+
+CHAIN = 16  # ops a message names one by one; a longer run is told by its count and kinds
+
+
+def chain(ops: tuple[str, ...] | list[str]) -> str:
+    """A run of ops as a message names it: ``linear·relu`` one by one, or, past ``CHAIN``
+    ops (a recurrent layer written out step by step on one side only), its length and the
+    kinds of op in it, in the order they first come."""
+    if len(ops) <= CHAIN:
+        return "·".join(ops)
+    kinds = list(dict.fromkeys(ops))
+    return f"{len(ops)} ops ({', '.join(kinds)})"
 
 CODES = (
     "missing-op", "op-mismatch", "attr-mismatch", "shape-mismatch", "param-mismatch",

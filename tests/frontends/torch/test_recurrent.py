@@ -190,3 +190,29 @@ def test_pytorch_examples_word_language_model_traces_faithfully(kind) -> None:
         np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6)
     (note,) = traced.notes  # its dropouts, the LSTM's between layers too, were off
     assert "drop" in note and "rnn" in note and model.training, note
+
+
+def test_a_layer_written_out_against_an_opaque_one_is_told_in_a_few_words() -> None:
+    """Against a side whose recurrent layer is one opaque op (Keras' LSTM in TF, an ONNX
+    export's ``LSTM``), the missing run was all 76 op names joined by dots: a long run is
+    told by its length and the kinds of op in it."""
+    from specgraph.report import CHAIN, chain
+
+    ops = ("linear", "add", "split", "sigmoid") * 19
+    assert chain(ops[:CHAIN]) == "·".join(ops[:CHAIN])
+    assert chain(ops) == "76 ops (linear, add, split, sigmoid)"
+
+    class Opaque(nn.Module):  # the same layer, opaque: a projection of one feature
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.LSTM(8, H, batch_first=True, proj_size=H - 1)
+            self.fc = nn.Linear(H - 1, 4)
+
+        def forward(self, x):
+            y, _ = self.rnn(x)
+            return self.fc(y[:, -1])
+
+    report = compare(_traced(Stacked(), "layer"), _traced(Opaque(), "opaque"),
+                     mode="structure")
+    text = " ".join(f.message for f in report.findings)
+    assert " ops (" in text and "sigmoid·sigmoid" not in text, text
