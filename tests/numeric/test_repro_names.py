@@ -88,3 +88,32 @@ def test_attribute_literals_round_trip_infinities_and_strings() -> None:
     assert back["axes"] == (1,) and back["pads"] == [0, 2] and back["n"] == 3
     assert back["flag"] is True and back["none"] is None
     assert comment("a\nb\rc\x00d\u2028e") == "a b c d e"
+
+
+@pytest.mark.parametrize("framework", ["jax", "tf", "torch"])
+def test_a_compiled_sides_script_compiles_the_layer_and_runs(tmp_path, framework) -> None:
+    """A side whose program ran compiled gets a second script, ``repro_<fw>_compiled.py``,
+    that compiles the layer alone (``jax.jit``, ``tf.function(jit_compile=True)``,
+    ``torch.compile``) and holds it against the float64 truth: each one runs, and a right
+    layer passes."""
+    import dataclasses
+    import importlib
+
+    from specgraph.numeric.repro import write_repro
+
+    pytest.importorskip({"jax": "jax", "tf": "tensorflow", "torch": "torch"}[framework])
+    write = importlib.import_module(f"specgraph.frontends.{framework}.repro").write
+    node = _clip_node("block")
+    case = dataclasses.replace(_case(node), lhs_framework=framework,
+                               rhs_framework=framework, compiled=frozenset({"rhs"}))
+    written = write_repro(case, tmp_path, [("lhs", write), ("rhs", write)])
+    eager, compiled = tmp_path / f"repro_{framework}.py", tmp_path / \
+        f"repro_{framework}_compiled.py"
+    assert any(line.startswith(f"{compiled}:") and "compiled alone" in line
+               for line in written), written
+    assert "_eager" not in eager.read_text() and "_eager" in compiled.read_text()
+    for path in (eager, compiled):
+        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "max error" in done.stdout
