@@ -252,11 +252,10 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     notes: list[str] = [f"{side}: {note}" for side, model in ((voice.lhs, left),
                                                               (voice.rhs, right))
                         for note in model.notes]
-    notes += fold_notes(alignment, folds, unlike, voice,
-                                  numbers=mode != "structure") + moot + \
-        folded_notes(alignment, folded, voice,
-                     exported={"lhs": left.framework in INFERENCE_ONLY,
-                               "rhs": right.framework in INFERENCE_ONLY})
+    notes += fold_notes(alignment, folds, unlike, voice, numbers=mode != "structure") + \
+        moot + folded_notes(alignment, folded, voice,
+                            exported={"lhs": left.framework in INFERENCE_ONLY,
+                                      "rhs": right.framework in INFERENCE_ONLY})
     result = None
     if mode != "structure":
         opts = options or NumericOptions()

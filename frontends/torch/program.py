@@ -266,7 +266,7 @@ class TorchProgram(NativeProgram):
         overload = getattr(target, "_overloadname", None)
         if not isinstance(name, str) or not name.startswith("aten::") or \
                 not isinstance(overload, str) or not all(
-                    part.isidentifier() for part in (name[len("aten::"):], overload or "_")):
+                    part.isidentifier() for part in (name[len("aten::"):], overload)):
             return None  # an op a script names by attribute: plain identifiers only
         shapes: list[tuple[int, ...]] = []
         plain = True
@@ -290,7 +290,7 @@ class TorchProgram(NativeProgram):
         args, kwargs = put(node.args), {k: put(v) for k, v in node.kwargs.items()}
         if not plain:
             return None
-        return f"aten.{name[len('aten::'):]}.{overload or 'default'}", args, kwargs, shapes
+        return f"aten.{name[len('aten::'):]}.{overload}", args, kwargs, shapes
 
     def _single_readers(self, keys: list[Hashable]) -> set[Hashable]:
         """The keys whose FX value one node alone reads (not an output of the program)."""

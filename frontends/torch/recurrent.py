@@ -32,7 +32,7 @@ _reg = CONVERTERS.register
 
 UNROLL_LIMIT = 64  # steps written out (as JAX's ``scan``); a longer sequence stays opaque
 
-_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+_KINDS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 
 class _Steps:
@@ -166,6 +166,6 @@ def _cell(cx: Any, node: Any) -> Any:
     return state if kind == "lstm" else state[0]
 
 
-for _kind in _GATES:
+for _kind in _KINDS:
     _reg(f"aten.{_kind}.input")(_recurrent)
     _reg(f"aten.{_kind}_cell.default")(_cell)

@@ -215,8 +215,8 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
     steps, shapes = converter.native_layouts()
     program = TorchProgram(exported, converter.param_targets(graph), list(inputs),
                            list(graph.output_names))
-    training = [name or "the model" for name, m in module.named_modules() if m.training and
-                (isinstance(m, _MODAL) or isinstance(m, torch.nn.RNNBase) and m.dropout > 0)]
+    training = [name or "the model" for name, m in module.named_modules()
+                if m.training and _modal(m)]
     notes = (f"the model was handed over in training mode ({_listed(training)}); it was "
              "traced and run in eval mode (dropout off, batch norm on its running "
              "statistics) and is left in training mode",) if training else ()
@@ -224,9 +224,12 @@ def trace(module: Any, example_inputs: Any, *, reference: str = "<model>") -> Tr
                        program=program, param_layouts=steps, param_shapes=shapes, notes=notes)
 
 
-# layers that compute otherwise in training mode (and a recurrent layer with dropout between
-# its layers)
-_MODAL = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+def _modal(module: torch.nn.Module) -> bool:
+    """Whether ``module`` computes otherwise in training mode: a dropout, a batch norm, a
+    recurrent layer with dropout between its layers."""
+    return isinstance(module, (torch.nn.modules.dropout._DropoutNd,
+                               torch.nn.modules.batchnorm._BatchNorm)) or \
+        isinstance(module, torch.nn.RNNBase) and module.dropout > 0
 
 
 def _listed(names: list[str]) -> str:

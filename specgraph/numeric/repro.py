@@ -253,8 +253,7 @@ class ScriptWriter:
         path.write_text(python_script(self.framework, fn, node, side, case, load=self.load,
                                       fetch=self.fetch, backward=self.backward,
                                       compile=self.compile if compiled else "",
-                                      call=self.call(*call) if call is not None and
-                                      self.call is not None else ""),
+                                      call=self.call(*call) if call is not None else ""),
                         encoding="utf-8")
         how = "the model's own op" if call is not None else "the layer"
         return [f"{path}: {how} in {self.framework}" + (", compiled alone" if compiled else "")]
