@@ -33,7 +33,7 @@ from specgraph.passes import canonicalize_model
 from specgraph.passes.boundary import (BATCH_FIRST, channels_first, take_channels_first,
                                        take_layouts)
 from specgraph.report import DIFF, DiffReport, Finding, Row, Voice
-from specgraph.transfer import TransferError
+from specgraph.transfer import TransferError, pair_parameters
 
 __all__ = ["compare", "compare_structure", "backends", "InputMismatchError", "MODES"]
 
@@ -160,6 +160,31 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
     return left, right
 
 
+def _summed_parameters(alignment: Alignment, left: TracedModel, right: TracedModel,
+                       voice: Voice) -> list[str]:
+    """A note for each parameter that one side holds as a sum of several (PyTorch's input
+    and hidden biases of a recurrent cell) where the other holds it as one: the forward
+    pass and every gradient are the same, but an optimizer steps each term."""
+    try:
+        pairs = pair_parameters(alignment, strict=False)
+    except TransferError:
+        return []
+    notes = []
+    for pair in pairs:
+        ours, theirs = left.param_sums.get(pair.lhs, ()), right.param_sums.get(pair.rhs, ())
+        if len(ours) == len(theirs):
+            continue
+        many, one, side, other = ((pair.lhs, pair.rhs, voice.lhs, voice.rhs)
+                                  if len(ours) > len(theirs) else
+                                  (pair.rhs, pair.lhs, voice.rhs, voice.lhs))
+        count = max(len(ours), len(theirs))
+        notes.append(f"{side} holds {many} as {count} parameters added together where "
+                     f"{other} holds one ({one}): the same forward pass and gradients, but "
+                     f"an optimizer steps each of the {count}, so their sum moves "
+                     f"{'twice' if count == 2 else f'{count} times'} as far under plain SGD")
+    return notes
+
+
 def backends(lhs: TracedModel, rhs: TracedModel, options: NumericOptions) -> Backends:
     """Each side's runner in its context, the arithmetic (a device's where either side runs
     on a GPU) and each side's repro writer, from the frontends' registry."""
@@ -252,6 +277,7 @@ def compare(lhs: str | TracedModel, rhs: str | TracedModel, *, mode: str = "both
     notes: list[str] = [f"{side}: {note}" for side, model in ((voice.lhs, left),
                                                               (voice.rhs, right))
                         for note in model.notes]
+    notes += _summed_parameters(alignment, left, right, voice)
     notes += fold_notes(alignment, folds, unlike, voice, numbers=mode != "structure") + \
         moot + folded_notes(alignment, folded, voice,
                             exported={"lhs": left.framework in INFERENCE_ONLY,

@@ -43,6 +43,11 @@ class TracedModel:
             name -> (the whole's name, axis, start, stop), the block taken along the axis
             of the whole in its canonical layout (after the whole's ``param_layouts``);
             the piece's own ``param_layouts`` steps, if any, follow.
+        param_sums: parameters that are the sum of two or more of the framework's (the
+            input and hidden biases of a PyTorch recurrent cell, which other frameworks
+            hold as one): each sum's name -> its terms, each a name and the model's own
+            array of it (in canonical layout, after its own ``param_layouts``: a vector of
+            the sum's length, or a shape of as many elements).
         program: the program the frontend traced, to run again as written and observe at
             the values ``graph.natives`` names (``specgraph.numeric.program``); None where
             the frontend keeps none.
@@ -67,6 +72,8 @@ class TracedModel:
     param_layouts: Mapping[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(
         default_factory=dict)
     param_pieces: Mapping[str, tuple[str, int, int, int]] = field(default_factory=dict)
+    param_sums: Mapping[str, tuple[tuple[str, np.ndarray], ...]] = field(
+        default_factory=dict)
     program: Any = field(default=None, repr=False)
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     layer_attrs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

@@ -213,6 +213,9 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
     parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     for name, array in weights.items():
         steps = tuple(traced.param_layouts.get(name, ()))
+        if name in traced.param_sums:
+            out.update(_terms_of_sum(traced, name, np.asarray(array), native_shapes))
+            continue
         if name in pieces:
             whole, axis, start, stop = pieces[name]
             full = _canonical_shape(traced, whole, native_shapes.get(whole))
@@ -230,6 +233,26 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
         joined = np.concatenate([a for _, a in sorted(given, key=lambda g: g[0])], axis=axis)
         out[whole] = np.ascontiguousarray(_undo(joined, tuple(
             traced.param_layouts.get(whole, ())), native_shapes.get(whole)))
+    return out
+
+
+def _terms_of_sum(traced: Any, name: str, array: np.ndarray,
+                  native_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The framework's parameters whose sum is the canonical ``name`` (``param_sums``),
+    holding ``array``: the model's own where ``array`` is its own sum, else the first term
+    ``array`` and the others zeros (``b_ih`` the bias, ``b_hh`` nothing)."""
+    terms = traced.param_sums[name]
+    own = sum(np.asarray(a).reshape(-1) for _, a in terms)
+    vector = _undo(array, tuple(traced.param_layouts.get(name, ())),
+                   (array.size,)).reshape(-1)
+    mine = np.array_equal(np.asarray(traced.weights[name]).reshape(-1), vector) or \
+        np.array_equal(own, vector)
+    out = {}
+    for i, (term, held) in enumerate(terms):
+        held = np.asarray(held)
+        value = held if mine else (vector if i == 0 else np.zeros_like(vector))
+        out[term] = _undo(value.reshape(held.shape), tuple(traced.param_layouts.get(term, ())),
+                          native_shapes.get(term))
     return out
 
 
@@ -262,4 +285,11 @@ def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[
                 block = permuted(block, arg) if kind == "transpose" else block.reshape(
                     tuple(arg))
             out[piece] = block
+    for name, terms in traced.param_sums.items():  # each term's gradient is the sum's
+        given = [out.pop(t) for t, _ in terms if t in out]
+        if given:
+            g = np.asarray(given[0]).reshape(-1)
+            for kind, arg in traced.param_layouts.get(name, ()):
+                g = permuted(g, arg) if kind == "transpose" else g.reshape(tuple(arg))
+            out[name] = g
     return out

@@ -23,6 +23,7 @@ from specgraph.ir import Graph, Node, Value, prune, same_elements
 from specgraph.model import INFERENCE_ONLY, LazyOutputs, TracedModel
 from specgraph.ops import get_spec
 from specgraph.passes.layer_attrs import with_layer_attrs
+from specgraph.passes.linear_sums import fold_bias_sums
 from specgraph.passes.manager import canonicalize
 from specgraph.passes.rewrite import Rewriter
 from specgraph.passes.transposes import ELEMENTWISE, inverse_perm, relayout_operand
@@ -564,6 +565,7 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     graph = canonicalize(_trig_tables_as_constants(graph, weights))
     param_layouts = {k: tuple(v) for k, v in traced.param_layouts.items()}
     param_pieces = dict(traced.param_pieces)
+    param_sums = dict(traced.param_sums)
     for _ in range(4):
         before = graph
         graph, pieces, laid, retired = _fold_param_splits(
@@ -575,6 +577,8 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
         param_pieces.update(pieces)
         param_layouts.update(laid)
         graph, steps = _fold_param_layouts(graph, weights)
+        graph, summed = fold_bias_sums(graph, weights)
+        param_sums.update(summed)
         if not steps and graph is before:
             break
         for name, chain in steps.items():
@@ -610,7 +614,7 @@ def canonicalize_model(traced: TracedModel, keep_layout: Collection[str] = (),
     weights = LazyOutputs(lambda: {k: changed[k] for k in kept}, kept)  # read when read
     return dataclasses.replace(
         traced, graph=graph, inputs=inputs, outputs=outputs, weights=weights,
-        param_layouts=param_layouts, param_pieces=param_pieces,
+        param_layouts=param_layouts, param_pieces=param_pieces, param_sums=param_sums,
         input_layouts={**traced.input_layouts, **in_layouts},
         output_layouts={**traced.output_layouts, **out_layouts},
     )

@@ -432,7 +432,9 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     drops them: one reshape of x (Keras' ``Flatten`` of an NHWC
     ``[B, 1, 1, C]`` after a channels-first 1x1 conv, where PyTorch flattens
     ``[B, C, 1, 1]``: MobileNetV3's head; TF's CvT reshapes a 1x1 map of keys to one token,
-    ``[B, 1, C]``, where PyTorch's flattens and permutes it)."""
+    ``[B, 1, C]``, where PyTorch's flattens and permutes it); or where the reshape drops
+    every axis of one and nothing else (a time step of a sequence read time-major,
+    ``[1, B, D]`` as ``[B, D]``, where the batch-first side drops ``[B, 1, D]``'s)."""
     t = rw.producer(node.inputs[0])
     if t is None or t.op != "transpose" or rw.uses(node.inputs[0]) != 1:
         return False
@@ -442,8 +444,9 @@ def _unit_axes_before(rw: Rewriter, node: Node) -> bool:
     units = [k for k, n in enumerate(shape) if n == 1]
     channels_last = tuple(perm) == (0, *range(2, len(shape)), 1) and \
         units == list(range(2, len(shape)))  # a 1x1 map moved channels-last (CvT's keys)
+    squeeze = out.shape == tuple(shape[p] for p in kept) and 1 not in out.shape
     if kept != sorted(kept) or (1 in out.shape[1:] and not channels_last) or \
-            units != list(range(len(shape) - len(units), len(shape))):
+            (units != list(range(len(shape) - len(units), len(shape))) and not squeeze):
         # a pooled map's trailing size-1 axes (``[B, C, 1, 1]``) the reshape drops (a
         # flatten) only: heads merged back over one token (``[B, H, 1, D]`` transposed
         # and reshaped to ``[B, H·D]``, MobileViT's attention at one patch, a decoder's

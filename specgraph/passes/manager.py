@@ -18,6 +18,7 @@ from specgraph.passes.einsum import LowerEinsumPass
 from specgraph.passes.grouped_heads import FoldRepeatedHeadsPass
 from specgraph.passes.identities import DropIdentitiesPass
 from specgraph.passes.layouts import UnifyLayoutsPass
+from specgraph.passes.linear_sums import BiasesOutOfSumsPass
 from specgraph.passes.packed import SeparatePackedProjectionsPass
 from specgraph.passes.padding import FoldPaddingPass
 from specgraph.passes.pools import NormalizePoolsPass
@@ -61,6 +62,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     RaiseWeightNormPass(),
     RaiseRotaryPass(),
     RaiseLinearPass(),
+    BiasesOutOfSumsPass(),
     SinkBatchReshapesPass(),
     SeparatePackedProjectionsPass(),
     RaiseAttentionPass(),

@@ -16,6 +16,7 @@ from math import prod
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
+from specgraph.passes.linear_sums import biases_beside
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
 __all__ = ["RaiseLinearPass"]
@@ -123,6 +124,8 @@ def _biased_product(rw: Rewriter, node: Node) -> bool:
 
 
 def _bias_add(rw: Rewriter, node: Node) -> bool:
+    if biases_beside(rw, node) > 1:  # two biases of one sum: stored as one parameter first
+        return False
     for layer_value, other in (node.inputs, node.inputs[::-1]):
         layer = rw.producer(layer_value)
         if layer is None or layer.op not in _WITH_BIAS or layer.attrs["bias"]:

@@ -26,19 +26,19 @@ from specgraph.ops.dtypes import numpy_dtype
 from specgraph.ops.values import value_key
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 
-__all__ = ["SortSumsPass"]
+__all__ = ["SortSumsPass", "sum_terms"]
 
 _DEPTH = 3
 
 
-def _terms(rw: Rewriter, node: Node) -> list[Value]:
+def sum_terms(rw: Rewriter, node: Node) -> list[Value]:
     """The terms of the sum ``node`` ends, inner sums read only here opened up."""
     out: list[Value] = []
     for v in node.inputs:
         p = rw.producer(v)
         if p is not None and p.op == "add" and rw.uses(v) == 1 and \
                 v.dtype == node.outputs[0].dtype:
-            out.extend(_terms(rw, p))
+            out.extend(sum_terms(rw, p))
         else:
             out.append(v)
     return out
@@ -67,7 +67,7 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     users = rw.graph.consumers(node.outputs[0])
     if len(users) == 1 and users[0].op == "add" and rw.uses(node.outputs[0]) == 1:
         return False  # the chain is rewritten from its last addition
-    terms = _terms(rw, node)
+    terms = sum_terms(rw, node)
     if len(terms) < 3:
         return False
     keyed = sorted(enumerate(terms), key=lambda it: (

@@ -251,11 +251,11 @@ def _split(rw: Rewriter, node: Node) -> bool:
     through which the transposes sink on (q, k and v split for attention keep the one
     transpose above the split)."""
     t = _sinkable_transpose(rw, node.inputs[0])
-    readers = [rw.graph.consumers(out) for out in node.outputs]
-    if t is None or len(node.inputs) != 1 or not all(
-            r and all(get_spec(u.op).category in ELEMENTWISE for u in r) for r in readers):
-        return False  # one transpose becomes one per piece: only where they sink on
+    if t is None or len(node.inputs) != 1:
+        return False
     perm, source = t.attrs["perm"], t.inputs[0]
+    if not all(_sinks_on(rw, out, perm) for out in node.outputs):
+        return False  # one transpose becomes one per piece: only where they sink on
     axis = perm[node.attrs["axis"] % source.rank]
     pieces = []
     for out in node.outputs:
@@ -271,6 +271,20 @@ def _split(rw: Rewriter, node: Node) -> bool:
         rw.replace(out, rw.emit("transpose", [piece], {"perm": perm}, like=node,
                                 shape=out.shape))
     return True
+
+
+def _sinks_on(rw: Rewriter, piece: Value, perm: tuple[int, ...]) -> bool:
+    """Whether a transpose by ``perm`` of ``piece`` (a split's output) sinks on below every
+    reader: elementwise ops, or (``perm`` leaving the last axis in place) linear layers
+    reading it as their input (a recurrent layer run time-major reads each step of its
+    transposed sequence through its input projection: Keras' LSTM)."""
+    readers = rw.graph.consumers(piece)
+    if not readers:
+        return False
+    last = len(perm) - 1
+    return all(get_spec(u.op).category in ELEMENTWISE or
+               (u.op == "linear" and perm[-1] == last and u.inputs[0] is piece and
+                piece not in u.inputs[1:]) for u in readers)
 
 
 def _rotary(rw: Rewriter, node: Node) -> bool:
@@ -619,6 +633,19 @@ def _hoist_kind(rw: Rewriter, value: Value, q: tuple[int, ...], rank: int) -> st
     return "transpose" if value.rank == rank else None
 
 
+def _units_only(rw: Rewriter, value: Value, q: tuple[int, ...]) -> bool:
+    """Whether ``value`` is a reshape (read nowhere else) that only inserts axes of one into
+    a value with none, and ``q`` moves only those: ``q`` of it is one reshape."""
+    r = rw.producer(value)
+    if r is None or r.op != "reshape" or rw.uses(value) != 1:
+        return False
+    x = r.inputs[0]
+    if 1 in x.shape or tuple(n for n in value.shape if n != 1) != x.shape:
+        return False
+    kept = [p for p in q if value.shape[p] != 1]
+    return kept == sorted(kept)
+
+
 def _weight_norm(rw: Rewriter, inner: Node, q: tuple[int, ...], out: Value) -> bool:
     """transpose(weight_norm(v, g), q) as weight_norm(transpose(v, q), g relaid out) over
     the axes q moves the norm's to: the same norms, gains and quotients, element by element
@@ -675,7 +702,11 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
     if not concat and get_spec(inner.op).category not in ELEMENTWISE or not inner.inputs:
         return False
     kinds = [_hoist_kind(rw, v, q, rank) for v in inner.inputs]
-    if None in kinds or "inverse" not in kinds:
+    if concat:  # a step's state stacked along a new axis of one (TF's stack of a time-major
+        # loop's outputs), which the transpose only moves: a reshape once moved above
+        kinds = ["units" if k == "transpose" and _units_only(rw, v, q) else k
+                 for k, v in zip(kinds, inner.inputs)]
+    if None in kinds or not {"inverse", "units"} & set(kinds):
         return False
     removed = 1 + sum(k == "inverse" and rw.uses(v) == 1 for k, v in zip(kinds, inner.inputs))
     if kinds.count("transpose") > removed:
@@ -688,7 +719,7 @@ def _hoist(rw: Rewriter, node: Node) -> bool:
             operands.append(v)
         elif kind == "relayout":
             operands.append(relayout_operand(rw, v, inverse_perm(q), rank, inner))
-        else:
+        else:  # (a transpose of axes of one: the identities pass makes it a reshape)
             operands.append(rw.emit("transpose", [v], {"perm": q}, like=node,
                                     shape=tuple(v.shape[p] for p in q)))
     attrs = dict(inner.attrs)
