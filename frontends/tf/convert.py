@@ -3,8 +3,9 @@
 Each graph tensor maps to an IR ``Value``, to a NumPy array (a constant, or a small
 computation on constants folded with the ops' references: shape arithmetic), to a variable
 read (turned into a parameter in the layout its consumer asks for: ``native``, ``oihw`` or
-``depthwise``), or to ``None`` (a tensor the IR cannot hold, such as a string or an
-unknown shape). Each IR value records the graph tensor it equals (``_native_key``).
+``depthwise``), to a TensorList's items (``loops``), or to ``None`` (a tensor the IR
+cannot hold, such as a string or an unknown shape). Each IR value records the graph tensor
+it equals (``_native_key``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ def _check_faithful(model, traced, tol: float = 1e-5) -> None:
     assert not _opaque(traced)
     got = run(traced.graph, traced.inputs, traced.weights)
     want = model(X)
-    wants = dict(zip(traced.graph.output_names, want if isinstance(want, (list, tuple)) else [want]))
+    wants = dict(zip(traced.graph.output_names,
+                     want if isinstance(want, (list, tuple)) else [want]))
     for key, value in wants.items():
         value = np.asarray(value)
         np.testing.assert_allclose(got[key], value, rtol=tol, atol=tol * np.abs(value).max())
@@ -158,3 +159,24 @@ def test_a_loop_of_more_steps_than_the_limit_stays_opaque_with_no_step_left() ->
     assert [n.op for n in traced.graph.nodes].count("tanh") == UNROLL_LIMIT
     got = run(traced.graph, traced.inputs, traced.weights)["output"]
     np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class Halving(tf.Module):
+    """A loop that reads no variable (TF's ``StatelessWhile``): ``h = tanh(h / 2 + 1)``."""
+
+    @tf.function
+    def __call__(self, x):
+        return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h / 2 + 1)),
+                             (tf.constant(0), x))[1]
+
+
+def test_a_stateless_while_of_a_known_trip_count_is_unrolled() -> None:
+    x = X[:, 0]
+    module = Halving()
+    concrete = module.__call__.get_concrete_function(tf.TensorSpec(x.shape))
+    assert "StatelessWhile" in [op.type for op in concrete.graph.get_operations()]
+    traced = tf_frontend.trace(module, (x,), reference="halving")
+    assert not _opaque(traced)
+    assert [n.op for n in traced.graph.nodes].count("tanh") == 3
+    got = run(traced.graph, traced.inputs, traced.weights)["output"]
+    np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-6)
