@@ -3,8 +3,9 @@
 Each graph tensor maps to an IR ``Value``, to a NumPy array (a constant, or a small
 computation on constants folded with the ops' references: shape arithmetic), to a variable
 read (turned into a parameter in the layout its consumer asks for: ``native``, ``oihw`` or
-``depthwise``), or to ``None`` (a tensor the IR cannot hold, such as a string or an
-unknown shape). Each IR value records the graph tensor it equals (``_native_key``).
+``depthwise``), to a TensorList's items (``loops``), or to ``None`` (a tensor the IR
+cannot hold, such as a string or an unknown shape). Each IR value records the graph tensor
+it equals (``_native_key``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from specgraph.frontends.tf.origins import made_at, traceback_source
 from specgraph.ir import DTYPES, Graph, Value, prune
 from specgraph.ops import get_spec
 
-__all__ = ["Converter", "Unsupported", "flatten_named", "dtype_name", "dtype_of"]
+__all__ = ["Converter", "Unsupported", "NotUnrolled", "TensorList", "flatten_named",
+           "dtype_name", "dtype_of"]
 
 Operand = Any  # Value | np.ndarray
 FOLD_LIMIT = 1 << 16  # largest constant (elements) computed at trace time
@@ -31,6 +33,11 @@ FOLD_LIMIT = 1 << 16  # largest constant (elements) computed at trace time
 
 class Unsupported(Exception):
     """A tensor the IR cannot hold, or an op form no converter handles: becomes opaque."""
+
+
+class NotUnrolled(Exception):
+    """An op in the body of a loop being unrolled that would be opaque: the whole loop
+    stays one opaque op (``loops``)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,14 @@ class VarHandle:
 class VarRead:
     key: int
     expand: int | None = None  # read through ExpandDims at this axis (TF's 1-D convs)
+
+
+@dataclass(frozen=True)
+class TensorList:
+    """A TensorList (a ``tf.TensorArray``) known at trace time: its items, each an operand,
+    or None where no item has been set yet."""
+
+    items: tuple[Any, ...]
 
 
 def _key(t: Any) -> tuple[int, str]:
@@ -117,6 +132,10 @@ class Converter(BaseConverter):
     value an op's output converts to is recorded as that tensor's native value
     (``_native_key``) where their shapes agree; values inside called bodies are recorded
     after the walk, so that a call's outputs keep the names the outer graph gives them.
+    Values made in the body of a loop being unrolled (``steps``) are recorded as none,
+    there or after the loop: one op there runs at every step, and the loop's outputs that
+    are such values (the last state) carry natively only the gradients that reach them
+    through those outputs, not through the list of states a step also wrote.
     """
 
     LAYOUTS = {NATIVE: no_steps, "oihw": _oihw, "depthwise": _depthwise}
@@ -139,6 +158,8 @@ class Converter(BaseConverter):
         self.prefix: list[str] = []
         self.calls: tuple[str, ...] = ()  # the call ops whose bodies the walk is in
         self._inner_natives: list[tuple[Value, Hashable]] = []
+        self.unrolled = 0  # depth of loops being unrolled around the current op
+        self.steps: set[Value] = set()  # values made in the bodies of unrolled loops
         self._inferred: tuple[Any, list[tuple[int, ...] | None]] = (None, [])
 
     # --- the walk ------------------------------------------------------------------------
@@ -191,7 +212,7 @@ class Converter(BaseConverter):
                 self.convert_op(op)
 
     def convert_op(self, op: Any) -> None:
-        self.op, self._where = op, None
+        self.op, self._where, self._inferred = op, None, (None, [])
         converter = self.converters.get(op.type)
         try:
             result = converter(self, op) if converter is not None else self.unknown(op)
@@ -208,7 +229,8 @@ class Converter(BaseConverter):
         """``result`` equals tensor ``t`` where it is an IR value of ``t``'s static shape
         (an axis TF leaves unknown, a resize to a size it computes, is the IR's: the program's
         observation is checked against it when it runs)."""
-        if not isinstance(result, Value) or t.shape.rank is None:
+        if not isinstance(result, Value) or t.shape.rank is None or self.unrolled or \
+                result in self.steps:
             return
         known = t.shape.as_list()
         if len(known) != len(result.shape) or any(
@@ -234,20 +256,33 @@ class Converter(BaseConverter):
         """A call of another traced function (the function in ``op``'s attribute ``attr``,
         called on ``args``, all of ``op``'s inputs unless given): its body converted in
         place."""
-        try:
-            body = op.graph._get_function(op.get_attr(attr).name).graph
-        except Exception:  # noqa: BLE001  (no body to read: the call stays opaque)
-            body = None
+        body = self.function(op, attr)
         if body is None:
             return self.opaque(op)
-        for inner, outer in zip(body.inputs, op.inputs if args is None else args):
-            self.env[_key(inner)] = self.env.get(_key(outer))
+        return self.call(op, body, [self.env.get(_key(t))
+                                    for t in (op.inputs if args is None else args)])
+
+    @staticmethod
+    def function(op: Any, attr: str) -> Any:
+        """The graph of the function in ``op``'s attribute ``attr``, or None."""
+        try:
+            return op.graph._get_function(op.get_attr(attr).name).graph
+        except Exception:  # noqa: BLE001  (no body to read: the caller keeps the op opaque)
+            return None
+
+    def call(self, op: Any, body: Any, entries: Sequence[Any]) -> tuple:
+        """The entries of ``body``'s outputs, its inputs bound to ``entries``, its ops
+        converted in place as called by ``op``."""
+        for inner, entry in zip(body.inputs, entries):
+            self.env[_key(inner)] = entry
         saved, calls = self.prefix, self.calls
         self.prefix = saved + op.name.split("/")[:-1]
         self.calls = calls + (op.name,)
-        self.walk(body)
-        self.prefix, self.calls = saved, calls
-        self.op, self._where = op, None
+        try:
+            self.walk(body)
+        finally:
+            self.prefix, self.calls = saved, calls
+            self.op, self._where = op, None
         return tuple(self.env.get(_key(t)) for t in body.outputs)
 
     # --- reading tensors -----------------------------------------------------------------
@@ -259,7 +294,7 @@ class Converter(BaseConverter):
         entry = self.env.get(_key(t))
         if isinstance(entry, VarRead):
             return self._read(entry, NATIVE)
-        if entry is None or isinstance(entry, VarHandle):
+        if entry is None or isinstance(entry, (VarHandle, TensorList)):
             raise Unsupported(t.name)
         return entry
 
@@ -414,16 +449,26 @@ class Converter(BaseConverter):
             if result.shape == tuple(shape):
                 return result.astype(numpy_of(dtype))
         values = [self.materialize(i) for i in inputs]
-        return super().emit(op, values, attrs, out=(shape, dtype))
+        return self._stepped(super().emit(op, values, attrs, out=(shape, dtype)))
 
     def emit_multi(self, op: str, inputs: Sequence[Operand], attrs: dict[str, Any],
                    outs: Sequence[tuple[tuple[int, ...], str]] | None = None) -> tuple:
         values = [self.materialize(i) for i in inputs]
-        return super().emit_multi(op, values, attrs, outs)
+        return self._stepped(super().emit_multi(op, values, attrs, outs))
+
+    def _stepped(self, made: Any) -> Any:
+        """``made`` (a value or a tuple of them), kept among the values of a loop's steps
+        when emitted in a body being unrolled."""
+        if self.unrolled:
+            self.steps.update(made if isinstance(made, tuple) else (made,))
+        return made
 
     def opaque(self, op: Any) -> tuple:
         """An op no converter handles, kept with its native name; outputs the IR cannot
-        hold are left undefined (their consumers become opaque in turn)."""
+        hold are left undefined (their consumers become opaque in turn). In the body of a
+        loop being unrolled, the loop is given up instead (``NotUnrolled``)."""
+        if self.unrolled:
+            raise NotUnrolled(f"{op.type} {op.name!r} in a loop's body")
         inputs = []
         for t in op.inputs:
             try:

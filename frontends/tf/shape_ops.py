@@ -6,6 +6,7 @@ model was traced with; arithmetic on them folds into constants as it is emitted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from typing import Any
 
@@ -186,15 +187,22 @@ def _concat(cx: Any, op: Any) -> Any:
     return cx.emit("concat", parts, {"axis": axis % rank})
 
 
+def stack(cx: Any, parts: Sequence[Any], axis: int, out: tuple[tuple[int, ...], str]
+          ) -> Any:
+    """``parts`` stacked along a new ``axis`` into a tensor of ``out`` (shape, dtype): each
+    unsqueezed there, then one concat (``tf.stack``; a TensorList stacked)."""
+    shape, dtype = out
+    piece = shape[:axis] + (1,) + shape[axis + 1:]
+    lifted = [cx.emit("unsqueeze", [p], {"axes": (axis,)}, out=(piece, dtype)) for p in parts]
+    return lifted[0] if len(lifted) == 1 else \
+        cx.emit("concat", lifted, {"axis": axis}, out=out)
+
+
 @_reg("Pack")
 def _pack(cx: Any, op: Any) -> Any:
-    shape, dtype = cx.out()
-    axis = int(cx.attr("axis", 0)) % len(shape)
-    parts = []
-    for t in op.inputs:
-        piece = shape[:axis] + (1,) + shape[axis + 1:]
-        parts.append(cx.emit("unsqueeze", [cx.value(t)], {"axes": (axis,)}, out=(piece, dtype)))
-    return parts[0] if len(parts) == 1 else cx.emit("concat", parts, {"axis": axis})
+    out = cx.out()
+    axis = int(cx.attr("axis", 0)) % len(out[0])
+    return stack(cx, [cx.value(t) for t in op.inputs], axis, out)
 
 
 def _split(cx: Any, x: Any, axis: int, sizes: tuple[int, ...]) -> tuple:
@@ -216,18 +224,23 @@ def _split_op(cx: Any, op: Any) -> Any:
     return _split(cx, cx.value(x_t), axis, sizes)
 
 
-@_reg("Unpack")
-def _unpack(cx: Any, op: Any) -> Any:
-    shape = cx.shape(op.inputs[0])
-    axis = int(cx.attr("axis", 0)) % len(shape)
-    x = cx.value(op.inputs[0])
+def unstack(cx: Any, x: Any, axis: int) -> tuple:
+    """The slices of ``x`` along ``axis``, that axis dropped: a split into pieces of one,
+    each squeezed (``tf.unstack``; a TensorList made from a tensor)."""
+    shape, dtype = tuple(x.shape), dtype_of(x)
     if isinstance(x, np.ndarray):
         return tuple(np.take(x, i, axis=axis) for i in range(shape[axis]))
-    piece = (shape[:axis] + (1,) + shape[axis + 1:], cx.out()[1])
+    piece = (shape[:axis] + (1,) + shape[axis + 1:], dtype)
+    row = (shape[:axis] + shape[axis + 1:], dtype)
     parts = cx.emit_multi("split", [x], {"axis": axis, "sizes": (1,) * shape[axis]},
                           [piece] * shape[axis])
-    return tuple(cx.emit("squeeze", [p], {"axes": (axis,)}, out=cx.out(i))
-                 for i, p in enumerate(parts))
+    return tuple(cx.emit("squeeze", [p], {"axes": (axis,)}, out=row) for p in parts)
+
+
+@_reg("Unpack")
+def _unpack(cx: Any, op: Any) -> Any:
+    x = cx.value(op.inputs[0])
+    return unstack(cx, x, int(cx.attr("axis", 0)) % len(x.shape))
 
 
 def _slice_nodes(cx: Any, x: Any, shape: tuple[int, ...], specs: list[tuple[int, int, int]]

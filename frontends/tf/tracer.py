@@ -34,7 +34,7 @@ with _quiet_native():
 from specgraph.errors import FactoryError, TraceError  # noqa: E402
 from specgraph.frontends._common.inputs import example_tuple  # noqa: E402
 from specgraph.frontends._common.table import join  # noqa: E402
-from specgraph.frontends.tf import ops, shape_ops  # noqa: E402
+from specgraph.frontends.tf import loops, ops, shape_ops  # noqa: E402
 from specgraph.frontends.tf.convert import Converter, flatten_named  # noqa: E402
 from specgraph.frontends.tf.program import TFProgram, tf_variable  # noqa: E402
 from specgraph.frontends.tf.scopes import Scopes  # noqa: E402
@@ -45,7 +45,7 @@ __all__ = ["trace", "accepts", "FRAMEWORK"]
 FRAMEWORK = "tf"
 
 _AUTO_INPUT = re.compile(r"^(keras_tensor|input_layer|input)(_\d+)?$")
-_CONVERTERS = join(ops.CONVERTERS, shape_ops.CONVERTERS)
+_CONVERTERS = join(ops.CONVERTERS, shape_ops.CONVERTERS, loops.CONVERTERS)
 
 
 def _keras_layer_types() -> tuple[type, ...]:
