@@ -162,25 +162,30 @@ def _canonical_pair(lhs: TracedModel, rhs: TracedModel, say: Callable[[str], Non
 
 def _summed_parameters(alignment: Alignment, left: TracedModel, right: TracedModel,
                        voice: Voice) -> list[str]:
-    """A note for each parameter that one side holds as a sum of several (PyTorch's input
-    and hidden biases of a recurrent cell) where the other holds it as one: the forward
-    pass and every gradient are the same, but an optimizer steps each term."""
+    """A note on the parameters that one side holds as a sum of several (PyTorch's input
+    and hidden biases of a recurrent cell) where the other holds one: the forward pass and
+    every gradient are the same, but an optimizer steps each term. One note per side and
+    count of terms, naming the first pair and how many more."""
     try:
         pairs = pair_parameters(alignment, strict=False)
     except TransferError:
         return []
-    notes = []
+    found: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
     for pair in pairs:
         ours, theirs = left.param_sums.get(pair.lhs, ()), right.param_sums.get(pair.rhs, ())
         if len(ours) == len(theirs):
             continue
-        many, one, side, other = ((pair.lhs, pair.rhs, voice.lhs, voice.rhs)
-                                  if len(ours) > len(theirs) else
-                                  (pair.rhs, pair.lhs, voice.rhs, voice.lhs))
-        count = max(len(ours), len(theirs))
+        if len(ours) > len(theirs):
+            found.setdefault((voice.lhs, voice.rhs, len(ours)), []).append((pair.lhs, pair.rhs))
+        else:
+            found.setdefault((voice.rhs, voice.lhs, len(theirs)), []).append((pair.rhs, pair.lhs))
+    notes = []
+    for (side, other, count), held in found.items():
+        (many, one), more = sorted(held)[0], len(held) - 1
+        also = f" (and {more} more such)" if more else ""
         notes.append(f"{side} holds {many} as {count} parameters added together where "
-                     f"{other} holds one ({one}): the same forward pass and gradients, but "
-                     f"an optimizer steps each of the {count}, so their sum moves "
+                     f"{other} holds one ({one}){also}: the same forward pass and gradients, "
+                     f"but an optimizer steps each of the {count}, so their sum moves "
                      f"{'twice' if count == 2 else f'{count} times'} as far under plain SGD")
     return notes
 

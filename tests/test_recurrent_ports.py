@@ -63,10 +63,28 @@ def test_a_pytorch_layer_and_its_keras_port_are_one_graph_with_numbers(torch_kin
     report = compare(_torch(torch_kind), _keras(keras_kind))
     _agree(report)
     (note,) = [n for n in report.notes if "parameters added together" in n]
-    assert note.startswith("lhs holds rnn.bias_hh_l0+rnn.bias_ih_l0 as 2 parameters") and \
-        "twice as far" in note, note
+    assert note.startswith("lhs holds rnn.bias_hh_l0") and "+rnn.bias_ih_l0" in note and \
+        "as 2 parameters" in note and "twice as far" in note, note
     # the other way: Keras' one bias moved into PyTorch's two (b_ih the bias, b_hh zero)
     _agree(compare(_keras(keras_kind), _torch(torch_kind)))
+
+
+@pytest.mark.parametrize("torch_kind,keras_kind", [("LSTM", "LSTM"), ("RNN", "SimpleRNN")])
+def test_stacked_layers_against_keras_layers_one_on_another_are_one_graph(torch_kind,
+                                                                         keras_kind) -> None:
+    """``num_layers=2`` (pytorch/examples' word language model) against two Keras layers:
+    Keras stacks the first layer's steps and the second unstacks them again, where PyTorch
+    hands each step on (the stack then the split along the same axis is the steps)."""
+    torch.manual_seed(0)
+    lhs = _torch(torch_kind, num_layers=2)
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((T, I), batch_size=B)
+    first = getattr(keras.layers, keras_kind)(H, return_sequences=True)(inputs)
+    second = getattr(keras.layers, keras_kind)(H, return_sequences=True)(first)
+    rhs = tf_frontend.trace(keras.Model(inputs, second), (X,), reference="stacked")
+    report = compare(lhs, rhs)
+    _agree(report)
+    assert len(report.numeric.gradients) == 6  # each layer's kernels and its one bias
 
 
 def test_without_biases_the_layers_are_one_graph_and_nothing_is_summed() -> None:
@@ -93,24 +111,25 @@ def test_the_two_biases_are_one_parameter_and_the_program_keeps_its_own() -> Non
     traced = _torch("LSTM")
     canonical = canonicalize_model(traced)
     name = "rnn.bias_hh_l0+rnn.bias_ih_l0"
-    assert canonical.param_sums[name][0][0] == "rnn.bias_hh_l0"
-    assert "rnn.bias_ih_l0" not in canonical.graph.params
+    assert [t for t, _ in canonical.param_sums[name]] == ["rnn.bias_hh_l0", "rnn.bias_ih_l0"]
+    assert not {"rnn.bias_ih_l0", "rnn.bias_hh_l0"} & set(canonical.graph.params)
     own = {k: np.asarray(canonical.weights[k]) for k in canonical.graph.params}
-    np.testing.assert_allclose(own[name], np.asarray(traced.weights["rnn.bias_ih_l0"]) +
-                               np.asarray(traced.weights["rnn.bias_hh_l0"]), rtol=1e-6)
+    b_ih, b_hh = (np.asarray(traced.weights[f"rnn.bias_{k}_l0"]) for k in ("ih", "hh"))
+    np.testing.assert_allclose(own[name], b_ih + b_hh, rtol=1e-6)
     # the model's own sum: its program keeps both terms as they are
     natives = native_weights(canonical, own, canonical.param_shapes)
-    for term in ("rnn.bias_ih_l0", "rnn.bias_hh_l0"):
-        np.testing.assert_array_equal(natives[term], np.asarray(traced.weights[term]))
+    np.testing.assert_array_equal(natives["rnn.bias_ih_l0"], b_ih)
+    np.testing.assert_array_equal(natives["rnn.bias_hh_l0"], b_hh)
     # another model's bias: held by the first term, the others zero
     other = {**own, name: np.arange(4 * H, dtype=np.float32)}
     natives = native_weights(canonical, other, canonical.param_shapes)
     np.testing.assert_array_equal(natives["rnn.bias_hh_l0"], other[name])
     np.testing.assert_array_equal(natives["rnn.bias_ih_l0"], np.zeros(4 * H, np.float32))
     # each term's gradient is the sum's
-    grads = canonical_param_grads(canonical, {"rnn.bias_ih_l0": np.ones(4 * H, np.float32),
-                                              "rnn.bias_hh_l0": np.ones(4 * H, np.float32)})
-    assert set(grads) == {name}
+    ramp = np.arange(4 * H, dtype=np.float32)
+    grads = canonical_param_grads(canonical, {"rnn.bias_ih_l0": ramp, "rnn.bias_hh_l0": ramp})
+    np.testing.assert_array_equal(grads[name], ramp)
+    assert not {"rnn.bias_ih_l0", "rnn.bias_hh_l0"} & set(grads)
 
 
 class TwoLayers(nn.Module):

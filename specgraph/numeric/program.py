@@ -207,52 +207,61 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
     """Canonical ``weights`` of ``traced``'s graph in the program's layouts
     (``param_layouts`` undone; ``native_shapes`` gives each native shape for reshapes); the
     pieces of a parameter (``param_pieces``) joined into it, where all of them are given
-    (else the program keeps its own)."""
+    (else the program keeps its own); a sum of parameters (``param_sums``) given to its
+    terms (``_terms_of_sum``), which may be pieces in turn, or it the whole of some."""
     out: dict[str, np.ndarray] = {}
-    pieces = traced.param_pieces
+    pieces, blocks = traced.param_pieces, _blocks_by_whole(traced)
     parts: dict[str, list[tuple[int, np.ndarray]]] = {}
-    for name, array in weights.items():
+
+    def put(name: str, array: np.ndarray) -> None:
         steps = tuple(traced.param_layouts.get(name, ()))
         if name in traced.param_sums:
-            out.update(_terms_of_sum(traced, name, np.asarray(array), native_shapes))
-            continue
-        if name in pieces:
-            whole, axis, start, stop = pieces[name]
-            full = _canonical_shape(traced, whole, native_shapes.get(whole))
-            before = None if full is None else full[:axis] + (stop - start,) + full[axis + 1:]
-            parts.setdefault(whole, []).append((start, _undo(np.asarray(array), steps,
-                                                             before)))
-            continue
-        out[name] = _undo(np.asarray(array), steps, native_shapes.get(name))
-    blocks = _blocks_by_whole(traced)
-    for whole, given in parts.items():
-        if len(given) != len(blocks[whole]) or whole in out:
-            continue  # not all given, or given whole too (an inference program's one
-            # initializer read whole and split: ``boundary._fold_param_splits``)
-        axis = blocks[whole][0][1]
-        joined = np.concatenate([a for _, a in sorted(given, key=lambda g: g[0])], axis=axis)
-        out[whole] = np.ascontiguousarray(_undo(joined, tuple(
-            traced.param_layouts.get(whole, ())), native_shapes.get(whole)))
-    return out
+            for term, value in _terms_of_sum(traced, name, array).items():
+                put(term, value)
+            return
+        if name not in pieces:
+            out[name] = _undo(array, steps, native_shapes.get(name))
+            return
+        whole, axis, start, stop = pieces[name]
+        full = _whole_shape(traced, whole, native_shapes)
+        before = None if full is None else full[:axis] + (stop - start,) + full[axis + 1:]
+        parts.setdefault(whole, []).append((start, _undo(array, steps, before)))
+        if len(parts[whole]) == len(blocks[whole]) and whole not in weights:
+            # all given (else the program keeps its own; an inference program's one
+            # initializer read whole and split is given whole: ``_fold_param_splits``)
+            joined = np.concatenate([a for _, a in sorted(parts[whole], key=lambda g: g[0])],
+                                    axis=axis)
+            put(whole, joined)
+
+    for name, array in weights.items():
+        put(name, np.asarray(array))
+    return {k: np.ascontiguousarray(v) if k in blocks else v for k, v in out.items()}
 
 
-def _terms_of_sum(traced: Any, name: str, array: np.ndarray,
-                  native_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-    """The framework's parameters whose sum is the canonical ``name`` (``param_sums``),
-    holding ``array``: the model's own where ``array`` is its own sum, else the first term
-    ``array`` and the others zeros (``b_ih`` the bias, ``b_hh`` nothing)."""
+def _whole_shape(traced: Any, whole: str, native_shapes: Mapping[str, tuple[int, ...]]
+                 ) -> tuple[int, ...] | None:
+    """The canonical shape of a parameter stored as pieces: a framework parameter's after
+    its ``param_layouts``, a sum's that of its terms (a vector)."""
+    if whole in traced.param_sums:
+        return (int(np.asarray(traced.param_sums[whole][0][1]).size),)
+    return _canonical_shape(traced, whole, native_shapes.get(whole))
+
+
+def _terms_of_sum(traced: Any, name: str, array: np.ndarray) -> dict[str, np.ndarray]:
+    """The parameters whose sum is the canonical ``name`` (``param_sums``), each in its own
+    canonical layout, holding ``array``: the model's own where ``array`` is its own sum,
+    else the first term ``array`` and the others zeros (``b_ih`` the bias, ``b_hh``
+    nothing)."""
     terms = traced.param_sums[name]
-    own = sum(np.asarray(a).reshape(-1) for _, a in terms)
     vector = _undo(array, tuple(traced.param_layouts.get(name, ())),
                    (array.size,)).reshape(-1)
-    mine = np.array_equal(np.asarray(traced.weights[name]).reshape(-1), vector) or \
-        np.array_equal(own, vector)
+    own = sum(np.asarray(held).reshape(-1) for _, held in terms)
+    mine = np.array_equal(own, vector)
     out = {}
     for i, (term, held) in enumerate(terms):
         held = np.asarray(held)
         value = held if mine else (vector if i == 0 else np.zeros_like(vector))
-        out[term] = _undo(value.reshape(held.shape), tuple(traced.param_layouts.get(term, ())),
-                          native_shapes.get(term))
+        out[term] = value.reshape(held.shape)
     return out
 
 
@@ -269,27 +278,40 @@ def native_cotangents(traced: Any, cts: Mapping[str, np.ndarray]) -> dict[str, n
 
 
 def canonical_param_grads(traced: Any, grads: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Native parameter gradients laid out like the canonical parameters (a parameter stored
-    as pieces, ``param_pieces``: each piece's block)."""
-    pieces = _blocks_by_whole(traced)
-    out = {}
-    for name, g in grads.items():
+    """Native parameter gradients laid out like the canonical parameters: a parameter stored
+    as pieces (``param_pieces``) gives each piece its block; a sum of parameters
+    (``param_sums``) gets its first term's gradient, which every term has."""
+    pieces, sums = traced.param_pieces, traced.param_sums
+    blocks = _blocks_by_whole(traced)
+    found: dict[str, np.ndarray | None] = {}
+
+    def laid(name: str, g: np.ndarray) -> np.ndarray:
         for kind, arg in traced.param_layouts.get(name, ()):
             g = permuted(g, arg) if kind == "transpose" else g.reshape(tuple(arg))
-        if name not in pieces:
-            out[name] = g
-            continue
-        for piece, axis, start, stop in pieces[name]:
-            block = g[(slice(None),) * axis + (slice(start, stop),)]
-            for kind, arg in traced.param_layouts.get(piece, ()):
-                block = permuted(block, arg) if kind == "transpose" else block.reshape(
-                    tuple(arg))
-            out[piece] = block
-    for name, terms in traced.param_sums.items():  # each term's gradient is the sum's
-        given = [out.pop(t) for t, _ in terms if t in out]
-        if given:
-            g = np.asarray(given[0]).reshape(-1)
-            for kind, arg in traced.param_layouts.get(name, ()):
-                g = permuted(g, arg) if kind == "transpose" else g.reshape(tuple(arg))
+        return g
+
+    def grad_of(name: str) -> np.ndarray | None:
+        if name in found:
+            return found[name]
+        g: np.ndarray | None = None
+        if name in sums:
+            given = [t for t in (grad_of(term) for term, _ in sums[name]) if t is not None]
+            g = laid(name, np.asarray(given[0]).reshape(-1)) if given else None
+        elif name in pieces:
+            whole, axis, start, stop = pieces[name]
+            full = grad_of(whole)
+            if full is not None:
+                g = laid(name, full[(slice(None),) * axis + (slice(start, stop),)])
+        elif name in grads:
+            g = laid(name, grads[name])
+        found[name] = g
+        return g
+
+    terms = {t for ts in sums.values() for t, _ in ts}
+    names = [n for n in (*grads, *pieces, *sums) if n not in blocks and n not in terms]
+    out = {}
+    for name in dict.fromkeys(names):
+        g = grad_of(name)
+        if g is not None:
             out[name] = g
     return out

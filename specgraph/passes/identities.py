@@ -162,6 +162,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "concat" and (_one_nonempty(rw, node) or _copies(rw, node)
                                 or _zeros_around(rw, node) or _pieces_reversed(rw, node)):
         return True
+    if node.op == "split" and _split_of_concat(rw, node):
+        return True
     if node.op in ("reshape", "tile") and _tile_as_expand(rw, node):
         return True
     if node.op == "expand" and _expand_without_unit_axes(rw, node):
@@ -173,6 +175,22 @@ def _rule(rw: Rewriter, node: Node) -> bool:
 
 
 _VIEWS = ("reshape", "expand", "tile")
+
+
+def _split_of_concat(rw: Rewriter, node: Node) -> bool:
+    """split(concat(a, b, ...), the same axis, their sizes): a, b, ... (Keras stacks a
+    recurrent layer's steps and the next layer unstacks them again; PyTorch's stacked
+    layers hand each step on)."""
+    c = rw.producer(node.inputs[0])
+    if c is None or c.op != "concat" or len(node.inputs) != 1:
+        return False
+    rank = node.inputs[0].rank
+    if c.attrs["axis"] % rank != node.attrs["axis"] % rank or \
+            tuple(v.shape for v in c.inputs) != tuple(v.shape for v in node.outputs):
+        return False
+    for out, piece in zip(node.outputs, c.inputs):
+        rw.replace(out, piece)
+    return True
 
 
 def _views_as_transpose(rw: Rewriter, node: Node) -> bool:

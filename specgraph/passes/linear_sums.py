@@ -27,7 +27,7 @@ from specgraph.ops.dtypes import numpy_dtype
 from specgraph.passes.rewrite import PassResult, Rewriter, rewrite
 from specgraph.passes.sums import sum_terms
 
-__all__ = ["BiasesOutOfSumsPass", "biases_beside", "bias_param"]
+__all__ = ["BiasesOutOfSumsPass", "biases_beside", "bias_param", "fold_bias_sums"]
 
 
 def bias_param(rw: Rewriter, value: Value, features: int) -> Value | None:
@@ -70,10 +70,24 @@ def _top(rw: Rewriter, node: Node) -> Node:
 
 def biases_beside(rw: Rewriter, node: Node) -> int:
     """How many terms of the sum that the addition ``node`` is part of are biases along its
-    last axis (parameters): two or more are stored as one by ``canonicalize_model``."""
+    last axis (parameters): two or more are stored as one by ``canonicalize_model``. (Read
+    in the graph being rewritten, the sum's later additions not yet reached.)"""
     top = _top(rw, node)
     features = top.outputs[0].shape[-1] if top.outputs[0].rank else 0
-    return sum(bias_param(rw, t, features) is not None for t in sum_terms(rw, top))
+    count, stack = 0, [top]
+    while stack:
+        for v in stack.pop().inputs:
+            made = rw.producer(v) or rw.graph.producer(v)
+            if made is not None and made.op == "add" and rw.uses(v) == 1:
+                stack.append(made)
+                continue
+            while made is not None and made.op in ("reshape", "expand"):
+                v = made.inputs[0]
+                made = rw.producer(v) or rw.graph.producer(v)
+            shape = v.shape
+            count += made is None and rw.is_param(v) and bool(shape) and \
+                shape[-1] == features and all(n == 1 for n in shape[:-1])
+    return count
 
 
 def _zero_product(rw: Rewriter, node: Node) -> bool:

@@ -124,8 +124,6 @@ def _biased_product(rw: Rewriter, node: Node) -> bool:
 
 
 def _bias_add(rw: Rewriter, node: Node) -> bool:
-    if biases_beside(rw, node) > 1:  # two biases of one sum: stored as one parameter first
-        return False
     for layer_value, other in (node.inputs, node.inputs[::-1]):
         layer = rw.producer(layer_value)
         if layer is None or layer.op not in _WITH_BIAS or layer.attrs["bias"]:
@@ -343,6 +341,8 @@ def _rule(rw: Rewriter, node: Node) -> bool:
     if node.op == "matmul":
         return _matmul(rw, node)
     if node.op == "add":
+        if biases_beside(rw, node) > 1:  # two biases of one sum: one parameter first
+            return False  # (``canonicalize_model`` stores them as their sum)
         return _bias_add(rw, node) or _bias_through_split(rw, node) or \
             _bias_through_layout(rw, node) or _biased_product(rw, node)
     if node.op == "reshape":

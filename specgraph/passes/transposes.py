@@ -275,16 +275,22 @@ def _split(rw: Rewriter, node: Node) -> bool:
 
 def _sinks_on(rw: Rewriter, piece: Value, perm: tuple[int, ...]) -> bool:
     """Whether a transpose by ``perm`` of ``piece`` (a split's output) sinks on below every
-    reader: elementwise ops, or (``perm`` leaving the last axis in place) linear layers
+    reader: elementwise ops, (``perm`` leaving the last axis in place) linear layers
     reading it as their input (a recurrent layer run time-major reads each step of its
-    transposed sequence through its input projection: Keras' LSTM)."""
+    transposed sequence through its input projection: Keras' LSTM), or reshapes that only
+    drop its axes of one where ``perm`` moves only those (that step, ``[1, B, D]`` read as
+    ``[B, D]``: the transpose and the reshape are one reshape)."""
     readers = rw.graph.consumers(piece)
     if not readers:
         return False
     last = len(perm) - 1
+    kept = [p for p in perm if piece.shape[inverse_perm(perm)[p]] != 1]
+    squeezed = tuple(n for n in piece.shape if n != 1)
     return all(get_spec(u.op).category in ELEMENTWISE or
                (u.op == "linear" and perm[-1] == last and u.inputs[0] is piece and
-                piece not in u.inputs[1:]) for u in readers)
+                piece not in u.inputs[1:]) or
+               (u.op == "reshape" and u.outputs[0].shape == squeezed and
+                kept == sorted(kept)) for u in readers)
 
 
 def _rotary(rw: Rewriter, node: Node) -> bool:
