@@ -262,8 +262,12 @@ def _diff(args: argparse.Namespace, progress: Progress, color: bool) -> tuple[in
                      options=_numeric_options(args), batch=args.batch,
                      shapes=args.input_shape, progress=progress.step)
     report = accept(report, rules)
-    for line in report.numeric.repro if report.numeric is not None else ():
-        progress.step(line)
+    if args.repro:  # where the scripts went, or why none: on stderr whatever the format
+        lines = report.numeric.repro if report.numeric is not None else ()
+        why = " (a structural finding alone has no layer to run)" if report.findings else ""
+        for line in lines or (f"nothing written to {args.repro}: no layer's numbers "
+                              f"diverge{why}",):
+            print(f"--repro: {line}", file=progress.stream, flush=True)
     written = write_reports(args, report, progress.step)
     if args.command == "report":
         return (EXIT_OK if report.equivalent else EXIT_DIFFERENT), \

@@ -81,10 +81,15 @@ def test_repro_folder_for_a_planted_fault(repo_root, capsys, tmp_path: Path) -> 
     with wrong_softmax():
         code = main(["diff", f"{models}:jax_wide", f"{models}:torch_wide", "--repro",
                      str(folder)])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 1 and "rhs (torch) leaves the fp64 reference" in out
     assert sorted(p.name for p in folder.iterdir()) == ["case.npz", "repro_jax.py",
                                                        "repro_torch.py"]
+    # where the scripts went is said on stderr, in any format (not only at a terminal)
+    said = [line for line in captured.err.splitlines() if line.startswith("--repro: ")]
+    assert [line.split(": ")[1] for line in said] == [
+        str(folder / name) for name in ("case.npz", "repro_jax.py", "repro_torch.py")]
     # the report carries the paths written, nothing else of the repro
     json_folder = tmp_path / "repro_json"
     with wrong_softmax():
@@ -93,6 +98,15 @@ def test_repro_folder_for_a_planted_fault(repo_root, capsys, tmp_path: Path) -> 
     written = json.loads(capsys.readouterr().out)["numeric"]["repro"]
     assert [line.split(": ", 1)[0] for line in written] == [
         str(json_folder / name) for name in ("case.npz", "repro_jax.py", "repro_torch.py")]
+
+
+def test_a_repro_folder_with_nothing_to_write_says_so(repo_root, capsys,
+                                                      tmp_path: Path) -> None:
+    folder = tmp_path / "repro"
+    assert main(["diff", f"{TORCH}:correct", f"{JAX}:correct", "--repro", str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert f"--repro: nothing written to {folder}: no layer's numbers diverge\n" in err
+    assert not folder.exists()
 
 
 def test_weights_that_cannot_move_are_one_sentence(capsys, tmp_path: Path) -> None:
