@@ -70,11 +70,13 @@ def _top(rw: Rewriter, node: Node) -> Node:
 
 def biases_beside(rw: Rewriter, node: Node) -> int:
     """How many terms of the sum that the addition ``node`` is part of are biases along its
-    last axis (parameters): two or more are stored as one by ``canonicalize_model``. (Read
-    in the graph being rewritten, the sum's later additions not yet reached.)"""
+    last axis (parameters), where the sum holds a linear layer or a product too (a residual
+    sum of two convolutions' bias adds is not such a sum): two or more are stored as one by
+    ``canonicalize_model``. (Read in the graph being rewritten, the sum's later additions
+    not yet reached.)"""
     top = _top(rw, node)
     features = top.outputs[0].shape[-1] if top.outputs[0].rank else 0
-    count, stack = 0, [top]
+    count, layers, stack = 0, 0, [top]
     while stack:
         for v in stack.pop().inputs:
             made = rw.producer(v) or rw.graph.producer(v)
@@ -85,9 +87,10 @@ def biases_beside(rw: Rewriter, node: Node) -> int:
                 v = made.inputs[0]
                 made = rw.producer(v) or rw.graph.producer(v)
             shape = v.shape
+            layers += made is not None and made.op in ("linear", "matmul")
             count += made is None and rw.is_param(v) and bool(shape) and \
                 shape[-1] == features and all(n == 1 for n in shape[:-1])
-    return count
+    return count if layers else 0
 
 
 def _zero_product(rw: Rewriter, node: Node) -> bool:
@@ -165,8 +168,9 @@ def _sum_nodes(rw: Rewriter, node: Node) -> list[Node]:
 
 
 def _bias_groups(graph: Graph) -> dict[Value, tuple[str, ...]]:
-    """The output of the last addition of each sum that adds two or more biases (parameters
-    along its last axis) to a term of the sum's shape, with their names, where those
+    """The output of the last addition of each sum of linear layers that adds two or more
+    biases (parameters along its last axis) to a term of the sum's shape, with their names,
+    where those
     parameters are read nowhere but in such sums of the same biases (through reshapes and
     expands that only add axes of one)."""
     rw = Rewriter(graph)
@@ -178,13 +182,14 @@ def _bias_groups(graph: Graph) -> dict[Value, tuple[str, ...]]:
         if node.op != "add" or not node.outputs[0].rank or _top(rw, node) is not node:
             continue
         features = node.outputs[0].shape[-1]
-        names, whole = set(), False
+        names, whole, layer = set(), False, False
         for t in sum_terms(rw, node):
             p = bias_param(rw, t, features)
             if p is not None:
                 names.add(graph.param_name(p))
             whole = whole or (p is None and t.shape == node.outputs[0].shape)
-        if len(names) < 2 or not whole:
+            layer = layer or _layer(rw, t) is not None
+        if len(names) < 2 or not whole or not layer:
             continue
         group = tuple(sorted(names))
         groups[node.outputs[0]] = group
