@@ -208,7 +208,7 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
     (``param_layouts`` undone; ``native_shapes`` gives each native shape for reshapes); the
     pieces of a parameter (``param_pieces``) joined into it, where all of them are given
     (else the program keeps its own); a sum of parameters (``param_sums``) given to its
-    terms (``_terms_of_sum``), which may be pieces in turn, or it the whole of some."""
+    terms (``_terms_of_sum``), which may be pieces in turn."""
     out: dict[str, np.ndarray] = {}
     pieces, blocks = traced.param_pieces, _blocks_by_whole(traced)
     parts: dict[str, list[tuple[int, np.ndarray]]] = {}
@@ -223,7 +223,7 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
             out[name] = _undo(array, steps, native_shapes.get(name))
             return
         whole, axis, start, stop = pieces[name]
-        full = _whole_shape(traced, whole, native_shapes)
+        full = _canonical_shape(traced, whole, native_shapes.get(whole))
         before = None if full is None else full[:axis] + (stop - start,) + full[axis + 1:]
         parts.setdefault(whole, []).append((start, _undo(array, steps, before)))
         if len(parts[whole]) == len(blocks[whole]) and whole not in weights:
@@ -236,15 +236,6 @@ def native_weights(traced: Any, weights: Mapping[str, np.ndarray],
     for name, array in weights.items():
         put(name, np.asarray(array))
     return {k: np.ascontiguousarray(v) if k in blocks else v for k, v in out.items()}
-
-
-def _whole_shape(traced: Any, whole: str, native_shapes: Mapping[str, tuple[int, ...]]
-                 ) -> tuple[int, ...] | None:
-    """The canonical shape of a parameter stored as pieces: a framework parameter's after
-    its ``param_layouts``, a sum's that of its terms (a vector)."""
-    if whole in traced.param_sums:
-        return (int(np.asarray(traced.param_sums[whole][0][1]).size),)
-    return _canonical_shape(traced, whole, native_shapes.get(whole))
 
 
 def _terms_of_sum(traced: Any, name: str, array: np.ndarray) -> dict[str, np.ndarray]:

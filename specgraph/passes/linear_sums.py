@@ -20,6 +20,8 @@ commutative; 0·W is 0 for finite weights); float rounding may differ in the las
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from specgraph.ir import Graph, Node, Value
@@ -30,11 +32,14 @@ from specgraph.passes.sums import sum_terms
 __all__ = ["BiasesOutOfSumsPass", "biases_beside", "bias_param", "fold_bias_sums"]
 
 
-def bias_param(rw: Rewriter, value: Value, features: int) -> Value | None:
+def bias_param(rw: Rewriter, value: Value, features: int,
+               made: Callable[[Value], Node | None] | None = None) -> Value | None:
     """The parameter ``value`` is (or a reshape or expand of), where it is a bias along the
-    last axis of a sum of ``features`` features: ``[features]``, or with axes of one before."""
+    last axis of a sum of ``features`` features: ``[features]``, or with axes of one before
+    (``made`` finds what computes a value, ``rw.producer`` unless given)."""
+    made = made or rw.producer
     while not rw.is_param(value):
-        node = rw.producer(value)
+        node = made(value)
         if node is None or node.op not in ("reshape", "expand"):
             return None
         value = node.inputs[0]
@@ -72,24 +77,20 @@ def biases_beside(rw: Rewriter, node: Node) -> int:
     """How many terms of the sum that the addition ``node`` is part of are biases along its
     last axis (parameters), where the sum holds a linear layer or a product too (a residual
     sum of two convolutions' bias adds is not such a sum): two or more are stored as one by
-    ``canonicalize_model``. (Read in the graph being rewritten, the sum's later additions
-    not yet reached.)"""
+    ``canonicalize_model``. (Read in the graph being rewritten, where the sum's later
+    additions are not reached yet: what the rewrite has not kept is the graph's.)"""
+    def made(v: Value) -> Node | None:
+        return rw.producer(v) or rw.graph.producer(v)
+
     top = _top(rw, node)
     features = top.outputs[0].shape[-1] if top.outputs[0].rank else 0
-    count, layers, stack = 0, 0, [top]
-    while stack:
-        for v in stack.pop().inputs:
-            made = rw.producer(v) or rw.graph.producer(v)
-            if made is not None and made.op == "add" and rw.uses(v) == 1:
-                stack.append(made)
-                continue
-            while made is not None and made.op in ("reshape", "expand"):
-                v = made.inputs[0]
-                made = rw.producer(v) or rw.graph.producer(v)
-            shape = v.shape
-            layers += made is not None and made.op in ("linear", "matmul")
-            count += made is None and rw.is_param(v) and bool(shape) and \
-                shape[-1] == features and all(n == 1 for n in shape[:-1])
+    count, layers = 0, 0
+    for term in sum_terms(rw, top, made):
+        p = made(term)
+        while p is not None and p.op in ("reshape", "expand"):
+            p = made(p.inputs[0])
+        layers += p is not None and p.op in ("linear", "matmul")
+        count += bias_param(rw, term, features, made) is not None
     return count if layers else 0
 
 
@@ -156,23 +157,11 @@ class BiasesOutOfSumsPass:
         return rewrite(graph, _rule)
 
 
-def _sum_nodes(rw: Rewriter, node: Node) -> list[Node]:
-    """The additions of the sum ``node`` ends (inner sums read only there)."""
-    out = [node]
-    for v in node.inputs:
-        p = rw.producer(v)
-        if p is not None and p.op == "add" and rw.uses(v) == 1 and \
-                v.dtype == node.outputs[0].dtype:
-            out.extend(_sum_nodes(rw, p))
-    return out
-
-
 def _bias_groups(graph: Graph) -> dict[Value, tuple[str, ...]]:
     """The output of the last addition of each sum of linear layers that adds two or more
     biases (parameters along its last axis) to a term of the sum's shape, with their names,
-    where those
-    parameters are read nowhere but in such sums of the same biases (through reshapes and
-    expands that only add axes of one)."""
+    where those parameters are read nowhere but in such sums of the same biases (through
+    reshapes and expands that only add axes of one)."""
     rw = Rewriter(graph)
     groups: dict[Value, tuple[str, ...]] = {}
     where: dict[str, set[tuple[str, ...]]] = {}
@@ -182,8 +171,8 @@ def _bias_groups(graph: Graph) -> dict[Value, tuple[str, ...]]:
         if node.op != "add" or not node.outputs[0].rank or _top(rw, node) is not node:
             continue
         features = node.outputs[0].shape[-1]
-        names, whole, layer = set(), False, False
-        for t in sum_terms(rw, node):
+        names, whole, layer, additions = set(), False, False, []
+        for t in sum_terms(rw, node, adds=additions):
             p = bias_param(rw, t, features)
             if p is not None:
                 names.add(graph.param_name(p))
@@ -193,7 +182,7 @@ def _bias_groups(graph: Graph) -> dict[Value, tuple[str, ...]]:
             continue
         group = tuple(sorted(names))
         groups[node.outputs[0]] = group
-        adds.setdefault(group, set()).update(_sum_nodes(rw, node))
+        adds.setdefault(group, set()).update(additions)
         for name in group:
             where.setdefault(name, set()).add(group)
 

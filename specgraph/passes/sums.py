@@ -15,6 +15,7 @@ differ in the last bit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -31,14 +32,20 @@ __all__ = ["SortSumsPass", "sum_terms"]
 _DEPTH = 3
 
 
-def sum_terms(rw: Rewriter, node: Node) -> list[Value]:
-    """The terms of the sum ``node`` ends, inner sums read only here opened up."""
+def sum_terms(rw: Rewriter, node: Node, made: Callable[[Value], Node | None] | None = None,
+              adds: list[Node] | None = None) -> list[Value]:
+    """The terms of the sum ``node`` ends, inner sums read only here opened up; ``made``
+    finds what computes a value (``rw.producer`` unless given), and ``adds``, if given,
+    receives the sum's additions."""
+    made = made or rw.producer
+    if adds is not None:
+        adds.append(node)
     out: list[Value] = []
     for v in node.inputs:
-        p = rw.producer(v)
+        p = made(v)
         if p is not None and p.op == "add" and rw.uses(v) == 1 and \
                 v.dtype == node.outputs[0].dtype:
-            out.extend(sum_terms(rw, p))
+            out.extend(sum_terms(rw, p, made, adds))
         else:
             out.append(v)
     return out

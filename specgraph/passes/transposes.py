@@ -284,7 +284,7 @@ def _sinks_on(rw: Rewriter, piece: Value, perm: tuple[int, ...]) -> bool:
     if not readers:
         return False
     last = len(perm) - 1
-    kept = [p for p in perm if piece.shape[inverse_perm(perm)[p]] != 1]
+    kept = [p for p, n in zip(perm, piece.shape) if n != 1]  # what each axis reads
     squeezed = tuple(n for n in piece.shape if n != 1)
     return all(get_spec(u.op).category in ELEMENTWISE or
                (u.op == "linear" and perm[-1] == last and u.inputs[0] is piece and
